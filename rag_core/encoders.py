@@ -1,0 +1,181 @@
+"""Query and passage encoders behind one interface: q(x) and d(z) as float32 numpy rows.
+
+Two backends, chosen from the model config:
+- sentence-transformers style (the default all-MiniLM-L6-v2): one BERT for queries and passages,
+  mean pooling, L2-normalised, so the inner product is a cosine; its prior uses scale 20.
+- DPR: separate question and context encoders, pooler output, no normalisation; scale 1. DPR reads
+  a passage as the (title, text) pair.
+
+We run the MiniLM model through transformers directly (mean pooling is four lines) instead of
+importing sentence-transformers, whose import alone takes seconds; a test checks both agree.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
+import torch
+
+from .corpus import Passage
+from .sources import ModelSourceError, Source, model_type, resolve
+
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+class Encoder(Protocol):
+    id: str  # what the manifest records
+    dim: int
+    default_scale: float
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray: ...
+
+    def encode_passages(self, passages: Sequence[Passage], progress: Progress | None = None) -> np.ndarray: ...
+
+
+def passage_text(p: Passage) -> str:
+    """How a single-tower encoder reads a passage: its title, then its text."""
+    return f"{p.title}. {p.text}" if p.title else p.text
+
+
+def _length_sorted_batches(texts: Sequence, batch_size: int, key=len):
+    """Batches of similar length (less padding), with the positions to put results back."""
+    order = sorted(range(len(texts)), key=lambda i: key(texts[i]))
+    for start in range(0, len(order), batch_size):
+        yield order[start : start + batch_size]
+
+
+@dataclass
+class MeanPoolEncoder:
+    """A sentence-transformers model (Transformer -> mean pooling -> normalise) run directly."""
+
+    id: str
+    model: torch.nn.Module
+    tokenizer: object
+    device: torch.device
+    max_length: int = 256
+    batch_size: int = 64
+    default_scale: float = 20.0
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    @torch.inference_mode()
+    def _encode(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        done = 0
+        for idx in _length_sorted_batches(texts, self.batch_size):
+            enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                 max_length=self.max_length, return_tensors="pt").to(self.device)
+            hidden = self.model(**enc).last_hidden_state  # (B, L, D)
+            mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (B, L, 1)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)  # (B, D)
+            pooled = torch.nn.functional.normalize(pooled.float(), dim=-1)  # (B, D)
+            out[idx] = pooled.cpu().numpy()
+            done += len(idx)
+            if progress:
+                progress(done, len(texts))
+        return out
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode(list(texts))
+
+    def encode_passages(self, passages: Sequence[Passage], progress: Progress | None = None) -> np.ndarray:
+        return self._encode([passage_text(p) for p in passages], progress)
+
+
+@dataclass
+class DPREncoder:
+    """DPR: a question encoder and a context encoder (pooler output, inner product, scale 1)."""
+
+    id: str
+    question_model: torch.nn.Module | None
+    question_tokenizer: object | None
+    ctx_model: torch.nn.Module | None
+    ctx_tokenizer: object | None
+    device: torch.device
+    max_length: int = 256
+    batch_size: int = 32
+    default_scale: float = 1.0
+
+    @property
+    def dim(self) -> int:
+        model = self.question_model or self.ctx_model
+        return int(model.config.projection_dim or model.config.hidden_size)
+
+    @torch.inference_mode()
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        if self.question_model is None:
+            raise ModelSourceError("no question encoder was given")
+        enc = self.question_tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+                                      return_tensors="pt").to(self.device)
+        return self.question_model(**enc).pooler_output.float().cpu().numpy()  # (N, D)
+
+    @torch.inference_mode()
+    def encode_passages(self, passages: Sequence[Passage], progress: Progress | None = None) -> np.ndarray:
+        if self.ctx_model is None:
+            raise ModelSourceError("no passage (context) encoder was given: use --ctx-encoder")
+        out = np.zeros((len(passages), self.dim), dtype=np.float32)
+        done = 0
+        for idx in _length_sorted_batches(passages, self.batch_size, key=lambda p: len(p.text) + len(p.title)):
+            batch = [passages[i] for i in idx]
+            enc = self.ctx_tokenizer([p.title for p in batch], [p.text for p in batch], padding=True,
+                                     truncation="only_second", max_length=self.max_length,
+                                     return_tensors="pt").to(self.device)
+            out[idx] = self.ctx_model(**enc).pooler_output.float().cpu().numpy()  # (B, D)
+            done += len(idx)
+            if progress:
+                progress(done, len(passages))
+        return out
+
+
+def _load_mean_pool(model_id: str, source: Source, device: torch.device, allow: bool) -> MeanPoolEncoder:
+    from transformers import AutoModel, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(source.ref, **source.kwargs(allow))
+    model = AutoModel.from_pretrained(source.ref, **source.kwargs(allow)).to(device).eval()
+    return MeanPoolEncoder(model_id, model, tok, device)
+
+
+def _load_dpr_question(source: Source, kind: str, device: torch.device, allow: bool):
+    from transformers import AutoTokenizer, DPRQuestionEncoder
+
+    kw = source.kwargs(allow)
+    if kind == "rag":  # a RAG checkpoint: its question encoder is a submodule
+        from transformers import RagTokenForGeneration
+
+        model = RagTokenForGeneration.from_pretrained(source.ref, **kw).question_encoder
+        tok = AutoTokenizer.from_pretrained(source.ref, subfolder="question_encoder_tokenizer", **kw)
+    else:
+        model = DPRQuestionEncoder.from_pretrained(source.ref, **kw)
+        tok = AutoTokenizer.from_pretrained(source.ref, **kw)
+    return model.to(device).eval(), tok
+
+
+def _load_dpr_ctx(source: Source, device: torch.device, allow: bool):
+    from transformers import AutoTokenizer, DPRContextEncoder
+
+    kw = source.kwargs(allow)
+    return DPRContextEncoder.from_pretrained(source.ref, **kw).to(device).eval(), AutoTokenizer.from_pretrained(source.ref, **kw)
+
+
+def load_encoder(question_id: str, ctx_id: str | None, device: torch.device, allow_downloads: bool = False) -> Encoder:
+    """Pick the backend from the model config: DPR (or a RAG checkpoint) vs mean pooling."""
+    q_source = resolve(question_id, allow_downloads)
+    q_kind = model_type(q_source, allow_downloads)
+    if q_kind in ("dpr", "rag"):
+        try:
+            q_model, q_tok = _load_dpr_question(q_source, q_kind, device, allow_downloads)
+            c_model = c_tok = None
+            if ctx_id:
+                c_model, c_tok = _load_dpr_ctx(resolve(ctx_id, allow_downloads), device, allow_downloads)
+        except OSError as e:
+            raise ModelSourceError(f"cannot load the DPR encoders: {str(e).splitlines()[0]}") from None
+        return DPREncoder(f"dpr:{question_id}|{ctx_id}", q_model, q_tok, c_model, c_tok, device)
+    if ctx_id and ctx_id != question_id:
+        raise ModelSourceError("a separate --ctx-encoder is only supported with a DPR question encoder")
+    try:
+        return _load_mean_pool(question_id, q_source, device, allow_downloads)
+    except OSError as e:
+        raise ModelSourceError(f"cannot load the encoder {question_id}: {str(e).splitlines()[0]}") from None

@@ -1,0 +1,63 @@
+"""The one protocol every generator speaks, so decoding never knows which model it drives.
+
+A generator reads K (x, z) pairs as K *rows*. `prepare` runs the one batched forward pass over the K
+prompts and returns a state holding, per row, the next-token log-probabilities after the prompt.
+Decoding then only `select`s rows (beam reordering, copying a prompt for another hypothesis) and
+`advance`s every row by one token; the prompts' key/value caches are reused throughout.
+`teacher_force` scores given answers in one pass from a prepared state.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+import torch
+
+from ..corpus import Passage
+
+
+@dataclass
+class GenState:
+    logprobs: torch.Tensor  # (R, V) log p(next token | x, z_row, prefix_row), float32
+    rows: torch.Tensor  # (R,) long: which prepared row (passage) each row reads
+    steps: int = 0  # tokens appended since the prompt (the same for every row)
+    cache: Any = None  # backend-specific: key/value caches, encoder states, prefixes
+    calls: int = field(default=0, compare=False)  # model forward passes made through this state
+
+
+class Generator(Protocol):
+    id: str
+    vocab_size: int
+    eos_ids: frozenset[int]  # a token in here ends an answer (it is part of the answer)
+
+    def prepare(self, question: str, passages: Sequence[Passage] | None) -> GenState:
+        """One batched forward of the K prompts; `passages=None` is closed-book (one row)."""
+
+    def select(self, state: GenState, idx: torch.Tensor) -> GenState:
+        """A state whose row r is a copy of `state`'s row `idx[r]`."""
+
+    def advance(self, state: GenState, tokens: torch.Tensor) -> GenState:
+        """Append `tokens[r]` (R,) to row r; the new state holds the next distributions."""
+
+    def teacher_force(self, state: GenState, answers: torch.Tensor) -> torch.Tensor:
+        """Log-probs (R, T, V) of each step of `answers` (R, T), read from a state with no steps yet."""
+
+    def encode_answer(self, text: str) -> list[int]:
+        """Token ids of an answer as the generator would produce it, end token included."""
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Answer text of token ids (special and end tokens dropped)."""
+
+    def token_text(self, token_id: int) -> str:
+        """One token as a person reads it (leading spaces kept)."""
+
+
+def pad_answers(answers: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad answers to one length: ids (N, T) and mask (N, T) of real steps."""
+    width = max(1, max(len(a) for a in answers))
+    ids = torch.full((len(answers), width), pad, dtype=torch.long)  # (N, T)
+    mask = torch.zeros((len(answers), width), dtype=torch.bool)  # (N, T)
+    for n, a in enumerate(answers):
+        ids[n, : len(a)] = torch.tensor(list(a), dtype=torch.long)
+        mask[n, : len(a)] = True
+    return ids, mask

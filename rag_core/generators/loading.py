@@ -1,0 +1,84 @@
+"""Load a generator by id: the packaged SmolLM2 GGUF (converted once, cached as safetensors), a
+local folder, a hub id, or a RAG checkpoint whose `.generator` submodule is taken.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from ..config import DEFAULT_GENERATOR, cache_dir
+from ..index import replace_dir
+from ..sources import ModelSourceError, Source, model_type, package_path, resolve
+from .causal import CausalGenerator
+from .seq2seq import Seq2SeqGenerator
+
+SEQ2SEQ_TYPES = {"bart", "t5", "mt5", "pegasus", "mbart", "marian", "led", "blenderbot"}
+
+
+def smollm_folder(progress=None) -> Path:
+    """The default generator as a safetensors folder, converted from the packaged GGUF once.
+
+    A GGUF load dequantises every tensor (~20 s); the converted copy loads in under a second. The
+    copy is written to a temporary folder and renamed, so a killed conversion leaves nothing half-made.
+    """
+    gguf = package_path(DEFAULT_GENERATOR)
+    target = cache_dir() / "models" / f"smollm2-135m-instruct-{gguf.stat().st_size}"
+    if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
+        return target
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if progress:
+        progress("Converting the packaged SmolLM2 GGUF to safetensors (once, ~20 s)")
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # save_pretrained refuses a model that still looks GGUF-quantised; its weights are plain now.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".smollm-", dir=target.parent))
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        replace_dir(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def _dtype(device: torch.device) -> torch.dtype:
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+def load_generator(model_id: str, device: torch.device, allow_downloads: bool = False, progress=None):
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    if model_id == DEFAULT_GENERATOR:
+        source = Source(str(smollm_folder(progress)), True)
+        kind = "llama"
+    else:
+        source = resolve(model_id, allow_downloads)
+        kind = model_type(source, allow_downloads)
+    kw = dict(source.kwargs(allow_downloads))
+    try:
+        if kind == "rag":
+            from transformers import RagTokenForGeneration
+
+            model = RagTokenForGeneration.from_pretrained(source.ref, **kw).generator
+            tok = AutoTokenizer.from_pretrained(source.ref, subfolder="generator_tokenizer", **kw)
+            return Seq2SeqGenerator(model.to(device, _dtype(device)).eval(), tok, model_id, device)
+        if kind in SEQ2SEQ_TYPES:
+            model = AutoModelForSeq2SeqLM.from_pretrained(source.ref, dtype=_dtype(device), **kw)
+            tok = AutoTokenizer.from_pretrained(source.ref, **kw)
+            return Seq2SeqGenerator(model.to(device).eval(), tok, model_id, device)
+        model = AutoModelForCausalLM.from_pretrained(source.ref, dtype=_dtype(device), **kw)
+        tok = AutoTokenizer.from_pretrained(source.ref, **kw)
+        return CausalGenerator(model.to(device).eval(), tok, model_id, device)
+    except (OSError, ValueError) as e:
+        raise ModelSourceError(f"cannot load the generator {model_id}: {str(e).splitlines()[0][:200]}") from None

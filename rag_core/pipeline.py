@@ -1,0 +1,159 @@
+"""One query end to end: retrieve -> prepare the K prompts once -> decode both ways -> trace.
+
+The CLI and the app are two thin faces of this module. Models load once (`load_models`); an index
+can be swapped under them with no reload (`Pipeline.with_index`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from . import marginals
+from .catalog import build_corpus_index, corpus_cache_folder, resolve_index
+from .config import Config
+from .corpus import read_corpus_file
+from .decoding import Scored, rag_sequence_decode, rag_token_decode
+from .encoders import Encoder, load_encoder
+from .generators import Generator, load_generator
+from .generators.base import GenState
+from .index import PassageIndex
+from .retriever import Retriever
+from .sources import pick_device, set_threads
+from .trace import Candidate, Hit, Trace
+
+MAX_QUESTION_CHARS = 2000  # longer questions are cut (the encoders read 256 tokens at most anyway)
+
+
+class QuestionError(ValueError):
+    """A question a user typed cannot be answered as given; the message says why."""
+
+
+def clean_question(question: str) -> tuple[str, list[str]]:
+    """Strip control characters and collapse spaces; cut very long questions. Returns notices.
+
+    >>> clean_question("  Who\\x00 wrote\\n Moby-Dick? ")
+    ('Who wrote Moby-Dick?', [])
+    """
+    if not isinstance(question, str):
+        raise QuestionError("the question must be text")
+    text = re.sub(r"\s+", " ", "".join(ch if ch.isprintable() or ch.isspace() else " " for ch in question)).strip()
+    if not text:
+        raise QuestionError("the question is empty: type a question")
+    notices = []
+    if len(text) > MAX_QUESTION_CHARS:
+        notices.append(f"the question was {len(text):,} characters long; only the first {MAX_QUESTION_CHARS:,} were used")
+        text = text[:MAX_QUESTION_CHARS]
+    return text, notices
+
+
+@dataclass
+class Models:
+    encoder: Encoder
+    generator: Generator
+    device: torch.device
+
+
+def load_models(cfg: Config, progress: Callable[[str], None] | None = None) -> Models:
+    set_threads(cfg.threads)
+    device = pick_device(cfg.device)
+    if progress:
+        progress("Loading the retriever")
+    encoder = load_encoder(cfg.question_encoder, cfg.ctx_encoder, device, cfg.allow_downloads)
+    if progress:
+        progress("Loading the generator")
+    generator = load_generator(cfg.generator, device, cfg.allow_downloads, progress)
+    return Models(encoder, generator, device)
+
+
+def open_index(cfg: Config, encoder: Encoder, progress=None) -> tuple[str, PassageIndex]:
+    """The index a config asks for: `--corpus` (built and cached), a name, or a folder."""
+    prog = progress or (lambda m, f: None)
+    if cfg.corpus:
+        parsed = read_corpus_file(cfg.corpus)
+        folder = corpus_cache_folder(parsed.passages, encoder)
+        from .index import IndexLoadError
+
+        try:
+            return cfg.corpus, PassageIndex.load(folder, encoder_id=encoder.id, dim=encoder.dim)
+        except IndexLoadError:
+            return cfg.corpus, build_corpus_index(parsed.passages, encoder, folder, progress=prog)
+    return resolve_index(cfg.index, encoder, prog)
+
+
+def to_candidates(gen: Generator, decoding: str, scored: list[Scored]) -> list[Candidate]:
+    out = []
+    for rank, s in enumerate(scored):
+        alt_tokens = [[[gen.token_text(int(i)) for i in step] for step in row] for row in s.alt_ids.tolist()]
+        out.append(Candidate(decoding, rank, gen.decode(s.tokens), list(s.tokens), [gen.token_text(t) for t in s.tokens],
+                             s.token_logp, s.alt_ids, alt_tokens, s.alt_logp, s.finished, set(s.sources)))
+    return out
+
+
+def analyse(gen: Generator, question: str, hits: list[Hit], log_pz: torch.Tensor, cfg: Config, index_name: str,
+            scale: float, state0: GenState | None = None) -> Trace:
+    """Decode under both models from one prepared state and build the trace."""
+    state0 = state0 or gen.prepare(question, [h.passage for h in hits])
+    calls = state0.calls
+    candidates: list[Candidate] = []
+    token_scored: list[Scored] = []
+    if cfg.decode in ("token", "both"):
+        token_scored = rag_token_decode(gen, state0, log_pz, cfg.beams, cfg.max_new_tokens, cfg.top_alternatives)
+        candidates += to_candidates(gen, "rag-token", token_scored)
+    if cfg.decode in ("sequence", "both"):
+        seq = rag_sequence_decode(gen, state0, log_pz, cfg.beams, cfg.max_new_tokens, cfg.rescore,
+                                  cfg.top_alternatives, known=token_scored)
+        candidates += to_candidates(gen, "rag-sequence", seq)
+    settings = {"k": len(hits), "beams": cfg.beams, "rescore": cfg.rescore, "decode": cfg.decode,
+                "max_new_tokens": cfg.max_new_tokens, "generator": gen.id}
+    return Trace(question, index_name, hits, log_pz.double(), scale, candidates, settings, model_calls=calls)
+
+
+@dataclass
+class Pipeline:
+    models: Models
+    index_name: str
+    index: PassageIndex
+    cfg: Config
+
+    @property
+    def retriever(self) -> Retriever:
+        return Retriever(self.models.encoder, self.index, self.index_name)
+
+    def with_index(self, name: str, index: PassageIndex) -> "Pipeline":
+        return Pipeline(self.models, name, index, self.cfg)
+
+    def scale_for(self, cfg: Config) -> float:
+        return float(cfg.scale if cfg.scale is not None else self.models.encoder.default_scale)
+
+    def retrieve(self, question: str, k: int) -> list[Hit]:
+        return self.retriever.retrieve(question, k)
+
+    def run(self, question: str, cfg: Config | None = None) -> Trace:
+        cfg = (cfg or self.cfg).validate()
+        question, notices = clean_question(question)
+        hits = self.retrieve(question, cfg.k)
+        if not hits:
+            raise QuestionError("the index returned no passages")
+        scale = self.scale_for(cfg)
+        log_pz = marginals.log_prior(torch.tensor([h.score for h in hits]), scale)  # (K,)
+        trace = analyse(self.models.generator, question, hits, log_pz, cfg, self.index_name, scale)
+        trace.settings["notices"] = notices
+        return trace
+
+    def closed_book(self, question: str, max_new_tokens: int = 16) -> str:
+        """The generator alone, with no passage: what it "knows" by itself."""
+        question, _ = clean_question(question)
+        gen = self.models.generator
+        state = gen.prepare(question, None)
+        best = rag_token_decode(gen, state, torch.zeros(1), 1, max_new_tokens, 1)[0]
+        return gen.decode(best.tokens)
+
+
+def load_pipeline(cfg: Config, progress=None) -> Pipeline:
+    cfg = cfg.validate()
+    models = load_models(cfg, (lambda m: progress(m, 0.0)) if progress else None)
+    name, index = open_index(cfg, models.encoder, progress)
+    return Pipeline(models, name, index, cfg)

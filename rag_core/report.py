@@ -1,0 +1,63 @@
+"""Plain-text and JSON summaries of a trace, for the command line."""
+from __future__ import annotations
+
+import math
+
+from . import marginals
+from .trace import Trace
+
+
+def _p(logp: float) -> float:
+    return math.exp(logp) if logp > float("-inf") else 0.0
+
+
+def ask_json(trace: Trace) -> dict:
+    lpz = trace.log_prior
+    answers = {}
+    for c in trace.candidates:
+        answers.setdefault(c.decoding, []).append({
+            "answer": c.answer,
+            "p_seq": _p(c.log_p_seq(lpz)),
+            "p_tok": _p(c.log_p_tok(lpz)),
+            "finished": c.finished,
+            "posterior": marginals.citation(lpz, c.token_logp).tolist(),
+        })
+    return {
+        "query": trace.query,
+        "index": trace.index,
+        "k": trace.k,
+        "scale": trace.scale,
+        "settings": trace.settings,
+        "closed_book": trace.closed_book,
+        "answers": answers,
+        "passages": [{"rank": h.rank, "id": h.passage.id, "title": h.passage.title, "score": h.score,
+                      "prior": float(p), "text": h.passage.text} for h, p in zip(trace.hits, trace.prior)],
+    }
+
+
+def ask_text(trace: Trace) -> str:
+    lpz = trace.log_prior
+    lines = [f"Q: {trace.query}", f"index {trace.index} · K={trace.k} · scale {trace.scale:g} · "
+             f"{trace.settings.get('rescore', '')} rescoring · beams {trace.settings.get('beams', 1)}"]
+    for notice in trace.settings.get("notices", []):
+        lines.append(f"note: {notice}")
+    posts = {}
+    for decoding in ("rag-token", "rag-sequence"):
+        cands = trace.of(decoding)
+        if not cands:
+            continue
+        best = cands[0]
+        posts[decoding] = marginals.citation(lpz, best.token_logp).tolist()
+        lines.append(f"{decoding:>13}: {best.answer!s:<30} p_seq={_p(best.log_p_seq(lpz)):.3f} p_tok={_p(best.log_p_tok(lpz)):.3f}"
+                     + ("" if best.finished else " (cut at max-new-tokens)"))
+        for c in cands[1:4]:
+            lines.append(f"{'':>13}  also {c.answer!s:<25} p_seq={_p(c.log_p_seq(lpz)):.3f} p_tok={_p(c.log_p_tok(lpz)):.3f}")
+    if trace.closed_book is not None:
+        lines.append(f"{'closed-book':>13}: {trace.closed_book}")
+    head = f"{'rank':>4} {'score':>7} {'prior':>6}" + "".join(f" {'post/' + d[4:7]:>8}" for d in posts) + "  passage"
+    lines += ["", head]
+    for i, (h, p) in enumerate(zip(trace.hits, trace.prior)):
+        post = "".join(f" {posts[d][i]:8.3f}" for d in posts)
+        text = " ".join(h.passage.text.split()[:12])
+        lines.append(f"{h.rank:>4} {h.score:7.3f} {p:6.3f}{post}  {h.passage.title}: {text}…")
+    return "\n".join(lines)

@@ -1,0 +1,33 @@
+"""Retrieval: encode the question, search the index, keep the top K with their raw scores.
+
+The prior p(z|x) = softmax(scale · s) is computed from these scores by `marginals.log_prior`; the
+scale belongs to the encoder (20 for MiniLM's cosine scores, 1 for DPR) and the user may change it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .encoders import Encoder
+from .index import PassageIndex
+from .trace import Hit
+
+
+@dataclass
+class Retriever:
+    encoder: Encoder
+    index: PassageIndex
+    name: str  # what the trace's "index" column says
+
+    @property
+    def default_scale(self) -> float:
+        return float(self.encoder.default_scale)
+
+    def query_vector(self, question: str) -> np.ndarray:
+        return self.encoder.encode_queries([question])  # (1, D)
+
+    def retrieve(self, question: str, k: int, query_vector: np.ndarray | None = None) -> list[Hit]:
+        q = self.query_vector(question) if query_vector is None else query_vector  # (1, D)
+        scores, rows = self.index.search(q, k)  # (1, k), (1, k)
+        return [Hit(r + 1, self.index.passages[int(i)], float(s)) for r, (s, i) in enumerate(zip(scores[0], rows[0])) if i >= 0]

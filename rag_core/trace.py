@@ -1,0 +1,158 @@
+"""Typed results of one query, and their export: dataclasses -> pandas -> the trace CSV.
+
+The CSV is long: one row per (decoding, candidate, step, passage), with the columns DESIGN.md §4
+fixes. The same frame feeds the app's tables and downloads, so both faces export the same thing.
+"""
+from __future__ import annotations
+
+import io
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+
+from . import marginals
+from .corpus import Passage
+
+COLUMNS = ["query", "index", "decoding", "candidate", "answer", "step", "token", "token_id", "doc_rank", "doc_id",
+           "doc_title", "doc_score", "prior", "p_token_doc", "p_token_mix", "posterior_step", "posterior_prefix",
+           "logp_prefix_doc"]
+TEXT_COLUMNS = ["query", "index", "decoding", "answer", "token", "doc_id", "doc_title"]
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+@dataclass
+class Hit:
+    """A retrieved passage: rank 1 is the highest score."""
+
+    rank: int
+    passage: Passage
+    score: float  # raw retriever score s(z) = d(z)·q(x)
+
+
+@dataclass
+class Candidate:
+    decoding: str  # "rag-token" or "rag-sequence"
+    rank: int  # 0 = the chosen answer
+    answer: str
+    token_ids: list[int]
+    tokens: list[str]
+    token_logp: torch.Tensor  # (K, T) log p(y_i|x,z,y_<i); NaN = not scored (fast rescoring)
+    alt_ids: torch.Tensor  # (K, T, A)
+    alt_tokens: list[list[list[str]]]  # [K][T][A]
+    alt_logp: torch.Tensor  # (K, T, A)
+    finished: bool = True
+    sources: set[int] = field(default_factory=set)  # RAG-Sequence: passages (0-based) whose beam made it
+
+    def log_p_seq(self, log_pz: torch.Tensor) -> float:
+        return float(marginals.rag_sequence(log_pz, self.token_logp))
+
+    def log_p_tok(self, log_pz: torch.Tensor) -> float:
+        return float(marginals.rag_token(log_pz, self.token_logp))
+
+
+@dataclass
+class Trace:
+    query: str
+    index: str
+    hits: list[Hit]
+    log_prior: torch.Tensor  # (K,) log p(z|x)
+    scale: float
+    candidates: list[Candidate]
+    settings: dict = field(default_factory=dict)
+    closed_book: str | None = None
+    model_calls: int = 0  # generator forward passes spent on this trace
+
+    @property
+    def k(self) -> int:
+        return len(self.hits)
+
+    @property
+    def prior(self) -> np.ndarray:
+        return self.log_prior.exp().numpy()
+
+    def answer(self, decoding: str) -> Candidate | None:
+        return next((c for c in self.candidates if c.decoding == decoding and c.rank == 0), None)
+
+    def of(self, decoding: str) -> list[Candidate]:
+        return [c for c in self.candidates if c.decoding == decoding]
+
+    def to_frame(self) -> pd.DataFrame:
+        return trace_frame(self)
+
+    def to_csv(self, path_or_buf=None) -> str | None:
+        frame = spreadsheet_safe(self.to_frame())
+        if path_or_buf is None:
+            buf = io.StringIO()
+            frame.to_csv(buf, index=False)
+            return buf.getvalue()
+        frame.to_csv(path_or_buf, index=False)
+        return None
+
+
+def trace_frame(trace: Trace) -> pd.DataFrame:
+    """The long table, vectorised per candidate: (K, T) arrays flattened step-major."""
+    lpz = trace.log_prior.double()  # (K,)
+    prior = lpz.exp().numpy()  # (K,)
+    k = trace.k
+    frames = []
+    for c in trace.candidates:
+        t = len(c.token_ids)
+        if t == 0:
+            continue
+        lp = c.token_logp.double()  # (K, T)
+        p_doc = lp.exp().numpy()  # (K, T), NaN stays NaN
+        mix = marginals.token_mixture(lpz, lp).exp().numpy()  # (T,)
+        resp = marginals.responsibilities(lpz, lp).numpy()  # (K, T)
+        post = marginals.prefix_posteriors(lpz, lp).numpy()  # (K, T)
+        cum = torch.cumsum(lp, dim=-1).numpy()  # (K, T), NaN where unscored
+        steps = np.repeat(np.arange(t), k)  # (T*K,)
+        docs = np.tile(np.arange(k), t)  # (T*K,)
+        frames.append(pd.DataFrame({
+            "query": trace.query,
+            "index": trace.index,
+            "decoding": c.decoding,
+            "candidate": c.rank,
+            "answer": c.answer,
+            "step": steps,
+            "token": [c.tokens[s] for s in steps],
+            "token_id": [c.token_ids[s] for s in steps],
+            "doc_rank": docs + 1,
+            "doc_id": [trace.hits[d].passage.id for d in docs],
+            "doc_title": [trace.hits[d].passage.title for d in docs],
+            "doc_score": [trace.hits[d].score for d in docs],
+            "prior": prior[docs],
+            "p_token_doc": p_doc.T.reshape(-1),
+            "p_token_mix": mix[steps],
+            "posterior_step": resp.T.reshape(-1),
+            "posterior_prefix": post.T.reshape(-1),
+            "logp_prefix_doc": cum.T.reshape(-1),
+        }))
+    if not frames:
+        return pd.DataFrame(columns=COLUMNS)
+    return pd.concat(frames, ignore_index=True)[COLUMNS]
+
+
+def neutralise(value):
+    """Prefix a text cell that a spreadsheet would run as a formula with a quote.
+
+    >>> neutralise("=HYPERLINK(1)"), neutralise("Paris")
+    ("'=HYPERLINK(1)", 'Paris')
+    """
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    out = frame.copy()
+    for col in TEXT_COLUMNS:
+        if col in out:
+            out[col] = out[col].map(neutralise)
+    return out
+
+
+def fmt_prob(logp: float) -> str:
+    return f"{math.exp(logp):.3f}" if logp > float("-inf") else "0.000"
