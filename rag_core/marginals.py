@@ -34,7 +34,7 @@ def log_prior(scores: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
 
 def _clean(token_logp: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """NaN -> -inf (never scored = probability 0); padded steps -> 0 (log 1)."""
-    out = torch.nan_to_num(token_logp.double(), nan=NEG_INF, posinf=0.0)  # (..., K, T)
+    out = torch.nan_to_num(token_logp.double(), nan=NEG_INF, posinf=0.0, neginf=NEG_INF)  # (..., K, T)
     if mask is not None:
         out = out.masked_fill(~mask.bool().unsqueeze(-2), 0.0)  # (..., K, T)
     return out

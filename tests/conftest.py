@@ -1,0 +1,37 @@
+"""Shared fixtures. Model caches go to one folder per test session unless RAG_LOUPE_CACHE is set,
+so tests never write into the repository."""
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture(scope="session")
+def default_pipeline():
+    """The real embedded default stack on the default index, loaded once for the whole run."""
+    from rag_core.config import Config
+    from rag_core.pipeline import load_pipeline
+
+    return load_pipeline(Config())
+
+
+def check_trace_invariants(frame):
+    """DESIGN.md §4: per (decoding, candidate, step) priors and posteriors sum to 1, and
+    p_token_mix = Σ prior · p_token_doc where every pair was scored."""
+    import numpy as np
+
+    assert len(frame) > 0
+    for _, g in frame.groupby(["decoding", "candidate", "step"]):
+        assert np.isclose(g["prior"].sum(), 1.0, atol=1e-6)
+        assert np.isclose(g["posterior_step"].sum(), 1.0, atol=1e-6)
+        assert np.isclose(g["posterior_prefix"].sum(), 1.0, atol=1e-6)
+        scored = g["p_token_doc"].notna()
+        mix = (g["prior"][scored] * g["p_token_doc"][scored]).sum()
+        if scored.all():
+            assert np.isclose(g["p_token_mix"].iloc[0], mix, rtol=1e-5, atol=1e-9)
+        assert ((g["posterior_prefix"] >= 0) & (g["posterior_prefix"] <= 1)).all()

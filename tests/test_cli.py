@@ -1,0 +1,67 @@
+"""The command line on the real default stack and on toys: outputs, CSV invariants, errors."""
+import json
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT, check_trace_invariants
+
+
+def cli(*args, timeout=600):
+    env = dict(os.environ)
+    return subprocess.run([sys.executable, "-m", "rag_core", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("obama", ["born Hawaii\tp_seq=0.516\tp_tok=0.449", "Chicago Hawaii\tp_seq=0.065\tp_tok=0.090"]),
+    ("softmax", ["0.550 0.247 0.202"]),
+    ("posterior", ["0.913 0.087"]),
+])
+def test_toy_prints_the_seed_numbers(name, expected):
+    out = cli("toy", name)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == expected
+
+
+def test_toy_csv_keeps_invariants(tmp_path):
+    out = cli("toy", "obama", "--csv", str(tmp_path / "t.csv"))
+    assert out.returncode == 0
+    frame = pd.read_csv(tmp_path / "t.csv")
+    check_trace_invariants(frame)
+    assert set(frame["decoding"]) == {"rag-token", "rag-sequence"}
+
+
+def test_ask_answers_moby_dick_and_writes_a_valid_csv(tmp_path):
+    out = cli("ask", "Who wrote Moby-Dick?", "--csv", str(tmp_path / "t.csv"), "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = json.loads(out.stdout)
+    assert "Melville" in result["answers"]["rag-token"][0]["answer"]
+    assert "Melville" in result["answers"]["rag-sequence"][0]["answer"]
+    assert len(result["passages"]) == 5
+    assert sum(p["prior"] for p in result["passages"]) == pytest.approx(1.0)
+    assert any(p["title"] == "Moby-Dick" for p in result["passages"])
+    frame = pd.read_csv(tmp_path / "t.csv")
+    check_trace_invariants(frame)
+    assert frame["doc_rank"].max() == 5
+
+
+@pytest.mark.parametrize("args,message", [
+    (["ask", "   "], "empty"),
+    (["ask", "q", "-k", "0"], "at least 1"),
+    (["ask", "q", "-k", "five"], "whole number"),
+    (["ask", "q", "--index", "1999"], "unknown index"),
+    (["ask", "q", "--generator", "./no/such/folder"], "not found"),
+    (["ask", "q", "--scale", "-3"], "positive"),
+    (["toy", "missing"], "no toy example"),
+    (["build-index", "/no/such.jsonl", "--out", "/tmp/x"], "not found"),
+])
+def test_user_errors_exit_2_with_one_line(args, message):
+    out = cli(*args)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], out.stderr
+    assert "Traceback" not in out.stderr
