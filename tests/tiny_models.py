@@ -1,7 +1,8 @@
 """Tiny, randomly initialised stand-ins for the paper's stack (DPR + BART), built in-process.
 
-No download: the tokenizers are trained here on synthetic sentences, the models are initialised
-from a fixed seed and saved to a folder, so the engine can load them exactly as it loads
+No download: BART's byte-level BPE is trained here on synthetic sentences and DPR's WordPiece
+vocabulary is read off the same sentences; the models are initialised from a fixed seed and saved
+to a folder (the same bytes on every run), so the engine can load them exactly as it loads
 `facebook/dpr-*` and `facebook/bart-large`. Everything is small enough to build in about a second.
 
 `build_tiny_stack(folder)` returns the paths:

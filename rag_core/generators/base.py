@@ -16,6 +16,17 @@ import torch
 from ..corpus import Passage
 
 
+class ForwardCounter:
+    """Process-wide count of generator forward passes, so a test can prove that a view-only rerun
+    of the app (switching pages, moving a slider over known numbers) makes no model call."""
+
+    count = 0
+
+    @classmethod
+    def tick(cls) -> None:
+        cls.count += 1
+
+
 @dataclass
 class GenState:
     logprobs: torch.Tensor  # (R, V) log p(next token | x, z_row, prefix_row), float32

@@ -15,7 +15,7 @@ from typing import Sequence
 import torch
 
 from ..corpus import Passage
-from .base import GenState
+from .base import ForwardCounter, GenState
 
 # Worked examples the prompt shows before the real question. Written for this prompt; none of them
 # is about a question in the shipped dev set.
@@ -76,6 +76,7 @@ class CausalGenerator:
     def _forward(self, input_ids: torch.Tensor, attn: torch.Tensor, positions: torch.Tensor, cache) -> tuple[torch.Tensor, tuple]:
         from transformers import DynamicCache
 
+        ForwardCounter.tick()
         past = DynamicCache(ddp_cache_data=list(cache)) if cache else DynamicCache()
         out = self.model(input_ids=input_ids.to(self.device), attention_mask=attn.to(self.device),
                          position_ids=positions.to(self.device), cache=past, use_cache=True)

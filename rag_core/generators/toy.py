@@ -18,7 +18,7 @@ from typing import Sequence
 import torch
 
 from ..corpus import Passage
-from .base import GenState
+from .base import ForwardCounter, GenState
 
 EOS = "</s>"
 OTHER = "<other>"
@@ -52,6 +52,7 @@ class ToyGenerator:
         return state.cache["tables"]
 
     def _logprobs(self, tables: list[dict], rows: torch.Tensor, prefixes: list[tuple[int, ...]]) -> torch.Tensor:
+        ForwardCounter.tick()
         return torch.stack([self._dist(tables[int(r)], p) for r, p in zip(rows, prefixes)])  # (R, V)
 
     def prepare(self, question: str, passages: Sequence[Passage] | None) -> GenState:

@@ -1,0 +1,115 @@
+"""App state: the cached engine, the sidebar settings every page shares, and per-query results.
+
+Engine objects load once per server with `st.cache_resource` and are shared by every session;
+a query's trace is cached by (question, index, settings), so switching pages, steps or views never
+recomputes what is known. Pages call `current_trace()` and only present.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import streamlit as st
+
+from rag_core.catalog import available_indexes, default_index_name, resolve_index
+from rag_core.config import Config
+from rag_core.corpus import CorpusError
+from rag_core.index import IndexLoadError
+from rag_core.pipeline import Pipeline, QuestionError, load_models
+from rag_core.sources import ModelSourceError
+from rag_core.trace import Trace
+
+DEFAULT_QUESTION = "Who wrote Moby-Dick?"
+USER_ERRORS = (QuestionError, IndexLoadError, CorpusError, ModelSourceError, ValueError)
+
+
+@st.cache_resource(show_spinner=False)
+def models():
+    """Encoder + generator, loaded once for the whole server (all sessions share them)."""
+    with st.status("Loading the models (first start only)…", expanded=False) as status:
+        m = load_models(Config(), lambda msg: status.update(label=msg))
+        status.update(label="Models ready", state="complete")
+    return m
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def index(name: str):
+    """A named index (built and cached on disk on first use), shared by all sessions."""
+    with st.status(f"Opening the {name} index…", expanded=False) as status:
+        bar = st.progress(0.0)
+
+        def progress(msg: str, frac: float) -> None:
+            status.update(label=msg)
+            bar.progress(min(1.0, max(0.0, frac)))
+
+        display, idx = resolve_index(name, models().encoder, progress)
+        bar.empty()
+        status.update(label=f"Index {display}: {len(idx):,} passages", state="complete")
+    return idx
+
+
+def pipeline(name: str | None = None) -> Pipeline:
+    name = name or settings().index or default_index_name()
+    return Pipeline(models(), name, index(name), settings())
+
+
+@st.cache_resource(show_spinner=False, max_entries=256)
+def _trace(question: str, index_name: str, settings_key: tuple) -> Trace:
+    cfg = Config(**dict(settings_key))
+    return pipeline(index_name).run(question, cfg)
+
+
+def settings_key(cfg: Config) -> tuple:
+    keep = ("k", "decode", "beams", "max_new_tokens", "rescore", "scale")
+    return tuple((k, v) for k, v in asdict(cfg).items() if k in keep)
+
+
+def trace_for(question: str, index_name: str | None = None, cfg: Config | None = None) -> Trace | None:
+    """The trace of a question under the current settings, computed once; None after a user error
+    (the error is shown on the page, nothing else is lost)."""
+    cfg = cfg or settings()
+    name = index_name or cfg.index or default_index_name()
+    try:
+        with st.spinner(f"Answering on the {name} index…"):
+            return _trace(question, name, settings_key(cfg))
+    except USER_ERRORS as e:
+        st.error(str(e).splitlines()[0] if str(e) else "that did not work")
+        return None
+
+
+def question() -> str:
+    return st.session_state.get("question", DEFAULT_QUESTION)
+
+
+def current_trace() -> Trace | None:
+    return trace_for(question())
+
+
+def settings() -> Config:
+    s = st.session_state
+    return Config(k=s.get("k", 5), beams=s.get("beams", 1), rescore=s.get("rescore", "thorough"),
+                  scale=s.get("scale"), max_new_tokens=s.get("max_new_tokens", 16),
+                  index=s.get("index_name") or default_index_name())
+
+
+def sidebar() -> None:
+    """The settings every page shares."""
+    with st.sidebar:
+        st.markdown("### Settings")
+        names = available_indexes()
+        if st.session_state.get("index_name") not in names:
+            st.session_state["index_name"] = default_index_name()
+        st.selectbox("Index", names, key="index_name",
+                     help="2018 and 2016: the base Wikipedia passages plus world-leader passages as of that year. "
+                          "wiki: the base alone. Others: corpora you built on the Corpus page.")
+        st.slider("K (passages retrieved)", 1, 20, 5, key="k")
+        st.slider("Beams", 1, 4, 1, key="beams", help="1 = greedy decoding, as the paper decoded QA.")
+        st.radio("RAG-Sequence rescoring", ["thorough", "fast"], key="rescore", horizontal=True,
+                 help="thorough: every hypothesis scored under every passage. fast: a passage that did not "
+                      "produce a hypothesis gives it probability 0.")
+        default_scale = 20.0
+        scale = st.number_input("Retriever scale", min_value=0.1, max_value=200.0,
+                                value=float(st.session_state.get("scale") or default_scale), step=1.0,
+                                help="p(z|x) = softmax(scale · s(z)). 20 is the scale MiniLM was trained with.")
+        st.session_state["scale"] = None if scale == default_scale else scale
+        st.slider("Max answer tokens", 4, 48, 16, key="max_new_tokens")
+        st.caption("Passages: Wikipedia Level-4 vital article summaries, CC BY-SA 4.0.")

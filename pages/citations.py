@@ -1,0 +1,4 @@
+import streamlit as st
+
+st.title("citations")
+st.info("Coming soon.")

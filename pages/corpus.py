@@ -1,0 +1,4 @@
+import streamlit as st
+
+st.title("corpus")
+st.info("Coming soon.")
