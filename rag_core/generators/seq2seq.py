@@ -12,7 +12,7 @@ from typing import Sequence
 import torch
 
 from ..corpus import Passage
-from .base import GenState
+from .base import ForwardCounter, GenState
 
 TITLE_SEP = " / "
 DOC_SEP = " // "
@@ -42,6 +42,7 @@ class Seq2SeqGenerator:
         texts = [rag_input(question, None)] if passages is None else [rag_input(question, p) for p in passages]
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True, max_length=MAX_COMBINED_LENGTH)
         mask = enc["attention_mask"].to(self.device)  # (K, L)
+        ForwardCounter.tick()
         hidden = self.model.get_encoder()(input_ids=enc["input_ids"].to(self.device), attention_mask=mask).last_hidden_state  # (K, L, H)
         prefix = torch.full((len(texts), 1), self.start_id, dtype=torch.long)  # (K, 1)
         cache = {"hidden": hidden, "mask": mask, "prefix": prefix}
@@ -51,6 +52,7 @@ class Seq2SeqGenerator:
     def _decode(self, cache: dict, decoder_ids: torch.Tensor) -> torch.Tensor:
         from transformers.modeling_outputs import BaseModelOutput
 
+        ForwardCounter.tick()
         out = self.model(encoder_outputs=BaseModelOutput(last_hidden_state=cache["hidden"]), attention_mask=cache["mask"],
                          decoder_input_ids=decoder_ids.to(self.device), use_cache=False)
         return torch.log_softmax(out.logits.float(), dim=-1).cpu()  # (R, T, V)
@@ -78,4 +80,5 @@ class Seq2SeqGenerator:
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True).strip()
 
     def token_text(self, token_id: int) -> str:
-        return self.tokenizer.convert_ids_to_tokens(int(token_id)).replace("Ġ", " ")
+        # convert_tokens_to_string undoes byte-level BPE ("Ã¼" -> "ü", "Ġ" -> " ") for one token
+        return self.tokenizer.convert_tokens_to_string([self.tokenizer.convert_ids_to_tokens(int(token_id))])
