@@ -21,6 +21,7 @@ nav = st.navigation([
     st.Page(PAGES / "index_swap.py", title="Index swap", icon="🔁"),
     st.Page(PAGES / "by_hand.py", title="By hand", icon="✍️"),
     st.Page(PAGES / "corpus.py", title="Corpus", icon="📚"),
+    st.Page(PAGES / "eval.py", title="Eval", icon="📊"),
 ])
 state.sidebar()
 nav.run()

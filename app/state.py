@@ -22,29 +22,19 @@ DEFAULT_QUESTION = "Who wrote Moby-Dick?"
 USER_ERRORS = (QuestionError, IndexLoadError, CorpusError, ModelSourceError, ValueError)
 
 
-@st.cache_resource(show_spinner=False)
+# The loaders draw nothing themselves: Streamlit replays elements drawn inside a cached function on
+# every later call, so a status box there would spin on every page forever. The spinner text is
+# shown only while the function really runs.
+@st.cache_resource(show_spinner="Loading the retriever and the generator (first start only, ~30 s)…")
 def models():
     """Encoder + generator, loaded once for the whole server (all sessions share them)."""
-    with st.status("Loading the models (first start only)…", expanded=False) as status:
-        m = load_models(Config(), lambda msg: status.update(label=msg))
-        status.update(label="Models ready", state="complete")
-    return m
+    return load_models(Config())
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
+@st.cache_resource(show_spinner="Opening the index (its first use builds it: ~10 s)…", max_entries=8)
 def index(name: str):
     """A named index (built and cached on disk on first use), shared by all sessions."""
-    with st.status(f"Opening the {name} index…", expanded=False) as status:
-        bar = st.progress(0.0)
-
-        def progress(msg: str, frac: float) -> None:
-            status.update(label=msg)
-            bar.progress(min(1.0, max(0.0, frac)))
-
-        display, idx = resolve_index(name, models().encoder, progress)
-        bar.empty()
-        status.update(label=f"Index {display}: {len(idx):,} passages", state="complete")
-    return idx
+    return resolve_index(name, models().encoder)[1]
 
 
 def pipeline(name: str | None = None) -> Pipeline:

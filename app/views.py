@@ -26,7 +26,7 @@ def answer_cards(trace: Trace) -> None:
                 st.caption(f"{label}: not decoded")
                 continue
             main = best.log_p_tok(trace.log_prior) if decoding == "rag-token" else best.log_p_seq(trace.log_prior)
-            st.metric(label, best.answer or "(empty)", f"p = {prob(main):.3f}", delta_color="off")
+            st.metric(label, best.answer or "(empty)", f"p = {prob(main):.3f}", delta_color="off", delta_arrow="off")
             other = "p_seq" if decoding == "rag-token" else "p_tok"
             other_p = best.log_p_seq(trace.log_prior) if decoding == "rag-token" else best.log_p_tok(trace.log_prior)
             st.caption(f"{other} of the same answer: {prob(other_p):.3f}" + ("" if best.finished else " · cut at the token limit"))
@@ -67,3 +67,71 @@ def need_trace():
         st.info("Ask a question on the Ask page first.")
         st.stop()
     return trace
+
+
+# --- Helpers for the step-by-step and citation pages (charts get text escaped, never as HTML) ---
+
+PASSAGE_COLORS = ["#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880", "#FF97FF",
+                  "#FECB52", "#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B", "#E377C2", "#7F7F7F",
+                  "#BCBD22", "#17BECF"]
+
+
+def token_label(token: str) -> str:
+    """A token as text with its whitespace visible: ' Mel' -> '␣Mel', '\\n' -> '↵'."""
+    return token.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") or "∅"
+
+
+def plot_text(text: str, width: int | None = None) -> str:
+    """Text for a plotly label or hover: cut to `width` characters and HTML-escaped (plotly reads a
+    few HTML tags in labels; escaped, a passage title shows exactly as written)."""
+    import html
+
+    text = str(text)
+    if width is not None and len(text) > width:
+        text = text[: width - 1] + "…"
+    return html.escape(text, quote=True)
+
+
+def passage_label(trace: Trace, z: int, width: int = 30) -> str:
+    """'z1 · Herman Melville' for the passage at 0-based position z (plain text, not escaped)."""
+    title = trace.hits[z].passage.title
+    if len(title) > width:
+        title = title[: width - 1] + "…"
+    return f"z{trace.hits[z].rank} · {title}"
+
+
+def passage_color(z: int) -> str:
+    return PASSAGE_COLORS[z % len(PASSAGE_COLORS)]
+
+
+def slope_chart(labels: list[str], titles: list[str], prior, posterior, heading: str, height: int = 360):
+    """Prior p(z|x) on the left, posterior p(z|x,y) on the right, one line per passage."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for z, (label, title, a, b) in enumerate(zip(labels, titles, prior, posterior)):
+        # hovertext, not hovertemplate: a title holding "%{...}" must not be read as a template.
+        hover = f"{plot_text(title)}<br>prior p(z|x) = {float(a):.3f}<br>posterior p(z|x,y) = {float(b):.3f}"
+        fig.add_trace(go.Scatter(x=["prior p(z|x)", "posterior p(z|x,y)"], y=[float(a), float(b)], mode="lines+markers",
+                                 name=plot_text(label, 34), line=dict(color=passage_color(z), width=3),
+                                 marker=dict(size=10), hovertext=[hover, hover], hoverinfo="text"))
+    fig.update_layout(title=dict(text=plot_text(heading, 70)), height=height, margin=dict(l=10, r=10, t=50, b=10),
+                      yaxis=dict(range=[-0.03, 1.03], title="probability"), legend=dict(font=dict(size=11)))
+    return fig
+
+
+def passage_tick(trace: Trace, z: int, width: int = 12) -> str:
+    """A two-line, escaped axis label for plotly: 'z1<br>Herman Melv…'."""
+    return f"z{trace.hits[z].rank}<br>{plot_text(trace.hits[z].passage.title, width)}"
+
+
+def md_text(text: str) -> str:
+    """Model or user text made literal inside a Markdown string (st.warning, st.caption): every
+    Markdown, LaTeX ($), emoji-shortcode (:) and HTML (<) character is backslash-escaped.
+
+    >>> md_text("born <other> *1*")
+    'born \\\\<other\\\\> \\\\*1\\\\*'
+    """
+    import re
+
+    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])", r"\\\1", str(text))

@@ -37,3 +37,4 @@ if trace is not None:
     st.caption("score s(z) = d(z)·q(x); prior p(z|x) = softmax(scale · s); posterior p(z|x,y) after the whole answer.")
     views.passages_table(trace)
     views.csv_download(trace, "ask-csv")
+from app import diagnose_panel; diagnose_panel.render(trace)  # noqa: E702 (the Diagnose panel)

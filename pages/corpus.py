@@ -1,4 +1,118 @@
+"""Corpus: upload documents, build a named index over them, list and delete the ones you built."""
+import pandas as pd
 import streamlit as st
 
-st.title("corpus")
-st.info("Coming soon.")
+from app import corpus_actions as actions
+from app import state
+from rag_core.corpus import CorpusError
+from rag_core.index import IndexLoadError
+
+st.title("Corpus")
+st.caption("Build an index over your own documents. It is saved on disk, appears in the sidebar's Index list "
+           "and stays there after a restart.")
+
+for kind in ("success", "error"):  # the outcome of a build or delete, kept across the rerun that follows it
+    if msg := st.session_state.pop(f"corpus_{kind}", None):
+        getattr(st, kind)(msg)
+
+
+@st.cache_data(show_spinner="Reading the files…", max_entries=4)
+def _parse(files: tuple[tuple[str, bytes], ...]) -> actions.Uploads:
+    return actions.parse_uploads(list(files))
+
+
+def _forget(name: str) -> None:
+    """Drop cached copies of a replaced or deleted index (indexes and traces are cached by name)."""
+    state.index.clear()
+    if hasattr(state, "_trace"):
+        state._trace.clear()
+
+
+def _say(e: Exception, fallback: str) -> str:
+    """An engine error as one line of UI text."""
+    msg = str(e).splitlines()[0] if str(e) else fallback
+    return msg[:1].upper() + msg[1:]
+
+
+def _use(name: str) -> None:
+    st.session_state["index_name"] = name
+
+
+limit = st.get_option("server.maxUploadSize")
+files = st.file_uploader(
+    "Corpus files (.txt, .md, .jsonl, .csv)", type=["txt", "md", "jsonl", "csv"], accept_multiple_files=True,
+    help=f"Up to {limit} MB a file. .jsonl: one {{\"title\", \"text\", \"id\" (optional)}} a line. "
+         ".csv: columns title and text (id optional). .txt / .md: one document titled by its file name.")
+st.caption(f"Up to {limit} MB a file. Long texts are split into 100-word passages, as the paper split Wikipedia; "
+           "rows without text are skipped and counted.")
+
+if files:
+    uploads = _parse(tuple((f.name, f.getvalue()) for f in files))
+    if uploads.errors:
+        st.error("Could not read " + "; ".join(uploads.errors))
+    parsed = uploads.parsed
+    if parsed is not None:
+        c1, c2, c3 = st.columns(3)
+        c1.metric("Passages", f"{len(parsed.passages):,}")
+        c2.metric("Documents", f"{parsed.documents:,}")
+        c3.metric("Skipped rows", f"{parsed.skipped:,}")
+        preview = pd.DataFrame([{"id": p.id, "title": p.title, "words": len(p.text.split()), "text": p.text}
+                                for p in parsed.passages[:200]])
+        shown = len(preview) < len(parsed.passages)
+        st.caption(f"The first {len(preview)} of {len(parsed.passages):,} passages:" if shown
+                   else f"All {len(preview)} passages:")
+        st.dataframe(preview, hide_index=True, width="stretch",
+                     column_config={"text": st.column_config.TextColumn("text", width="large")})
+        with st.form("build"):
+            name = st.text_input("Index name", max_chars=64, placeholder="my-notes",
+                                 help="Letters, digits, '_', '.' and '-'; it is the name in the sidebar.")
+            replace = st.checkbox("Replace an index of the same name")
+            build = st.form_submit_button("Build the index", type="primary")
+        if build:
+            try:
+                name = actions.check_name(name, replace)
+                label = f"Building {name}: encoding {len(parsed.passages):,} passages…"
+                with st.status(label, expanded=True) as status:
+                    bar = st.progress(0.0)
+
+                    def progress(msg: str, frac: float) -> None:
+                        status.update(label=msg, expanded=True)
+                        bar.progress(min(1.0, max(0.0, frac)))
+
+                    idx = actions.build_user_index(parsed.passages, state.models().encoder, name, replace, progress)
+                    status.update(label=f"Built {name}", state="complete", expanded=False)
+                _forget(name)
+                st.session_state["corpus_success"] = (f"Built index {name!r}: {len(idx):,} passages. "
+                                                      "Pick it in the sidebar's Index list (or below).")
+                st.rerun()
+            except (CorpusError, IndexLoadError, ValueError) as e:
+                st.error(_say(e, "the build did not work"))
+
+st.subheader("Your indexes")
+rows = actions.user_indexes()
+if not rows:
+    st.info("None yet: upload files above and build one.")
+else:
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    names = [r["name"] for r in rows]
+    left, right = st.columns(2)
+    with left:
+        pick = st.selectbox("Your index", names, key="corpus_pick")
+        st.button(f"Use {pick} now", on_click=_use, args=(pick,), disabled=st.session_state.get("index_name") == pick,
+                  help="Makes it the sidebar's index, for every page.")
+    with right, st.form("delete"):
+        st.markdown("**Delete an index**")
+        target = st.selectbox("Index to delete", names, key="corpus_delete_pick")
+        sure = st.checkbox("Yes, delete it from disk")
+        delete = st.form_submit_button("Delete")
+    if delete:
+        if not sure:
+            st.warning(f"Tick “Yes, delete it from disk” to delete {target}.")
+        else:
+            try:
+                actions.delete_user_index(target)
+                _forget(target)
+                st.session_state["corpus_success"] = f"Deleted index {target!r}."
+                st.rerun()
+            except (CorpusError, OSError) as e:
+                st.error(_say(e, "the delete did not work"))

@@ -1,4 +1,166 @@
+"""Map: every passage of the index laid out by UMAP (cosine) or PCA, the question placed among them
+and its true top-K ringed."""
+import html
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-st.title("map")
-st.info("Coming soon.")
+from app import state
+from rag_core import projection
+from rag_core.pipeline import clean_question
+from rag_core.retriever import Retriever
+
+st.title("Map")
+
+cfg = state.settings()
+name = cfg.index
+c1, c2, c3 = st.columns([1, 1, 2])
+method = c1.radio("Layout", ["UMAP", "PCA"], horizontal=True, key="map_method",
+                  help="UMAP (cosine distance) keeps neighbourhoods; it takes a minute or two the first time for an "
+                       "index, then loads from disk. PCA is instant: the two or three directions of largest variance.")
+dims = 3 if c2.radio("View", ["2-D", "3-D"], horizontal=True, key="map_dims") == "3-D" else 2
+zoom = c3.toggle("Zoom to the question", key="map_zoom", disabled=dims == 3,
+                 help="Frame the question and its top-K; double-click the map to see all of it again.")
+
+loading = st.empty()
+try:
+    with loading.container():  # the engine's own loading notes show here while they run, then go
+        idx = state.index(name)
+        encoder = state.models().encoder
+except state.USER_ERRORS as e:
+    loading.empty()
+    st.error(str(e).splitlines()[0] if str(e) else f"the index {name} could not be opened")
+    st.stop()
+loading.empty()
+stamp = f"{idx.manifest.get('ids_checksum')}:{idx.manifest.get('built_at')}"  # a rebuilt index is a new key
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _maps(index_name: str, method: str, dims: int, stamp: str) -> dict:
+    """Holds the fitted map; filled below, outside the cached call, so the progress UI is never replayed."""
+    return {}
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _points(index_name: str, stamp: str, _passages: list) -> dict:
+    """Per-passage hover text (escaped: passage text is never HTML), topics and row numbers."""
+    ps = _passages
+    hover = [f"<b>{html.escape(p.title)}</b><br>{html.escape(' '.join(p.text.split()[:14]))}…" for p in ps]
+    blank = "(no topic)" if any(p.topic for p in ps) else "passages"
+    return {"hover": np.array(hover, dtype=object), "topic": np.array([p.topic or blank for p in ps]),
+            "row": {p.id: i for i, p in enumerate(ps)}}
+
+
+holder = _maps(name, method.lower(), dims, stamp)
+if "map" not in holder:
+    est = projection.estimate_umap_seconds(len(idx))
+    first = (f"Fitting UMAP on the {len(idx):,} passages of {name} ({dims}-D): about {est:.0f} s, once; "
+             "then it loads from disk" if method == "UMAP" else "Projecting the passages (PCA)…")
+    with st.status(first, expanded=method == "UMAP") as status:
+        bar = st.progress(0.0)
+
+        def progress(msg: str, frac: float) -> None:
+            status.update(label=msg, expanded=method == "UMAP")  # keep the bar in view while UMAP fits
+            bar.progress(min(1.0, max(0.0, frac)))
+
+        try:
+            pmap = projection.fit_map(idx, method.lower(), dims, progress)
+        except (projection.ProjectionError, ValueError, MemoryError) as e:
+            status.update(label="The map could not be made", state="error")
+            why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            st.error(f"The {method} map of {name} could not be made: {why}")
+            st.stop()
+        bar.empty()
+        how = "loaded from disk" if pmap.loaded_from else f"fitted in {pmap.fit_seconds:.1f} s"
+        status.update(label=f"{method} map of {len(idx):,} passages: {how}", state="complete", expanded=False)
+    holder["map"] = pmap
+pmap = holder["map"]
+pts = _points(name, stamp, idx.passages)
+if pmap.note:
+    st.info(pmap.note)
+
+# The question: placed on the map, and its true top-K by inner product (the retriever's own ranking).
+question, hits, qpos = state.question(), [], None
+try:
+    question, _ = clean_question(question)
+    qvec = encoder.encode_queries([question])  # (1, D)
+    qpos = pmap.place(qvec[0], scale=cfg.scale or encoder.default_scale)  # (dims,) weights = the prior's softmax
+    hits = Retriever(encoder, idx, name).retrieve(question, cfg.k, query_vector=qvec)  # the pipeline's retriever
+except state.USER_ERRORS as e:
+    st.error(str(e).splitlines()[0] if str(e) else "the question could not be placed")
+
+placed = ("placed at the score-weighted mean of its 10 nearest passages" if pmap.method == "umap"
+          else "projected exactly")
+st.caption(f"Each dot is one of the {len(idx):,} passages of **{name}**, coloured by topic; the red "
+           f"{'★' if dims == 2 else '◆'} is the question, {placed}. Closeness on the map is *not* the retriever's "
+           f"ranking: the map squeezes {idx.dim} dimensions into {dims}. The numbered rings mark the true "
+           f"top-{len(hits)} by inner product "
+           "s(z) = d(z)·q(x) — the passages the generator reads.")
+
+C = pmap.coords
+Scatter = go.Scattergl if dims == 2 else go.Scatter3d
+
+
+def xyz(points: np.ndarray) -> dict:
+    axes = {"x": points[:, 0], "y": points[:, 1]}
+    if dims == 3:
+        axes["z"] = points[:, 2]
+    return axes
+
+
+# Tableau-10 less its red (red is the question) and grey (kept for passages without a topic), plus four more.
+PALETTE = ["#4E79A7", "#F28E2B", "#76B7B2", "#59A14F", "#EDC948", "#B07AA1", "#FF9DA7", "#9C755F", "#17BECF",
+           "#000075", "#808000", "#911EB4"]
+NO_TOPIC = ("Uncategorized", "(no topic)", "passages")
+fig = go.Figure()
+topics = sorted(set(pts["topic"]), key=lambda t: (t in NO_TOPIC, t))
+for i, topic in enumerate(topics):
+    sel = np.flatnonzero(pts["topic"] == topic)
+    colour = "#9A948F" if topic in NO_TOPIC else PALETTE[i % len(PALETTE)]
+    fig.add_trace(Scatter(**xyz(C[sel]), mode="markers", name=topic, text=pts["hover"][sel],
+                          hovertemplate="%{text}<extra></extra>", legendgroup="topics",
+                          marker={"size": 4 if dims == 2 else 2, "opacity": 0.55, "color": colour}))
+hits = [h for h in hits if h.passage.id in pts["row"]]
+rows = [pts["row"][h.passage.id] for h in hits]
+if qpos is not None and rows:
+    ends = C[rows]  # (K, dims)
+    seg = [v for end in ends for v in (qpos.tolist(), end.tolist(), [None] * dims)]  # query -> passage, gap
+    fig.add_trace(Scatter(**{a: [p[i] for p in seg] for i, a in enumerate("xyz"[:dims])}, mode="lines",
+                          name="query → top-K", hoverinfo="skip",
+                          line={"color": "rgba(20,20,20,0.55)", "width": 1.5}))
+    rank_hover = [f"<b>rank {h.rank}</b> · s(z) = {h.score:.3f}<br>{pts['hover'][r]}" for h, r in zip(hits, rows)]
+    fig.add_trace(Scatter(**xyz(ends), mode="markers+text", name=f"top-{len(rows)} (rings)",
+                          text=[str(h.rank) for h in hits], textposition="top center",
+                          textfont={"size": 14, "color": "#111"}, hovertext=rank_hover, hoverinfo="text",
+                          marker={"symbol": "circle-open", "size": 16 if dims == 2 else 9, "color": "#111",
+                                  "line": {"width": 2.5, "color": "#111"}}))
+if qpos is not None:  # drawn last: the question stays visible above everything
+    fig.add_trace(Scatter(**xyz(qpos[None, :]), mode="markers", name="question",
+                          hovertext=[f"<b>question</b><br>{html.escape(question)}"], hoverinfo="text",
+                          marker={"symbol": "star" if dims == 2 else "diamond", "size": 18 if dims == 2 else 8,
+                                  "color": "#e4002b", "line": {"width": 1.5, "color": "white"}}))
+fig.update_layout(height=640, margin={"l": 0, "r": 0, "t": 36, "b": 0}, legend={"itemsizing": "constant"},
+                  hoverlabel={"align": "left"}, uirevision=f"{name}-{method}-{dims}-{zoom}-{question}")
+if dims == 2:
+    fig.update_xaxes(showticklabels=False, title=None, zeroline=False, showgrid=False)
+    fig.update_yaxes(showticklabels=False, title=None, zeroline=False, showgrid=False)
+    if zoom and qpos is not None and rows:
+        box = np.vstack([C[rows], qpos[None, :]])  # (K + 1, 2)
+        lo, hi = box.min(0), box.max(0)
+        pad = np.maximum(0.15 * (hi - lo), 0.03 * (C.max(0) - C.min(0)))
+        fig.update_xaxes(range=[lo[0] - pad[0], hi[0] + pad[0]])
+        fig.update_yaxes(range=[lo[1] - pad[1], hi[1] + pad[1]])
+else:
+    blank = {"showticklabels": False, "title": ""}
+    fig.update_layout(scene={"xaxis": blank, "yaxis": blank, "zaxis": blank})
+st.plotly_chart(fig, width="stretch", key="passage-map")
+
+if hits and qpos is not None:
+    dist = np.linalg.norm(C - qpos, axis=1)  # map distance of every passage to the question
+    order = np.argsort(np.argsort(dist)) + 1  # 1 = closest on the map
+    table = pd.DataFrame([{"rank (by s(z))": h.rank, "title": h.passage.title, "score s(z)": round(h.score, 4),
+                           "rank by map distance": int(order[r])} for h, r in zip(hits, rows)])
+    st.caption("The top-K again, with where each one falls if you ranked all passages by distance on the map:")
+    st.dataframe(table, hide_index=True, width="stretch")

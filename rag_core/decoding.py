@@ -186,8 +186,15 @@ def rag_sequence_decode(gen: Generator, state0: GenState, log_pz: torch.Tensor, 
     `known`: answers already scored under every passage (e.g. the RAG-Token answer); a hypothesis
     equal to one of them is not teacher-forced again.
     """
-    k = state0.logprobs.shape[0]
     per_passage = rag_sequence_beams(gen, state0, beams, max_new_tokens, top_alternatives)
+    return rescore_hypotheses(gen, state0, log_pz, per_passage, rescore, top_alternatives, known)
+
+
+def rescore_hypotheses(gen: Generator, state0: GenState, log_pz: torch.Tensor,
+                       per_passage: list[list[tuple[_Beam, bool]]], rescore: str = "thorough",
+                       top_alternatives: int = 5, known: list[Scored] | None = None) -> list[Scored]:
+    """The union of the per-passage hypotheses, rescored thoroughly or fast, best first."""
+    k = state0.logprobs.shape[0]
     union: dict[tuple[int, ...], Scored] = {}
     for z, beams_z in enumerate(per_passage):
         for beam, finished in beams_z:
@@ -220,3 +227,89 @@ def rag_sequence_decode(gen: Generator, state0: GenState, log_pz: torch.Tensor, 
     lpz = log_pz.double()
     hyps.sort(key=lambda h: float(marginals.rag_sequence(lpz, h.token_logp)), reverse=True)
     return hyps
+
+
+def joint_greedy_decode(gen: Generator, state0: GenState, log_pz: torch.Tensor, max_new_tokens: int = 16,
+                        top_alternatives: int = 5) -> tuple[list[Scored], list[list[tuple[_Beam, bool]]]]:
+    """Greedy RAG-Token decoding and the K greedy RAG-Sequence beams in one pass of forward calls.
+
+    A passage's own greedy beam coincides with the RAG-Token rows as long as its argmax equals the
+    mixture's choice, and the token rows already compute that row's distribution. So a passage
+    *rides* the token rows for free and gets a row of its own only from the step where it first
+    disagrees (a copy of its token row, advanced with its own token). Every step is one `advance`
+    call over the token rows plus the forked rows. The results equal `rag_token_decode(beams=1)`
+    and `rag_sequence_beams(beams=1)` run separately.
+    """
+    k = state0.logprobs.shape[0]
+    lpz = log_pz.float().view(k, 1)  # (K, 1)
+    token = _Beam([], 0.0, [], [])
+    token_done: bool | None = None  # None while running; True/False = finished / cut
+    riding = set(range(k))  # passages whose greedy beam still equals the token answer
+    forked: dict[int, _Beam] = {}  # passage -> its own beam, which has a row in the state
+    results: dict[int, tuple[_Beam, bool]] = {}
+    state = state0
+    order: list[int] = []  # passage of each forked row, after the K token rows (when present)
+    for _ in range(max_new_tokens):
+        n_tok = k if token_done is None else 0
+        select_rows, tokens, new_order = [], [], []
+        if n_tok:
+            logp = state.logprobs[:k]  # (K, V)
+            mix = torch.logsumexp(lpz + logp, dim=0)  # (V,)
+            c = int(mix.argmax())
+            ids, alt = _topk(logp, top_alternatives)  # (K, A)
+            token = _Beam(token.tokens + [c], token.score + float(mix[c]), token.steps_logp + [logp[:, c]],
+                          token.steps_alt + [(ids, alt)])
+            own = logp.argmax(dim=-1).tolist()  # (K,) each passage's own greedy choice
+            for z in sorted(riding):
+                step = (ids[z : z + 1], alt[z : z + 1])
+                if own[z] == c:
+                    continue  # still riding: its beam is the token answer so far
+                riding.discard(z)
+                beam = _Beam(token.tokens[:-1] + [own[z]], 0.0, [], [])
+                # its history so far is the token rows' row z
+                beam.steps_logp = [s[z].view(1) for s in token.steps_logp[:-1]] + [logp[z, own[z]].view(1)]
+                beam.steps_alt = [(a[z : z + 1], v[z : z + 1]) for a, v in token.steps_alt[:-1]] + [step]
+                beam.score = float(sum(s.item() for s in beam.steps_logp))
+                if own[z] in gen.eos_ids:
+                    results[z] = (beam, True)
+                else:
+                    forked[z] = beam
+                    select_rows.append(z)
+                    tokens.append(own[z])
+                    new_order.append(z)
+            if c in gen.eos_ids:
+                token_done = True
+        for r, z in enumerate(order):
+            row = n_tok + r
+            logp_row = state.logprobs[row]  # (V,)
+            t = int(logp_row.argmax())
+            ids, alt = _topk(logp_row.view(1, -1), top_alternatives)  # (1, A)
+            beam = forked[z]
+            forked[z] = beam = _Beam(beam.tokens + [t], beam.score + float(logp_row[t]), beam.steps_logp + [logp_row[t].view(1)],
+                                     beam.steps_alt + [(ids, alt)])
+            if t in gen.eos_ids:
+                results[z] = (beam, True)
+                del forked[z]
+            else:
+                select_rows.append(row)
+                tokens.append(t)
+                new_order.append(z)
+        if token_done is None:  # the token rows go on: they come first in the next state
+            select_rows = list(range(k)) + select_rows
+            tokens = [token.tokens[-1]] * k + tokens
+        if not select_rows:
+            break
+        state = gen.advance(gen.select(state, torch.tensor(select_rows)), torch.tensor(tokens))
+        order = new_order
+    else:
+        if token_done is None:
+            token_done = False
+        for z, beam in forked.items():
+            results[z] = (beam, False)
+    token_finished = bool(token_done)
+    for z in riding:  # never disagreed: the token answer is also this passage's greedy answer
+        results[z] = (_Beam(list(token.tokens), 0.0, [s[z].view(1) for s in token.steps_logp],
+                            [(a[z : z + 1], v[z : z + 1]) for a, v in token.steps_alt]), token_finished)
+    lp, ids, vals = _stack(token, k, top_alternatives)
+    token_scored = [Scored(token.tokens, lp, ids, vals, set(), token_finished)]
+    return token_scored, [[results[z]] for z in range(k)]

@@ -15,7 +15,7 @@ from . import marginals
 from .catalog import build_corpus_index, corpus_cache_folder, resolve_index
 from .config import Config
 from .corpus import read_corpus_file
-from .decoding import Scored, rag_sequence_decode, rag_token_decode
+from .decoding import Scored, joint_greedy_decode, rag_sequence_decode, rag_token_decode, rescore_hypotheses
 from .encoders import Encoder, load_encoder
 from .generators import Generator, load_generator
 from .generators.base import GenState
@@ -99,13 +99,19 @@ def analyse(gen: Generator, question: str, hits: list[Hit], log_pz: torch.Tensor
     calls = state0.calls
     candidates: list[Candidate] = []
     token_scored: list[Scored] = []
-    if cfg.decode in ("token", "both"):
-        token_scored = rag_token_decode(gen, state0, log_pz, cfg.beams, cfg.max_new_tokens, cfg.top_alternatives)
-        candidates += to_candidates(gen, "rag-token", token_scored)
-    if cfg.decode in ("sequence", "both"):
-        seq = rag_sequence_decode(gen, state0, log_pz, cfg.beams, cfg.max_new_tokens, cfg.rescore,
-                                  cfg.top_alternatives, known=token_scored)
-        candidates += to_candidates(gen, "rag-sequence", seq)
+    if cfg.decode == "both" and cfg.beams == 1:
+        # Greedy: both decodings share every forward call (see decoding.joint_greedy_decode).
+        token_scored, per_passage = joint_greedy_decode(gen, state0, log_pz, cfg.max_new_tokens, cfg.top_alternatives)
+        seq = rescore_hypotheses(gen, state0, log_pz, per_passage, cfg.rescore, cfg.top_alternatives, token_scored)
+        candidates += to_candidates(gen, "rag-token", token_scored) + to_candidates(gen, "rag-sequence", seq)
+    else:
+        if cfg.decode in ("token", "both"):
+            token_scored = rag_token_decode(gen, state0, log_pz, cfg.beams, cfg.max_new_tokens, cfg.top_alternatives)
+            candidates += to_candidates(gen, "rag-token", token_scored)
+        if cfg.decode in ("sequence", "both"):
+            seq = rag_sequence_decode(gen, state0, log_pz, cfg.beams, cfg.max_new_tokens, cfg.rescore,
+                                      cfg.top_alternatives, known=token_scored)
+            candidates += to_candidates(gen, "rag-sequence", seq)
     settings = {"k": len(hits), "beams": cfg.beams, "rescore": cfg.rescore, "decode": cfg.decode,
                 "max_new_tokens": cfg.max_new_tokens, "generator": gen.id}
     return Trace(question, index_name, hits, log_pz.double(), scale, candidates, settings, model_calls=calls)

@@ -79,3 +79,29 @@ def test_thorough_and_fast_rescoring_differ_where_a_passage_never_produced_the_a
     assert math.exp(float(marginals.rag_sequence(lpz, f["born Hawaii"].token_logp))) == pytest.approx(0.7 * 0.72)
     assert torch.isnan(f["born Hawaii"].token_logp[1]).all()
     assert f["born Hawaii"].sources == {0}
+
+
+def _same(a, b):
+    assert a.tokens == b.tokens and a.finished == b.finished
+    assert torch.allclose(torch.nan_to_num(a.token_logp, nan=9.0).float(), torch.nan_to_num(b.token_logp, nan=9.0).float(), atol=1e-6)
+
+
+@pytest.mark.parametrize("rescore", ["thorough", "fast"])
+@pytest.mark.parametrize("tables,prior", [
+    (OBAMA, (0.7, 0.3)),
+    ({"a": {"": {"x": 0.6}, "x": {"y": 0.7}, "x y": {"z": 0.9}}, "b": {"": {"w": 0.9}, "w": {"x": 0.8}},
+      "c": {"": {"x": 0.5, "w": 0.4}, "x": {"w": 0.6}}}, (0.5, 0.2, 0.3)),
+])
+def test_joint_greedy_equals_separate_decoding(tables, prior, rescore):
+    from rag_core.decoding import joint_greedy_decode, rescore_hypotheses
+
+    gen, state, lpz = setup(tables, prior)
+    tok_joint, per_passage = joint_greedy_decode(gen, state, lpz, max_new_tokens=6)
+    _same(tok_joint[0], rag_token_decode(gen, state, lpz, beams=1, max_new_tokens=6)[0])
+    joint = rescore_hypotheses(gen, state, lpz, per_passage, rescore, known=tok_joint)
+    separate = rag_sequence_decode(gen, state, lpz, beams=1, max_new_tokens=6, rescore=rescore)
+    assert [h.tokens for h in joint] == [h.tokens for h in separate]
+    for a, b in zip(joint, separate):
+        assert a.sources == b.sources
+        if rescore == "thorough":
+            _same(a, b)

@@ -81,4 +81,7 @@ class Seq2SeqGenerator:
 
     def token_text(self, token_id: int) -> str:
         # convert_tokens_to_string undoes byte-level BPE ("Ã¼" -> "ü", "Ġ" -> " ") for one token
-        return self.tokenizer.convert_tokens_to_string([self.tokenizer.convert_ids_to_tokens(int(token_id))])
+        token = self.tokenizer.convert_ids_to_tokens(int(token_id))
+        if token is None:  # an id the model has but the tokenizer lacks (padded embedding rows)
+            return f"<{int(token_id)}>"
+        return self.tokenizer.convert_tokens_to_string([token])

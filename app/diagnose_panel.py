@@ -1,0 +1,191 @@
+"""The Diagnose panel of the Ask page: why is this answer wrong? Verdicts with their evidence, the
+expected answer teacher-forced next to the produced one, and counterfactuals that need no model call.
+
+The engine does the work (`rag_core.diagnosis`); this file only presents. The one pass that calls
+the generator (teacher forcing + closed-book, plus a deeper search) runs when the user asks for it
+and is cached per (question, index, settings, expected answer), so reruns never repeat it.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import streamlit as st
+
+from rag_core import diagnosis as dg
+from rag_core.config import ASSETS
+from rag_core.trace import Trace
+
+ICONS = {True: "🔴", False: "⚪", None: "❔"}
+LABELS = {"rag-sequence": "RAG-Sequence", "rag-token": "RAG-Token"}
+
+
+@st.cache_data(show_spinner=False)
+def _known_answers() -> dict[str, str]:
+    """Expected answers of questions the app ships: the dev set, then the examples (which win)."""
+    out = {}
+    try:
+        with (ASSETS / "eval" / "dev.jsonl").open(encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    row = json.loads(line)
+                    out[" ".join(row["question"].split())] = " | ".join(row["answers"])
+        for ex in json.loads((ASSETS / "examples" / "questions.json").read_text(encoding="utf-8")):
+            out[" ".join(ex["question"].split())] = ex["expected"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return out
+
+
+def _prefill(question: str) -> str:
+    """An example picked on the Ask page, an answer handed over by the Eval page, or the dev set's."""
+    picked = st.session_state.get("example")
+    pending = st.session_state.get("expected_answers", {})
+    if question in pending:
+        return pending[question]
+    known = _known_answers()
+    if picked and " ".join(str(picked).split()) == question and question in known:
+        return known[question]
+    return known.get(question, "")
+
+
+def _key(trace: Trace) -> tuple:
+    s = trace.settings
+    return (trace.query, trace.index, s.get("k"), s.get("beams"), s.get("rescore"), s.get("decode"),
+            s.get("max_new_tokens"), round(float(trace.scale), 6))
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _checks(key: tuple, expected: tuple[str, ...], _trace: Trace) -> dict:
+    """The model-calling part, once per key: teacher-force the expected answer(s), closed-book, and
+    a deeper search for the best passage that contains the answer."""
+    from app import state
+
+    pipe = state.pipeline(_trace.index)
+    forced = dg.force_answers(pipe, _trace, list(expected))
+    closed = pipe.closed_book(_trace.query, int(_trace.settings.get("max_new_tokens", 16)))
+    deep = dg.deep_search(pipe, _trace, list(expected))
+    return {"forced": forced, "closed_book": closed, "deep": deep}
+
+
+def _p(x: float) -> str:
+    return f"{x:.3g}" if x >= 1e-3 or x == 0 else f"{x:.1e}"
+
+
+def _evidence(v: dg.Verdict) -> None:
+    ev = v.evidence
+    if not ev:
+        return
+    if v.code == "retrieval-miss" and ev.get("rank"):
+        st.markdown(f"Best passage containing it in the top {ev['depth']}: **rank {ev['rank']}**, score "
+                    f"{ev['score']:.3f} (top passage {ev['top_score']:.3f}, passage {ev['k']} {ev['kth_score']:.3f}).")
+        st.text(f"{ev['title']}: {ev['text']}")
+    elif v.code == "evidence-ignored" and ev.get("passages"):
+        st.dataframe(pd.DataFrame(ev["passages"]), hide_index=True, width="stretch")
+    elif v.code == "parametric" and "prior" in ev:
+        frame = pd.DataFrame({"rank": range(1, len(ev["prior"]) + 1), "prior p(z|x)": ev["prior"],
+                              "p(y|x,z)": ev["p_answer_given_passage"], "posterior p(z|x,y)": ev["posterior"]})
+        st.dataframe(frame, hide_index=True, width="stretch")
+        st.caption(f"closed-book: {ev.get('closed_book')!r} · total variation posterior vs prior "
+                   f"{ev['tv_posterior_prior']:.3f} (flat below {ev['threshold']})")
+    elif v.code == "frankenstein" and ev.get("steps"):
+        st.dataframe(pd.DataFrame(ev["steps"]), hide_index=True, width="stretch")
+        st.caption(f"RAG-Token {ev['rag_token']!r}: p_tok {_p(ev['p_tok_token'])}, p_seq {_p(ev['p_seq_token'])} · "
+                   f"RAG-Sequence {ev['rag_sequence']!r}: p_tok {_p(ev['p_tok_sequence'])}, p_seq {_p(ev['p_seq_sequence'])}")
+    elif v.code == "misleading-passage" and "rank" in ev:
+        extra = f", p(expected|x,z) {_p(ev['p_expected'])}" if "p_expected" in ev else ""
+        st.caption(f"passage {ev['rank']} · prior {ev['prior']:.3f} · posterior {ev['posterior']:.3f} · "
+                   f"p(produced|x,z) {_p(ev['p_produced'])}{extra}")
+        st.text(f"{ev['title']}: {ev['text']}")
+
+
+def _scores_table(trace: Trace, d: dg.Diagnosis) -> None:
+    rows = []
+    for a in d.scores:
+        post = a.posterior(trace.log_prior)
+        lp_seq, lp_tok = a.log_p_seq(trace.log_prior), a.log_p_tok(trace.log_prior)
+        rows.append({"answer": a.text, "kind": "expected" if a.label == "expected" else f"produced ({a.label})",
+                     "p_seq": math.exp(lp_seq) if lp_seq > -math.inf else 0.0,
+                     "p_tok": math.exp(lp_tok) if lp_tok > -math.inf else 0.0,
+                     **{f"post #{z + 1}": float(p) for z, p in enumerate(post)}})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                 column_config={c: st.column_config.NumberColumn(c, format="%.4f") for c in ("p_seq", "p_tok")})
+    st.caption("p_seq = Σ_z p(z|x) p(y|x,z) · p_tok = Π_i Σ_z p(z|x) p(y_i|x,z,y_<i) · post #r = p(z|x,y) for "
+               "the passage of rank r.")
+
+
+def _counterfactuals(trace: Trace, forced: dg.ForcedAnswers | None) -> None:
+    st.markdown("**Counterfactuals** — from the stored conditionals, no model call")
+    c1, c2, c3 = st.columns([2, 1, 1])
+    options = [h.rank for h in trace.hits]
+    drop = c1.multiselect("Remove passages", options, key="cf_drop",
+                          format_func=lambda r: f"#{r} {trace.hits[r - 1].passage.title}")
+    k = c2.slider("Keep the top K", 1, trace.k, trace.k, key="cf_k") if trace.k > 1 else 1
+    scale = c3.number_input("Retriever scale", min_value=0.1, max_value=1000.0, value=float(trace.scale), step=1.0,
+                            key="cf_scale")
+    try:
+        cf = dg.counterfactual(trace, drop, k, scale, forced)
+    except ValueError as e:
+        st.warning(str(e))
+        return
+    cols = st.columns(2)
+    for col, d in zip(cols, ("rag-token", "rag-sequence")):
+        a = cf.answers.get(d)
+        if a is None:
+            continue
+        before = trace.answer(d)
+        p = math.exp(a.log_p) if a.log_p > -math.inf else 0.0
+        col.metric(LABELS[d] + ("" if a.exact else " (approximate)"), a.answer or "(empty)", f"p = {p:.3f}",
+                   delta_color="off", help=a.note)
+        col.caption(("same answer as before" if before and a.answer == before.answer else
+                     f"was {before.answer!r}" if before else "") + f" · {a.note}")
+    prior = pd.DataFrame({"rank": [h.rank for h in trace.hits], "title": [h.passage.title for h in trace.hits],
+                          "prior before": trace.prior, "prior now": cf.prior})
+    fmt = {c: st.column_config.ProgressColumn(c, min_value=0.0, max_value=1.0, format="%.3f")
+           for c in ("prior before", "prior now")}
+    st.dataframe(prior, hide_index=True, width="stretch", column_config=fmt)
+    st.dataframe(pd.DataFrame(cf.table), hide_index=True, width="stretch")
+
+
+def render(trace: Trace | None) -> None:
+    """The Diagnose panel for the Ask page's current trace (nothing when there is none)."""
+    if trace is None or not trace.candidates:
+        return
+    st.divider()
+    st.subheader("Diagnose: why is this answer wrong?")
+    if st.session_state.get("_diag_for") != trace.query:  # a new question: prefill its expected answer
+        st.session_state["_diag_for"] = trace.query
+        st.session_state["diag_expected"] = _prefill(trace.query)
+    c1, c2 = st.columns([3, 1])
+    text = c1.text_input("Expected answer", key="diag_expected", max_chars=500,
+                         help="Aliases separated by |, e.g. “Herman Melville | Melville”. Matching is SQuAD exact "
+                              "match: case, punctuation and a/an/the do not count.")
+    decodings = [d for d in ("rag-sequence", "rag-token") if trace.answer(d) is not None]
+    decoding = c2.radio("Answer to diagnose", decodings, format_func=LABELS.get, key="diag_decoding")
+    expected = tuple(a.strip() for a in text.split("|") if a.strip())
+    key = _key(trace)
+    want = (key, expected)
+    if expected and st.button("Run the checks (one teacher-forced pass, closed-book, deeper search)",
+                              key="diag_run_button"):
+        st.session_state["diag_run"] = want
+    extra = {}
+    if expected and st.session_state.get("diag_run") == want:
+        with st.spinner("Teacher-forcing the expected answer under every passage…"):
+            extra = _checks(key, expected, trace)
+    d = dg.diagnose(trace, list(expected), decoding, forced=extra.get("forced"), deep=extra.get("deep"),
+                    closed_book=extra.get("closed_book", trace.closed_book))
+    if d.correct:
+        st.success(f"{LABELS[decoding]}'s answer {d.answer!r} matches the expected answer: nothing to diagnose.")
+    elif d.correct is False:
+        st.error(f"{LABELS[decoding]} answered {d.answer!r}; expected {' or '.join(map(repr, d.expected))}.")
+    else:
+        st.info("Type the expected answer to check it; without one, only the checks that need none run.")
+    if not d.correct:
+        for v in d.verdicts:
+            with st.expander(f"{ICONS[v.fired]} {v.title} — {v.summary}", expanded=bool(v.fired)):
+                _evidence(v)
+    if extra.get("forced") is not None and extra["forced"].expected:
+        st.markdown("**Expected vs produced** (teacher-forced under the same passages)")
+        _scores_table(trace, d)
+    _counterfactuals(trace, extra.get("forced"))

@@ -1,0 +1,120 @@
+"""Eval: the latest evaluation run (closed-book, RAG-Token, RAG-Sequence), why RAG answers were
+wrong, a drill-down to the Ask page, and a small run from here."""
+import time
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from app import state
+from rag_core import evaluation as ev
+from rag_core.config import ASSETS
+
+ASK = Path(__file__).resolve().parent / "ask.py"
+DEV = ASSETS / "eval" / "dev.jsonl"
+
+st.title("Eval")
+st.caption("Exact match (SQuAD normalisation, any gold answer), answer contained, and answer-recall@K of the "
+           "retrieved passages. Runs come from `python -m rag_core eval QUESTIONS.jsonl` or from the form below.")
+
+
+def _label(path: Path) -> str:
+    run = ev.load_run(path)
+    if run is None:
+        return f"{path.stem} (unreadable)"
+    s = run.settings
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.get("started", path.stat().st_mtime)))
+    return f"{when} · {Path(str(s.get('file', '?'))).name} · {len(run.results)} questions · K={s.get('k')} · {s.get('index')}"
+
+
+with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
+    cfg = state.settings()
+    upload = st.file_uploader("Questions JSONL (default: the shipped dev set)", type=["jsonl", "json", "txt"],
+                              key="eval_upload")
+    n = st.slider("Questions (the first N)", 1, 20, 5, key="eval_n",
+                  help="Each question costs a few seconds to a minute on a CPU: closed-book, both decodings and "
+                       "the checks of wrong answers.")
+    st.caption(f"Uses the sidebar settings: index {cfg.index}, K={cfg.k}, beams {cfg.beams}, {cfg.rescore} rescoring.")
+    if st.button("Run", type="primary", key="eval_run"):
+        try:
+            if upload is not None:
+                lines = upload.getvalue().splitlines()
+                questions = [q for q in map(ev.parse_question_line, lines) if q is not None]
+                skipped = sum(1 for line in lines if line.strip()) - len(questions)
+                name = upload.name
+                if not questions:
+                    raise ev.EvalDataError(f"no usable question in {name}")
+            else:
+                questions, skipped = ev.read_questions(DEV)
+                name = str(DEV.relative_to(ASSETS.parent))
+        except ev.EvalDataError as e:
+            st.error(str(e))
+        else:
+            questions = questions[:n]
+            pipe = state.pipeline(cfg.index)
+            bar = st.progress(0.0, text=f"0 / {len(questions)}")
+
+            def progress(done, total, result):
+                bar.progress(done / total, text=f"{done} / {total} · {result.question[:60]}")
+
+            try:
+                run = ev.run_eval(pipe, questions, cfg, progress, settings={"file": name, "skipped": skipped})
+            except state.USER_ERRORS as e:
+                st.error(str(e).splitlines()[0] if str(e) else "the run failed")
+            else:
+                ev.save_run(run, time.strftime("app-%Y%m%d-%H%M%S"))
+                st.session_state.pop("eval_pick", None)
+                st.rerun()
+
+runs = ev.saved_runs()
+if not runs:
+    st.info("No evaluation run yet. Run `python -m rag_core eval assets/eval/dev.jsonl` or use the form above.")
+    st.stop()
+path = st.selectbox("Run", runs, format_func=_label, key="eval_pick")
+run = ev.load_run(path)
+if run is None:
+    st.error(f"{path.name} cannot be read; run the evaluation again.")
+    st.stop()
+summary = run.summary()
+
+st.subheader("Summary")
+rows = [{"mode": mode, "EM": m["em"], "contained": m["contained"], f"recall@{summary['k']}": m["recall"],
+         "questions": m["n"]} for mode, m in summary["modes"].items()]
+pct = {c: st.column_config.ProgressColumn(c, min_value=0.0, max_value=1.0, format="percent")
+       for c in ("EM", "contained", f"recall@{summary['k']}")}
+st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", column_config=pct)
+if run.settings.get("skipped"):
+    st.caption(f"{run.settings['skipped']} malformed lines of the questions file were skipped.")
+
+st.subheader("Why RAG answers were wrong")
+from rag_core.diagnosis import VERDICTS  # noqa: E402
+
+codes = ["wrong", *VERDICTS, "no verdict"]
+names = {"wrong": "wrong answers", "no verdict": "no verdict fired", **VERDICTS}
+counts = pd.DataFrame([{"": names[c], **{m: summary["verdicts"][m][c] for m in ev.RAG_MODES}} for c in codes])
+st.dataframe(counts, hide_index=True, width="stretch")
+st.caption("Verdicts can overlap. Open a question on the Ask page to see each verdict's evidence.")
+
+st.subheader("Questions")
+table = pd.DataFrame([{
+    "question": r.question,
+    "expected": " | ".join(r.answers),
+    **{m: r.modes[m].answer for m in ev.MODES if m in r.modes},
+    **{f"{m} ✓": r.modes[m].em for m in ev.MODES if m in r.modes},
+    "answer rank": r.answer_rank,
+    "verdicts": ", ".join(sorted(set(r.modes.get("rag-sequence", ev.ModeResult("", True, True)).verdicts)
+                                 | set(r.modes.get("rag-token", ev.ModeResult("", True, True)).verdicts))),
+} for r in run.results])
+only_wrong = st.toggle("Only questions RAG got wrong", key="eval_wrong")
+if only_wrong:
+    table = table[~(table.get("rag-token ✓", True) & table.get("rag-sequence ✓", True))]
+st.dataframe(table, hide_index=True, width="stretch")
+
+st.subheader("Drill down")
+questions = list(table["question"]) or [r.question for r in run.results]
+pick = st.selectbox("Question", questions, key="eval_drill")
+if st.button("Open on the Ask page", key="eval_open"):
+    result = next(r for r in run.results if r.question == pick)
+    st.session_state["question"] = pick  # the Ask page's box follows: its own widget state went with the page
+    st.session_state.setdefault("expected_answers", {})[pick] = " | ".join(result.answers)
+    st.switch_page(ASK)

@@ -1,0 +1,125 @@
+"""`python -m rag_core leaders`: the 2016/2018 index hot-swap experiment (paper §4.5).
+
+    python -m rag_core leaders [--csv FILE] [--decode token|sequence|both] [--limit N]
+                               [-k K] [--scale S] [--max-new-tokens N] [--no-cache] [--json]
+
+Prints the 2×2 accuracy table (index year × leaders year) per decoding beside the paper's numbers,
+and the closed-book accuracy against both years. Results are cached (see `experiments`), so a
+second run, or the app's Index swap page, shows the table without recomputing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+from .cli import CliError, _model_args, _Parser, _positive_float, _positive_int, _config
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m rag_core leaders",
+                description="The index hot-swap experiment: the same model on a 2016 and a 2018 index.")
+    p.add_argument("--csv", default=None, help="write one row per (position, index, decoding) here")
+    p.add_argument("--decode", choices=["token", "sequence", "both"], default="both")
+    p.add_argument("--limit", type=_positive_int, default=None, help="only the first N positions of leaders.csv")
+    p.add_argument("-k", type=_positive_int, default=5, help="passages retrieved per question")
+    p.add_argument("--scale", type=_positive_float, default=None, help="retriever scale (default: the encoder's)")
+    p.add_argument("--max-new-tokens", type=_positive_int, default=16)
+    p.add_argument("--beams", type=_positive_int, default=1)
+    p.add_argument("--rescore", choices=["thorough", "fast"], default="thorough")
+    p.add_argument("--also", nargs="+", default=[], metavar="K[:SCALE]",
+                   help="other settings computed alongside from the same prompts, e.g. --also 3 1 5:50 (K <= -k)")
+    p.add_argument("--no-cache", action="store_true", help="recompute every position (the cache is refreshed)")
+    p.add_argument("--json", action="store_true", help="print the tables as JSON")
+    _model_args(p)
+    return p
+
+
+def _pct(x: float) -> str:
+    return "  n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:4.0f}%"
+
+
+def report_lines(result) -> list[str]:
+    from .experiments import GOAL_MATCHED, GOAL_MISMATCHED, PAPER, YEARS
+
+    lines = [f"{result.positions} positions; settings: " + ", ".join(f"{k}={v}" for k, v in result.settings.items())]
+    for d in result.decodings():
+        t = result.table(d)
+        lines.append("")
+        lines.append(f"{d}: accuracy (measured | paper)   leaders 2016     leaders 2018")
+        for idx in YEARS:
+            cells = [f"{_pct(t.loc[f'index {idx}', f'leaders {y}'])} | {_pct(PAPER[(idx, y)])}" for y in YEARS]
+            lines.append(f"  index {idx}                      {cells[0]:>14}   {cells[1]:>14}")
+        o = result.override(d)
+        n = max(1, o["total"])
+        lines.append(f"  answers naming the other year's holder: {o['other_year']}/{o['total']} "
+                     f"({o['other_year_closed_book']} of them also the closed-book answer); naming neither: "
+                     f"{o['neither']}; passages lacking the holder: {o['passages_lack_holder']} ({100 * o['passages_lack_holder'] / n:.0f}%)")
+        lines.append(f"  goal (matched >= {GOAL_MATCHED:.0%}, mismatched <= {GOAL_MISMATCHED:.0%}): "
+                     + ("met" if result.goal_met(d) else "not met"))
+    cb = result.closed_book_accuracy()
+    lines.append("")
+    lines.append(f"closed-book (no passage): names the 2016 holder {_pct(cb['2016'])}, the 2018 holder {_pct(cb['2018'])}")
+    if result.elapsed_s:
+        lines.append(f"compute time: {result.elapsed_s / 60:.1f} min" + ("" if result.complete else " (partial run)"))
+    return lines
+
+
+def _variant(text: str, cfg):
+    k_text, _, scale_text = text.partition(":")
+    try:
+        k = int(k_text)
+        scale = float(scale_text) if scale_text else cfg.scale
+    except ValueError:
+        raise CliError(f"--also takes K or K:SCALE, got {text!r}") from None
+    if not 1 <= k <= cfg.k:
+        raise CliError(f"--also {text}: K must be between 1 and -k ({cfg.k})")
+    if scale is not None and not (math.isfinite(scale) and scale > 0):
+        raise CliError(f"--also {text}: the scale must be a positive number")
+    return cfg.with_(k=k, scale=scale).validate()
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .experiments import experiment_config, run_experiment
+    from .pipeline import load_pipeline
+
+    args = build_parser().parse_args(argv)
+    base = _config(argparse.Namespace(**{**vars(args), "index": "2018", "corpus": None}))
+    cfg = experiment_config(base, k=args.k, scale=args.scale, max_new_tokens=args.max_new_tokens,
+                            beams=args.beams, rescore=args.rescore, decode=args.decode)
+    variants = [_variant(v, cfg) for v in args.also]
+    if args.csv and os.path.isdir(args.csv):
+        raise CliError(f"--csv {args.csv} is a folder; give a file name")
+
+    from tqdm import tqdm
+
+    bar = tqdm(total=1000, file=sys.stderr, bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}",
+               mininterval=1.0, disable=os.environ.get("RAG_LOUPE_PROGRESS") == "0")
+
+    def progress(message: str, fraction: float) -> None:
+        bar.set_description_str(message[:70])
+        bar.n = int(1000 * max(0.0, min(1.0, fraction)))
+        bar.refresh()
+
+    try:
+        result = run_experiment(cfg, lambda: load_pipeline(cfg), limit=args.limit, progress=progress,
+                                use_cache=not args.no_cache, variants=variants)
+    finally:
+        bar.close()
+    if args.csv:
+        result.to_csv(args.csv)
+    if args.json:
+        out = {d: result.table(d).to_dict() for d in result.decodings()}
+        print(json.dumps({"tables": out, "closed_book": result.closed_book_accuracy(), "settings": result.settings,
+                          "positions": result.positions}, indent=1))
+    else:
+        print("\n".join(report_lines(result)))
+        from .experiments import cached_result
+
+        for v in variants:
+            other = cached_result(v, limit=args.limit)
+            if other is not None:
+                print("\n" + "-" * 72 + "\n" + "\n".join(report_lines(other)))
+    return 0

@@ -1,0 +1,177 @@
+"""AppTest checks of the Token vs Sequence, Citations and By hand pages, and of the Frankenstein detector.
+
+One AppTest (real models, the `wiki` index, the default question) is shared by the module: the first
+run loads the models, later runs reuse the cached engine and trace.
+"""
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from rag_core import marginals, stepper, toys
+from rag_core.config import Config
+from rag_core.generators.base import ForwardCounter
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = ROOT / "pages"
+
+
+def visit(at: AppTest, page: str) -> AppTest:
+    at.switch_page(str(PAGES / page))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def table_with(at: AppTest, column: str, without: str | None = None):
+    """The first rendered dataframe that has `column` (and not `without`)."""
+    for d in at.dataframe:
+        cols = list(d.value.columns)
+        if column in cols and (without is None or without not in cols):
+            return d.value
+    raise AssertionError(f"no table with a {column!r} column")
+
+
+@pytest.fixture(scope="module")
+def at():
+    app = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
+    app.session_state["index_name"] = "wiki"  # other indexes may still be building
+    return visit(app, "token_vs_sequence.py")
+
+
+@pytest.fixture(scope="module")
+def trace(at):
+    """The trace the pages show: a hit in the app's own cache (same question, index and settings)."""
+    from app import state
+
+    return state._trace(state.DEFAULT_QUESTION, "wiki", state.settings_key(Config()))
+
+
+def test_token_vs_sequence_steps_through_the_answer(at, trace):
+    visit(at, "token_vs_sequence.py")
+    assert len(at.get("plotly_chart")) >= 5  # token strip, step bars, credit bars, two over-step lines
+    cand = trace.answer("rag-token")
+    assert len(cand.tokens) >= 3
+    shown = metrics(at)
+    assert shown["Token y_i"] == cand.tokens[0].replace(" ", "␣").replace("\n", "↵")
+    assert shown["p_tok (whole answer)"] == f"{math.exp(cand.log_p_tok(trace.log_prior)):.3f}"
+    assert shown["p_seq (whole answer)"] == f"{math.exp(cand.log_p_seq(trace.log_prior)):.3f}"
+
+    at.button(key="tvs_next").click().run()
+    after_click = metrics(at)["Token y_i"]
+    assert after_click != shown["Token y_i"]
+    assert after_click == cand.tokens[1].replace(" ", "␣").replace("\n", "↵")
+
+    at.select_slider(key="tvs_step_w").set_value(2).run()
+    step2 = metrics(at)
+    assert step2["Token y_i"] == cand.tokens[2].replace(" ", "␣").replace("\n", "↵")
+    w = stepper.walk(trace.log_prior, cand)
+    assert step2["p_tok(y_≤i)"] == f"{math.exp(w.log_p_tok[2]):.3f}"
+    assert step2["p_seq(y_≤i)"] == f"{math.exp(w.log_p_seq[2]):.3f}"
+    # the prefix marginals at the last step are the whole-answer ones
+    assert w.log_p_tok[-1] == pytest.approx(cand.log_p_tok(trace.log_prior))
+    assert w.log_p_seq[-1] == pytest.approx(cand.log_p_seq(trace.log_prior))
+
+    at.button(key="tvs_prev").click().run()
+    assert metrics(at)["Token y_i"] == after_click
+    # thorough and fast tables side by side, the fast one derived from the thorough one
+    thorough, fast = table_with(at, "p_seq", without="made by"), table_with(at, "made by")
+    assert list(thorough["answer"]) == [c.answer for c in trace.of("rag-sequence")]
+    for n, c in enumerate(trace.of("rag-sequence")):
+        for z in range(trace.k):
+            col = f"z{z + 1}"
+            assert thorough[col][n] == pytest.approx(float(marginals.doc_sequence_logp(c.token_logp)[z]))
+            assert fast[col][n] == (thorough[col][n] if z in c.sources else -math.inf)
+
+
+def test_citations_drop_a_passage_remarginalises(at, trace):
+    visit(at, "citations.py")
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 4  # two slope charts, the heatmap, the drop chart
+    assert any('"heatmap"' in c.proto.spec for c in charts)
+    seq = trace.answer("rag-sequence")
+    before = table_with(at, "p_seq after")
+    p_seq0 = math.exp(seq.log_p_seq(trace.log_prior))
+    assert before["p_seq after"][1] == pytest.approx(p_seq0)  # nothing dropped yet
+
+    at.multiselect(key="cit_drop").select(0).run()
+    assert not at.exception
+    after = table_with(at, "p_seq after")
+    keep = torch.tensor([False] + [True] * (trace.k - 1))
+    lp = marginals.drop_passages(trace.log_prior, keep)
+    expected = math.exp(float(marginals.rag_sequence(lp, seq.token_logp)))
+    assert after["p_seq after"][1] == pytest.approx(expected, rel=1e-9)
+    assert abs(after["p_seq after"][1] - p_seq0) > 1e-3
+    tok = trace.answer("rag-token")
+    assert after["p_tok after"][0] == pytest.approx(math.exp(float(marginals.rag_token(lp, tok.token_logp))), rel=1e-9)
+    assert metrics(at)["RAG-Sequence answer · p_seq"] == f"{expected:.3f}"
+    at.multiselect(key="cit_drop").unselect(0).run()
+
+
+def test_by_hand_defaults_and_validation(at):
+    visit(at, "by_hand.py")
+    shown = metrics(at)
+    assert shown["p_seq(born Hawaii)"] == "0.516" and shown["p_tok(born Hawaii)"] == "0.449"
+    assert shown["p_seq(Chicago Hawaii)"] == "0.065" and shown["p_tok(Chicago Hawaii)"] == "0.090"
+    assert [shown[f"p(d{i}|x)"] for i in (1, 2, 3)] == ["0.550", "0.247", "0.202"]
+    assert shown["p(z1|x,y)"] == "0.913" and shown["p(z2|x,y)"] == "0.087"
+    table = table_with(at, "p_tok", without="p_tok before")
+    assert table["p_seq"].tolist() == pytest.approx([0.516, 0.065], abs=5e-4)
+    assert table_with(at, "p(z|x)")["p(z|x)"].tolist() == pytest.approx([0.550, 0.247, 0.202], abs=5e-4)
+    assert len(at.get("plotly_chart")) >= 3
+    assert not at.error
+
+    # a valid edit recomputes: p(born|z1) 0.8 -> 0.6 gives p_seq(born Hawaii) = 0.7*0.6*0.9 + 0.3*0.4*0.1
+    edit = {"edited_rows": {0: {"p(word|x,z,after)": 0.6}}, "added_rows": [], "deleted_rows": []}
+    at.session_state["hand_obama_cond"] = edit
+    at.run()
+    assert metrics(at)["p_seq(born Hawaii)"] == f"{0.7 * 0.6 * 0.9 + 0.3 * 0.4 * 0.1:.3f}"
+    # a negative probability: one error, no traceback, the last valid numbers stay
+    at.session_state["hand_obama_cond"] = {"edited_rows": {0: {"p(word|x,z,after)": -0.5}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert not at.exception and len(at.error) == 1 and "negative" in at.error[0].value
+    assert metrics(at)["p_seq(born Hawaii)"] == "0.390"
+    # a non-numeric prior and a non-numeric vector coordinate: one error each
+    at.session_state["hand_obama_prior"] = {"edited_rows": {1: {"prior p(z|x)": "lots"}}, "added_rows": [], "deleted_rows": []}
+    at.session_state["hand_pulse_vec"] = {"edited_rows": {2: {"x": "abc"}}, "added_rows": [], "deleted_rows": []}
+    at.run()
+    assert not at.exception and len(at.error) == 2
+    assert [metrics(at)[f"p(d{i}|x)"] for i in (1, 2, 3)] == ["0.550", "0.247", "0.202"]
+
+
+def test_frankenstein_detector_flags_stitched_answers_only():
+    tr = toys.run_toy("obama").trace
+    by_answer = {c.answer: c for c in tr.of("rag-token")}
+    # "Chicago" is mostly z2's word (r = 0.68), "Hawaii" after it mostly z1's (r = 0.85)
+    assert stepper.frankenstein_steps(tr, by_answer["Chicago Hawaii"]) == [1]
+    assert stepper.frankenstein_steps(tr, by_answer["born Hawaii"]) == []
+    one = toys.run_toy("posterior").trace
+    assert stepper.frankenstein_steps(one, one.candidates[0]) == []
+    # three words drawn z1, z2, z1: two switches; the end token (all passages alike) is not evidence
+    spec = {"name": "zigzag", "question": "q", "candidates": ["a b c"],
+            "passages": [{"id": "z1", "prior": 0.5}, {"id": "z2", "prior": 0.5}],
+            "tables": {"z1": {"": {"a": 0.9}, "a": {"b": 0.1}, "a b": {"c": 0.9}},
+                       "z2": {"": {"a": 0.1}, "a": {"b": 0.9}, "a b": {"c": 0.1}}}}
+    zig = toys.run_spec(spec).trace
+    assert stepper.frankenstein_steps(zig, zig.of("rag-token")[0]) == [1, 2]
+
+
+def test_view_only_reruns_make_no_model_call(at):
+    visit(at, "by_hand.py")  # the toy runs are cached after their first run
+    visit(at, "token_vs_sequence.py")
+    before = ForwardCounter.count
+    visit(at, "citations.py")
+    at.multiselect(key="cit_drop").select(1).run()
+    visit(at, "token_vs_sequence.py")
+    at.button(key="tvs_next").click().run()
+    at.select_slider(key="tvs_step_w").set_value(0).run()
+    visit(at, "by_hand.py")
+    visit(at, "ask.py")
+    assert not at.exception
+    assert ForwardCounter.count == before

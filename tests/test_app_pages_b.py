@@ -1,0 +1,159 @@
+"""AppTest checks of the Map and Corpus pages.
+
+Map: PCA (instant) on the `wiki` index; the chart holds every passage, the question's marker and
+its K ringed passages. Corpus: AppTest cannot upload files, so the test calls what the Build button
+calls (`app.corpus_actions`), in a throw-away cache folder, then asks a question on the new index.
+"""
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app import corpus_actions as actions
+from rag_core import catalog
+from rag_core.config import cache_dir
+from rag_core.corpus import CorpusError
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = ROOT / "pages"
+
+
+def visit(at: AppTest, page: str) -> AppTest:
+    at.switch_page(str(PAGES / page))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def values(arr) -> list:
+    """A plotly array from the chart spec: a list, or a typed array {"dtype", "bdata"} (plotly >= 6)."""
+    if isinstance(arr, dict) and "bdata" in arr:
+        return np.frombuffer(base64.b64decode(arr["bdata"]), dtype=np.dtype(arr["dtype"])).tolist()
+    return list(arr)
+
+
+def chart(at: AppTest) -> dict:
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1
+    return json.loads(charts[0].proto.spec)
+
+
+def test_map_page_pca_shows_passages_question_and_rings():
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
+    at.session_state["index_name"] = "wiki"
+    at.session_state["map_method"] = "PCA"  # instant; UMAP is the page's default
+    at.session_state["k"] = 4
+    visit(at, "map.py")
+    data = chart(at)["data"]
+    by_name = {d.get("name"): d for d in data}
+    passages = [d for d in data if d.get("legendgroup") == "topics"]
+    assert all(d["type"] == "scattergl" for d in passages)
+    assert sum(len(values(d["x"])) for d in passages) == len(catalog.load_named("wiki", _encoder()).passages)
+    assert "People" in by_name  # coloured by the corpus topic
+    hover = [t for d in passages for t in values(d["text"])]
+    assert all("<script" not in t for t in hover)
+    # the question's marker, K numbered rings, and K lines from the question to them
+    q = by_name["question"]
+    assert len(values(q["x"])) == 1 and q["marker"]["symbol"] == "star"
+    rings = by_name["top-4 (rings)"]
+    assert rings["text"] == ["1", "2", "3", "4"] and rings["marker"]["symbol"] == "circle-open"
+    lines = by_name["query → top-K"]
+    assert sum(v is None for v in values(lines["x"])) == 4
+    # the rings sit on the retriever's true top-K passages, and the lines start at the question
+    ring_x = values(rings["x"])
+    assert [x for i, x in enumerate(values(lines["x"])) if i % 3 == 1] == pytest.approx(ring_x)
+    assert values(lines["x"])[0] == pytest.approx(values(q["x"])[0])
+    assert any("not* the retriever's ranking" in c.value for c in at.caption)
+    table = at.dataframe[0].value
+    assert list(table["rank (by s(z))"]) == [1, 2, 3, 4]
+
+    # 3-D: the same content, as WebGL scatter3d
+    at.radio(key="map_dims").set_value("3-D").run()
+    assert not at.exception
+    data3 = chart(at)["data"]
+    assert {d["type"] for d in data3} == {"scatter3d"}
+    assert any(d.get("name") == "top-4 (rings)" and len(d["text"]) == 4 for d in data3)
+
+
+def _encoder():
+    from rag_core.config import DEFAULT_ENCODER
+    from rag_core.encoders import load_encoder
+    from rag_core.sources import pick_device
+
+    if not hasattr(_encoder, "cached"):
+        _encoder.cached = load_encoder(DEFAULT_ENCODER, None, pick_device("cpu"))
+    return _encoder.cached
+
+
+NOTES = "\n".join(json.dumps(d) for d in [
+    {"id": "lh", "title": "Zorblax lighthouse",
+     "text": "The Zorblax lighthouse was designed by the engineer Mirela Quansah and first lit in 1911."},
+    {"title": "Quansah", "text": "Mirela Quansah was an engineer who designed lighthouses along the northern coast."},
+    {"title": "Harbour", "text": "The harbour of Zorblax handles fishing boats and a weekly ferry."},
+    {"title": "Bakery", "text": "The oldest bakery of Zorblax sells rye bread made with sea salt."},
+    "not an object",
+    {"title": "Empty"},
+]).encode() + b"\n{broken json\n"
+
+
+@pytest.fixture
+def user_cache(tmp_path, monkeypatch):
+    """User indexes in a temp folder; the converted models are shared with the real cache (no reconversion)."""
+    models = cache_dir() / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
+    (tmp_path / "models").symlink_to(models, target_is_directory=True)
+    return tmp_path
+
+
+def test_corpus_build_then_ask_on_the_new_index(user_cache):
+    ferry = b"# Ferry\n\nThe Zorblax ferry leaves on Sundays."
+    up = actions.parse_uploads([("notes.jsonl", NOTES), ("ferry.md", ferry), ("bad.csv", b"title,body\nx,y\n"),
+                                ("blank.txt", b"  \n")])
+    assert len(up.parsed.passages) == 5 and up.parsed.skipped == 3 and up.parsed.documents == 5
+    assert len(up.errors) == 2 and "bad.csv" in up.errors[0] and "blank.txt" in up.errors[1]
+    steps = []
+    idx = actions.build_user_index(up.parsed.passages, _encoder(), "pytest-notes",
+                                   progress=lambda msg, frac: steps.append(frac))
+    assert len(idx) == 5 and steps and steps[-1] == 1.0
+    assert "pytest-notes" in catalog.available_indexes()
+    assert actions.user_indexes() == [{"name": "pytest-notes", "passages": 5, "encoder": idx.manifest["encoder"],
+                                       "built": idx.manifest["built_at"].replace("T", " ")}]
+    # a taken name is a clear error unless "replace" is ticked; bad names too
+    with pytest.raises(CorpusError, match="already exists"):
+        actions.build_user_index(up.parsed.passages, _encoder(), "pytest-notes")
+    for bad in ("", "wiki", "../x", "a b"):
+        with pytest.raises(CorpusError):
+            actions.check_name(bad)
+    actions.build_user_index(up.parsed.passages, _encoder(), "pytest-notes", replace=True)
+    assert [p.name for p in (user_cache / "user-indexes").iterdir()] == ["pytest-notes"]  # no temp folders left
+
+    # the app answers on it: the sidebar lists it, the Ask page retrieves from it
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
+    at.session_state["index_name"] = "pytest-notes"
+    at.session_state["question"] = "Who designed the Zorblax lighthouse?"
+    at.session_state["max_new_tokens"] = 8
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert "pytest-notes" in at.sidebar.selectbox(key="index_name").options
+    assert {m.label for m in at.metric} == {"RAG-Token", "RAG-Sequence"}
+    table = at.dataframe[0].value
+    assert table["title"].iloc[0] == "Zorblax lighthouse"
+    assert set(table["title"]) <= {"Zorblax lighthouse", "Quansah", "Harbour", "Bakery", "ferry"}
+
+    # the Corpus page lists it; deleting removes it from disk, from the list, and its cached maps
+    visit(at, "corpus.py")
+    assert "pytest-notes" in list(at.dataframe[0].value["name"])
+    from rag_core import projection
+
+    assert projection.fit_map(idx, "pca", 2).loaded_from is None and list((user_cache / "maps").glob("*.npz"))
+    actions.delete_user_index("pytest-notes")
+    assert not list((user_cache / "maps").glob("*.npz"))
+    assert "pytest-notes" not in catalog.available_indexes()
+    assert list((user_cache / "user-indexes").iterdir()) == []
+    with pytest.raises(CorpusError):
+        actions.delete_user_index("pytest-notes")

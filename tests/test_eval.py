@@ -1,0 +1,184 @@
+"""Evaluation: SQuAD normalisation, the questions file, a run on a toy pipeline (exact, no model),
+and the `eval` command on the real default stack (one small run) and on user errors."""
+import math
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+
+from conftest import ROOT
+from rag_core import evaluation as ev
+from rag_core.config import Config
+from rag_core.corpus import Passage
+from rag_core.decoding import rag_token_decode
+from rag_core.generators.toy import ToyGenerator
+from rag_core.trace import Hit
+
+
+@pytest.mark.parametrize("text,norm", [
+    ("The Hobbit", "hobbit"),
+    ("  Herman   Melville. ", "herman melville"),
+    ("AT&T", "att"),
+    ("Secker & Warburg", "secker warburg"),
+    ("An apple a day", "apple day"),
+    ("Theatre of the Absurd", "theatre of absurd"),  # "the" only as a whole word
+    ("“Guernica”", "guernica"),  # typographic quotes are punctuation too
+    ("8,848.86 m", "884886 m"),
+    ("Beuve-Méry", "beuveméry"),
+    ("", ""),
+])
+def test_squad_normalisation(text, norm):
+    assert ev.normalize_answer(text) == norm
+
+
+def test_exact_match_and_contained_against_any_answer():
+    assert ev.exact_match("the Magic Flute.", ["The Magic Flute", "Magic Flute"])
+    assert ev.exact_match("melville", ["Herman Melville", "Melville"])
+    assert not ev.exact_match("Herman Melville, novelist", ["Herman Melville"])
+    assert ev.contains_answer("Herman Melville, novelist", ["Herman Melville"])
+    assert not ev.contains_answer("Austenite", ["Austen"])  # whole words only
+    assert not ev.exact_match(None, ["x"]) and not ev.contains_answer("", ["x"])
+
+
+def test_read_questions_skips_and_counts_malformed_lines(tmp_path):
+    path = tmp_path / "q.jsonl"
+    path.write_bytes(b'{"question": "Who?", "answers": ["Ann", "a"]}\n\nnot json\n{"question": "Q?", "answers": []}\n'
+                     b'[1, 2]\n{"question": "Where?", "answers": "B", "title": "T"}\n\xff\xfe\n')
+    rows, skipped = ev.read_questions(path)
+    assert [(r.question, r.answers, r.line) for r in rows] == [("Who?", ["Ann", "a"], 1), ("Where?", ["B"], 6)]
+    assert skipped == 4
+
+
+@pytest.mark.parametrize("content,message", [(None, "not found"), (b"\n  \n", "empty"), (b"x\n{}\n", "no usable question")])
+def test_read_questions_errors(tmp_path, content, message):
+    path = tmp_path / "q.jsonl"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(ev.EvalDataError, match=message):
+        ev.read_questions(path)
+
+
+# ------------------------------------------------------------------------------ toy pipeline
+class ToyPipe:
+    """The parts of a Pipeline an eval run uses, over a toy generator: per question a list of
+    (passage, prior) and per passage a next-word table."""
+
+    index_name = "toy"
+
+    def __init__(self, retrieval, tables, closed):
+        self.retrieval = retrieval
+        self.models = type("M", (), {"generator": ToyGenerator(tables, closed)})()
+        self.cfg = Config(beams=1, max_new_tokens=6)
+
+    def retrieve(self, question, k):
+        return [Hit(i + 1, p, math.log(prior)) for i, (p, prior) in enumerate(self.retrieval[question][:k])]
+
+    def scale_for(self, cfg):
+        return 1.0
+
+    def closed_book(self, question, max_new_tokens=16):
+        gen = self.models.generator
+        best = rag_token_decode(gen, gen.prepare(question, None), torch.zeros(1), 1, max_new_tokens, 1)[0]
+        return gen.decode(best.tokens)
+
+
+def toy_pipe():
+    P = lambda i, text: Passage(f"p{i}", f"T{i}", text, "toy")  # noqa: E731
+    retrieval = {
+        "Where is Interpol?": [(P(1, "Interpol is headquartered in Lyon."), 0.7), (P(2, "Paris is in France."), 0.3)],
+        "Where is the Shroud?": [(P(3, "Rome is old."), 0.6), (P(4, "Milan is big."), 0.4),
+                                 (P(5, "The Shroud is kept in Turin."), 0.01)],
+    }
+    tables = {"p1": {"": {"Lyon": 0.9}}, "p2": {"": {"Paris": 0.9}}, "p3": {"": {"Rome": 0.8}},
+              "p4": {"": {"Rome": 0.8}}, "p5": {"": {"Turin": 0.9}}}
+    return ToyPipe(retrieval, tables, closed={"": {"Rome": 0.9}})
+
+
+QUESTIONS = [ev.EvalQuestion("Where is Interpol?", ["Lyon"], "Interpol"),
+             ev.EvalQuestion("Where is the Shroud?", ["Turin", "Torino"], "Shroud")]
+
+
+def test_a_run_on_a_toy_pipeline_scores_modes_recall_and_verdicts(tmp_path):
+    pipe = toy_pipe()
+    seen = []
+    run = ev.run_eval(pipe, QUESTIONS, Config(k=2, max_new_tokens=6), lambda d, t, r: seen.append((d, t)))
+    assert seen == [(1, 2), (2, 2)]
+    s = run.summary()
+    assert s["modes"]["closed-book"]["em"] == 0.0
+    assert s["modes"]["rag-token"]["em"] == s["modes"]["rag-sequence"]["em"] == 0.5
+    assert s["modes"]["rag-sequence"]["recall"] == 0.5
+    v = s["verdicts"]["rag-sequence"]
+    assert v["wrong"] == 1 and v["retrieval-miss"] == 1 and v["parametric"] == 1 and v["no verdict"] == 0
+    shroud = run.results[1]
+    assert shroud.answer_rank == 3 and not shroud.recall  # found by the deeper search
+    frame = run.frame()
+    assert list(frame.columns[:5]) == ["question", "mode", "answer", "em", "contained"]
+    assert len(frame) == 6 and set(frame["mode"]) == set(ev.MODES)
+    table = run.table_text()
+    assert "rag-sequence" in table and "50.0% (1/2)" in table and "Retrieval miss" in table
+    path = ev.save_run(run, "unit", folder=tmp_path)
+    again = ev.load_run(path)
+    assert again.summary() == s and ev.load_run(tmp_path / "latest.json").summary() == s
+    assert list(pd.read_csv(tmp_path / "latest.csv")["mode"][:3]) == list(ev.MODES)
+    assert ev.saved_runs(tmp_path) == [path]
+    assert ev.load_run(tmp_path / "missing.json") is None
+
+
+def test_csv_cells_are_spreadsheet_safe(tmp_path):
+    run = ev.EvalRun([ev.QuestionResult("=cmd()", ["+1"], "", {"closed-book": ev.ModeResult("@x", False, False)},
+                                        False, None)], {"k": 5})
+    run.to_csv(tmp_path / "r.csv")
+    row = pd.read_csv(tmp_path / "r.csv").iloc[0]
+    assert row["question"] == "'=cmd()" and row["answer"] == "'@x" and row["answers"] == "'+1"
+
+
+# ------------------------------------------------------------------------------ the command
+def cli(*args, timeout=900):
+    return subprocess.run([sys.executable, "-m", "rag_core", "eval", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ))
+
+
+def test_eval_command_on_three_questions(tmp_path):
+    qs = tmp_path / "three.jsonl"
+    qs.write_text('{"question": "Who wrote Moby-Dick?", "answers": ["Herman Melville", "Melville"]}\n'
+                  '{"question": "In which city is the Taj Mahal?", "answers": ["Agra"]}\n'
+                  'this line is broken\n'
+                  '{"question": "How many keys does a modern piano have?", "answers": ["88"]}\n', encoding="utf-8")
+    out = cli(str(qs), "-k", "3", "--csv", str(tmp_path / "r.csv"), "--no-save")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "3 questions" in out.stdout and "1 malformed lines skipped" in out.stdout
+    for mode in ev.MODES:
+        assert mode in out.stdout
+    assert "recall@3" in out.stdout and "wrong answers" in out.stdout
+    assert "skipped 1 malformed line" in out.stderr
+    frame = pd.read_csv(tmp_path / "r.csv")
+    assert {"question", "mode", "answer", "em", "contained"} <= set(frame.columns)
+    assert len(frame) == 9 and sorted(set(frame["mode"])) == sorted(ev.MODES)
+    assert frame["em"].isin([0, 1]).all() and frame["contained"].isin([0, 1]).all()
+    rag = frame[frame["mode"] == "rag-sequence"]
+    assert rag["em"].sum() >= 2  # Melville, Agra, 88: RAG should get most of these right
+
+
+@pytest.mark.parametrize("args,message", [
+    (["/no/such/file.jsonl"], "not found"),
+    (["EMPTY"], "empty"),
+    (["BAD"], "no usable question"),
+    (["BAD", "-k", "0"], "at least 1"),
+    (["GOOD", "--index", "1999"], "unknown index"),
+    ([], "required"),
+])
+def test_eval_user_errors_exit_2_with_one_line(tmp_path, args, message):
+    files = {"EMPTY": "\n", "BAD": "nope\n[1]\n", "GOOD": '{"question": "Q?", "answers": ["Lyon"]}\n'}
+    real = []
+    for a in args:
+        if a in files:
+            (tmp_path / a).write_text(files[a], encoding="utf-8")
+            a = str(tmp_path / a)
+        real.append(a)
+    out = cli(*real, timeout=300)
+    assert out.returncode == 2, out.stderr[-1000:]
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], out.stderr

@@ -1,0 +1,223 @@
+"""The index hot-swap experiment (paper §4.5): the judge, the indexes, the toggle, the CLI, the page.
+
+Real models, kept fast: K=3, short answers, RAG-Token only. The toggle test computes the first
+positions of leaders.csv with the same settings the CLI test asks for, so the CLI reads them from
+the experiment cache (it still computes them when run alone).
+"""
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+
+from rag_core import experiments as ex
+from rag_core.config import Config
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST = dict(k=3, max_new_tokens=8, decode="token")  # the test settings, shared by the toggle and CLI tests
+FAST_ARGS = ["-k", "3", "--max-new-tokens", "8", "--decode", "token"]
+SAMPLE = ["President of the United States", "Vice President of the United States", "President of France"]
+
+
+# ------------------------------------------------------------------------------------------ judge
+
+@pytest.mark.parametrize("answer, name, other, expected", [
+    ("Donald Trump", "Donald Trump", "Barack Obama", True),
+    ("Trump", "Donald Trump", "Barack Obama", True),  # the surname alone
+    ("DONALD TRUMP.", "Donald Trump", None, True),  # case and punctuation
+    ("Barack Obama", "Donald Trump", "Barack Obama", False),  # the wrong holder
+    ("a trumpet player", "Donald Trump", None, False),  # whole words only
+    ("", "Donald Trump", None, False),
+    ("Sebastian Pinera", "Sebastián Piñera", None, True),  # accents either way
+    ("Milo Đukanović", "Milo Dukanovic", None, True),
+    ("Aleksandar Vucic", "Aleksandar Vučić", "Tomislav Nikolić", True),
+    ("Andrés Manuel López Obrador", "Andrés Manuel López Obrador", None, True),  # multi-word surname
+    ("López Obrador", "Andrés Manuel López Obrador", None, True),
+    ("Enrique Peña Nieto", "Andrés Manuel López Obrador", "Enrique Peña Nieto", False),
+    ("Peña Nieto", "Enrique Peña Nieto", None, True),
+    ("John King", "John King Jr.", "John B. King", True),  # suffix dropped
+    ("Moon Jae-in", "Moon Jae-in", "Hwang Kyo-ahn", True),  # family name first: full name
+    ("Jacob Zuma", "Nkosazana Dlamini-Zuma", "Moussa Faki", False),  # a hyphenated name is one word
+    ("Dlamini-Zuma", "Nkosazana Dlamini-Zuma", "Moussa Faki", True),
+    ("Pravind Jugnauth", "Anerood Jugnauth", "Pravind Jugnauth", False),  # shared surname: first name decides
+    ("Pravind Jugnauth", "Pravind Jugnauth", "Anerood Jugnauth", True),
+    ("Jugnauth", "Pravind Jugnauth", "Anerood Jugnauth", False),
+])
+def test_names_holder(answer, name, other, expected):
+    assert ex.names_holder(answer, name, other) is expected
+
+
+def test_judge_both_years():
+    assert ex.judge("Barack Obama", "Barack Obama", "Donald Trump") == (True, False)
+    assert ex.judge("Donald Trump, after Barack Obama", "Barack Obama", "Donald Trump") == (True, True)
+    assert ex.judge("Hillary Clinton", "Barack Obama", "Donald Trump") == (False, False)
+
+
+def test_table_and_summary_from_rows():
+    """The 2×2 table is the mean of the judged cells: rows = index, columns = leaders' year."""
+    rows = []
+    for idx, c16, c18 in (("2016", True, False), ("2016", True, False), ("2018", False, True), ("2018", True, False)):
+        rows.append({c: "" for c in ex.ROW_COLUMNS} | {"index": idx, "decoding": "rag-token", "correct_2016": c16,
+                                                        "correct_2018": c18, "passages_name_2016": 1,
+                                                        "passages_name_2018": 1, "position": f"p{len(rows) % 2}"})
+    closed = [{"position": "p0", "correct_2016": False, "correct_2018": True},
+              {"position": "p1", "correct_2016": False, "correct_2018": False}]
+    r = ex.ExperimentResult(rows, closed, {}, "k", complete=True)
+    t = r.table("rag-token")
+    assert t.loc["index 2016", "leaders 2016"] == 1.0 and t.loc["index 2016", "leaders 2018"] == 0.0
+    assert t.loc["index 2018", "leaders 2018"] == 0.5 and t.loc["index 2018", "leaders 2016"] == 0.5
+    assert r.closed_book_accuracy() == {"2016": 0.0, "2018": 0.5}
+    assert r.override("rag-token")["other_year"] == 1 and len(r.failures("rag-token")) == 1
+    assert not r.goal_met("rag-token")
+
+
+# ------------------------------------------------------------------------------------------ the indexes
+
+@pytest.fixture(scope="module")
+def named():
+    from rag_core.catalog import named_passages
+
+    return {y: named_passages(y)[0] for y in ex.YEARS}
+
+
+def test_every_position_has_passages_in_both_indexes(named):
+    """Each index holds, for every position, a passage naming the position and that year's holder."""
+    leaders = ex.leaders_frame()
+    for year in ex.YEARS:
+        texts = [p.title + "\n" + p.text for p in named[year] if p.id.startswith(f"l{year}-")]
+        folded = [t.lower() for t in texts]
+        for row in leaders.itertuples():
+            holder, other = getattr(row, f"holder_{year}"), getattr(row, f"holder_{4034 - int(year)}")
+            has = [t for t, f in zip(texts, folded) if row.position.lower() in f and ex.names_holder(t, holder, other)]
+            assert has, f"index {year}: no passage on {row.position} naming {holder}"
+
+
+def test_indexes_differ_only_in_snapshots(named):
+    ids = {y: {p.id for p in named[y]} for y in ex.YEARS}
+    base16 = {i for i in ids["2016"] if not i.startswith("l2016-")}
+    base18 = {i for i in ids["2018"] if not i.startswith("l2018-")}
+    assert base16 == base18  # the same base passages (stale ones removed from both)
+    assert not any(i.startswith("l2018-") for i in ids["2016"]) and not any(i.startswith("l2016-") for i in ids["2018"])
+
+
+# ------------------------------------------------------------------------------------------ real models
+
+@pytest.fixture(scope="module")
+def pipes(default_pipeline):
+    return ex.year_pipelines(lambda: default_pipeline)
+
+
+def test_swap_keeps_the_same_models(pipes):
+    assert pipes["2016"].models is pipes["2018"].models
+    assert pipes["2016"].index is not pipes["2018"].index
+    assert (pipes["2016"].index_name, pipes["2018"].index_name) == ("2016", "2018")
+
+
+def test_toggle_changes_passages_and_answer(pipes):
+    cfg = ex.experiment_config(**FAST)
+    wanted = SAMPLE + [p for p in ex.leaders_frame(2)["position"] if p not in SAMPLE]
+    result = ex.run_experiment(cfg, lambda: pipes, positions=wanted, use_cache=False)
+    frame = {(r["position"], r["index"]): r for r in result.rows}
+    for position in SAMPLE:
+        old, new = frame[(position, "2016")], frame[(position, "2018")]
+        assert set(old["passages"]) != set(new["passages"]), position
+        assert old["answer"] != new["answer"], position
+        assert old["correct_2016"] and not old["correct_2018"], (position, old["answer"])
+        assert new["correct_2018"] and not new["correct_2016"], (position, new["answer"])
+    assert len(result.closed) == len(wanted)
+
+
+def test_cli_limit_csv(tmp_path, capsys):
+    from rag_core import leaders_cli
+
+    out = tmp_path / "leaders.csv"
+    assert leaders_cli.main(["--limit", "2", "--csv", str(out)] + FAST_ARGS) == 0
+    printed = capsys.readouterr().out
+    assert "index 2016" in printed and "70%" in printed and "closed-book" in printed
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 2 * 2  # 2 positions × 2 indexes × 1 decoding
+    for col in ("position", "holder_2016", "holder_2018", "index", "decoding", "answer", "correct_2016", "correct_2018"):
+        assert col in rows[0], col
+    assert {r["index"] for r in rows} == {"2016", "2018"} and {r["decoding"] for r in rows} == {"rag-token"}
+
+
+def test_python_m_rag_core_leaders_dispatch(tmp_path, capsys):
+    """`python -m rag_core leaders --limit 2 --csv FILE` goes through the main CLI's dispatch."""
+    from rag_core import cli
+
+    out = tmp_path / "via-main.csv"
+    assert cli.main(["leaders", "--limit", "2", "--csv", str(out)] + FAST_ARGS) == 0
+    assert out.is_file()
+
+
+def test_cli_bad_flag_is_one_line_error(capsys):
+    from rag_core import cli
+
+    assert cli.main(["leaders", "--limit", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error:") and "at least 1" in err[0], err
+
+
+# ------------------------------------------------------------------------------------------ the page
+
+def _fake_result(question: str) -> ex.ExperimentResult:
+    """A cached-looking result with one failure on the 2016 index, for the page's table and button."""
+    rows = []
+    for idx in ex.YEARS:
+        for dec in ex.DECODINGS:
+            answer = "Donald Trump" if idx == "2018" or dec == "rag-sequence" else "Hillary Clinton"
+            c16, c18 = ex.judge(answer, "Barack Obama", "Donald Trump")
+            rows.append({"position": "President of the United States", "country": "United States",
+                         "holder_2016": "Barack Obama", "holder_2018": "Donald Trump", "question": question,
+                         "index": idx, "decoding": dec, "answer": answer, "correct_2016": c16, "correct_2018": c18,
+                         "p_answer": 0.5, "closed_book": "Barack Obama", "passages_name_2016": 2,
+                         "passages_name_2018": 2, "top_passage": "President of the United States", "passages": []})
+    closed = [{"position": "President of the United States", "answer": "Barack Obama", "correct_2016": True,
+               "correct_2018": False}]
+    return ex.ExperimentResult(rows, closed, {}, "fake", 60.0, complete=True)
+
+
+@pytest.fixture(scope="module")
+def swap_app():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
+    at.session_state["k"] = 3
+    at.session_state["max_new_tokens"] = 8
+    return at
+
+
+def test_index_swap_page_shows_both_answers(swap_app):
+    at = swap_app
+    at.switch_page(str(ROOT / "pages/index_swap.py"))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    labels = {m.label: m.value for m in at.metric}
+    for year in ex.YEARS:
+        answer = labels.get(f"RAG-Token ({year} index)")
+        assert answer and answer != "(empty)", labels
+    assert labels["RAG-Token (2016 index)"] != labels["RAG-Token (2018 index)"]
+    # the experiment: the cached table, or the button that runs it
+    assert any("paper 2016" in d.value.columns for d in at.dataframe) or \
+        any(b.label in ("Run the experiment", "Resume the experiment") for b in at.button)
+
+
+def test_index_swap_explain_failure_switches_page(swap_app, monkeypatch):
+    at = swap_app
+    question = "Who is the President of the United States?"
+    monkeypatch.setattr(ex, "cached_result", lambda *a, **k: _fake_result(question))
+    at.switch_page(str(ROOT / "pages/index_swap.py"))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    shown = [d.value for d in at.dataframe if "paper 2016" in d.value.columns]
+    assert shown and re.match(r"\d+%", str(shown[0].iloc[0, 0]))
+    at.toggle(key="swap_fail_only").set_value(True).run()
+    failures = [d.value for d in at.dataframe if "correct_2016" in d.value.columns]
+    assert failures and list(failures[0]["answer"]) == ["Hillary Clinton"]
+    next(b for b in at.button if b.label == "Explain this failure").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["question"] == question and at.session_state["index_name"] == "2016"
+    assert at.title[0].value == "Token vs Sequence"
