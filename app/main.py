@@ -10,18 +10,18 @@ import streamlit as st  # noqa: E402
 
 from app import state  # noqa: E402
 
-st.set_page_config(page_title="RAG Loupe", page_icon="🔎", layout="wide")
+st.set_page_config(page_title="RAG Loupe", page_icon=":material/search:", layout="wide")
 
 PAGES = ROOT / "pages"
 nav = st.navigation([
-    st.Page(PAGES / "ask.py", title="Ask", icon="❓", default=True),
-    st.Page(PAGES / "map.py", title="Map", icon="🗺️"),
-    st.Page(PAGES / "token_vs_sequence.py", title="Token vs Sequence", icon="🧩"),
-    st.Page(PAGES / "citations.py", title="Citations", icon="📌"),
-    st.Page(PAGES / "index_swap.py", title="Index swap", icon="🔁"),
-    st.Page(PAGES / "by_hand.py", title="By hand", icon="✍️"),
-    st.Page(PAGES / "corpus.py", title="Corpus", icon="📚"),
-    st.Page(PAGES / "eval.py", title="Eval", icon="📊"),
+    st.Page(PAGES / "ask.py", title="Ask", icon=":material/help:", default=True),
+    st.Page(PAGES / "map.py", title="Map", icon=":material/scatter_plot:"),
+    st.Page(PAGES / "token_vs_sequence.py", title="Token vs Sequence", icon=":material/view_timeline:"),
+    st.Page(PAGES / "citations.py", title="Citations", icon=":material/format_quote:"),
+    st.Page(PAGES / "index_swap.py", title="Index swap", icon=":material/swap_horiz:"),
+    st.Page(PAGES / "by_hand.py", title="By hand", icon=":material/edit:"),
+    st.Page(PAGES / "corpus.py", title="Corpus", icon=":material/library_books:"),
+    st.Page(PAGES / "eval.py", title="Eval", icon=":material/analytics:"),
 ])
 state.sidebar()
 nav.run()

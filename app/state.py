@@ -37,6 +37,12 @@ def index(name: str):
     return resolve_index(name, models().encoder)[1]
 
 
+def forget_index(name: str) -> None:
+    """Drop every cached object of an index that was replaced or deleted (its traces included)."""
+    index.clear()
+    _trace.clear()
+
+
 def pipeline(name: str | None = None) -> Pipeline:
     name = name or settings().index or default_index_name()
     return Pipeline(models(), name, index(name), settings())
@@ -46,6 +52,11 @@ def pipeline(name: str | None = None) -> Pipeline:
 def _trace(question: str, index_name: str, settings_key: tuple) -> Trace:
     cfg = Config(**dict(settings_key))
     return pipeline(index_name).run(question, cfg)
+
+
+def cached_trace(question: str, index_name: str, cfg: Config) -> Trace:
+    """The cached trace for exactly these inputs (computed on a miss); raises user errors."""
+    return _trace(question, index_name, settings_key(cfg))
 
 
 def settings_key(cfg: Config) -> tuple:

@@ -21,11 +21,6 @@ def _parse(files: tuple[tuple[str, bytes], ...]) -> actions.Uploads:
     return actions.parse_uploads(list(files))
 
 
-def _forget(name: str) -> None:
-    """Drop cached copies of a replaced or deleted index (indexes and traces are cached by name)."""
-    state.index.clear()
-    if hasattr(state, "_trace"):
-        state._trace.clear()
 
 
 def _say(e: Exception, fallback: str) -> str:
@@ -81,7 +76,7 @@ if files:
 
                     idx = actions.build_user_index(parsed.passages, state.models().encoder, name, replace, progress)
                     status.update(label=f"Built {name}", state="complete", expanded=False)
-                _forget(name)
+                state.forget_index(name)
                 st.session_state["corpus_success"] = (f"Built index {name!r}: {len(idx):,} passages. "
                                                       "Pick it in the sidebar's Index list (or below).")
                 st.rerun()
@@ -111,7 +106,7 @@ else:
         else:
             try:
                 actions.delete_user_index(target)
-                _forget(target)
+                state.forget_index(target)
                 st.session_state["corpus_success"] = f"Deleted index {target!r}."
                 st.rerun()
             except (CorpusError, OSError) as e:

@@ -42,7 +42,8 @@ def default_index_name() -> str:
 
 def available_indexes() -> list[str]:
     names = ["2018", "2016", "wiki"] if snapshots_available() else ["wiki"]
-    return names + [p.name for p in sorted(user_root().glob("*")) if (p / "manifest.json").is_file()]
+    # dot-folders are saves in progress (temp and old copies): never offer them
+    return names + [p.name for p in sorted(user_root().glob("*")) if not p.name.startswith(".") and (p / "manifest.json").is_file()]
 
 
 def user_root() -> Path:

@@ -32,7 +32,8 @@ from typing import Callable
 
 import numpy as np
 
-from .config import cache_dir
+from .config import ASSETS, DEFAULT_ENCODER, cache_dir
+from .corpus import load_wiki, passage_checksum
 from .index import PassageIndex
 
 METHODS = ("umap", "pca")
@@ -43,6 +44,13 @@ PLACE_TOP_M = 10  # passages a query's position is averaged over
 PLACE_SCALE = 20.0  # softmax temperature of those weights: MiniLM's own retriever scale
 MIN_UMAP_POINTS = 32  # below this UMAP's neighbour graph is meaningless; use PCA instead
 FORMAT_VERSION = 1  # bump when the cached file layout or the fit parameters change
+# The UMAP layout of the base corpus, fitted once with the parameters above and shipped (float16).
+# Indexes made of the base corpus plus a few passages (wiki, 2016, 2018) reuse it: base passages
+# keep their shipped position, the others are placed like queries. That makes those maps instant
+# and gives the 2016 and 2018 indexes the same layout, so the two can be compared point by point.
+SHIPPED_BASE_MAP = ASSETS / "vectors" / "wiki-umap-{dims}d-f16.npy"
+SHIPPED_BASE_META = ASSETS / "vectors" / "wiki-minilm-f16.json"
+MIN_BASE_SHARE = 0.5  # reuse the shipped layout only for indexes mostly made of base passages
 # Rough UMAP fit cost (one core: a fixed seed turns off UMAP's threads), for the progress bar
 # only: seconds = a + b · N; 12.3k passages took 65-105 s on the machines we tried.
 EST_SECONDS = (10.0, 0.0075)
@@ -199,6 +207,12 @@ def fit_map(index: PassageIndex, method: str = "umap", dims: int = 2, progress: 
             "ids_checksum": index.manifest.get("ids_checksum", ""), "vectors": vectors_digest(index.vectors)}
     if method == "umap":
         meta.update(n_neighbors=N_NEIGHBORS, min_dist=MIN_DIST, metric="cosine", random_state=RANDOM_STATE)
+    if method == "umap":
+        derived = from_shipped_base(index, x, dims)
+        if derived is not None:
+            derived.note = "; ".join(n for n in (note, derived.note) if n)
+            progress("Map ready (shipped base layout)", 1.0)
+            return derived
     path = cache_path(meta) if cache else None
     if path is not None:
         loaded = _load(path, meta, x)
@@ -216,6 +230,31 @@ def fit_map(index: PassageIndex, method: str = "umap", dims: int = 2, progress: 
     pmap.note = "; ".join(n for n in (note, pmap.note) if n)
     progress("Map ready", 1.0)
     return pmap
+
+
+def from_shipped_base(index: PassageIndex, x: np.ndarray, dims: int) -> PassageMap | None:
+    """The shipped base-corpus UMAP layout extended to this index, or None where it does not fit
+    (another encoder, a changed base corpus, or an index mostly of other passages)."""
+    path = Path(str(SHIPPED_BASE_MAP).format(dims=dims))
+    if index.manifest.get("encoder") != DEFAULT_ENCODER or not path.is_file() or not SHIPPED_BASE_META.is_file():
+        return None
+    base = load_wiki()
+    if json.loads(SHIPPED_BASE_META.read_text()).get("checksum") != passage_checksum(base):
+        return None
+    base_coords = np.load(path, allow_pickle=False).astype(np.float32)  # (N_base, dims)
+    if len(base_coords) != len(base):
+        return None
+    pos = {p.id: i for i, p in enumerate(base)}
+    rows = np.array([pos.get(p.id, -1) for p in index.passages])  # (N,) base row or -1
+    known = rows >= 0
+    if known.mean() < MIN_BASE_SHARE:
+        return None
+    coords = np.zeros((len(rows), dims), dtype=np.float32)  # (N, dims)
+    coords[known] = base_coords[rows[known]]
+    partial = PassageMap("umap", coords[known], x[known])
+    if (~known).any():
+        coords[~known] = partial.place(x[~known])  # (n_new, dims): placed among the base passages
+    return PassageMap("umap", coords, x, note=f"shipped base layout; {int((~known).sum())} passages placed by their neighbours")
 
 
 # ---------------------------------------------------------------- the disk cache

@@ -50,7 +50,7 @@ def trace(at):
     """The trace the pages show: a hit in the app's own cache (same question, index and settings)."""
     from app import state
 
-    return state._trace(state.DEFAULT_QUESTION, "wiki", state.settings_key(Config()))
+    return state.cached_trace(state.DEFAULT_QUESTION, "wiki", Config())
 
 
 def test_token_vs_sequence_steps_through_the_answer(at, trace):

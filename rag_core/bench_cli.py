@@ -1,0 +1,72 @@
+"""`python -m rag_core bench [--json] [--only NAME ...] [--quick]`: the performance suite.
+
+Each figure comes from a script under bench/ run in its own process (so cold-start figures are
+real), and is a ratio measured side by side in one run wherever the machine's noise matters.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from .config import REPO_ROOT
+
+SCRIPTS = ["trace_floor", "vs_transformers", "map", "ann", "encode", "cold_start"]
+GOALS = {
+    "trace_vs_floor_k5": ("<=", 1.5),
+    "trace_vs_floor_k10": ("<=", 2.0),
+    "speedup_vs_transformers": (">=", 2.0),
+    "map_place_p95_ms": ("<=", 20.0),
+    "map_cold_vs_umap_transform": (">=", 20.0),
+    "ann_1m_p50_ms": ("<=", 5.0),
+    "ann_1m_recall_at_10": (">=", 0.95),
+    "view_only_rerun_model_calls": ("<=", 0),
+}
+
+
+def run_script(name: str, args: list[str]) -> dict:
+    path = REPO_ROOT / "bench" / f"{name}.py"
+    out = subprocess.run([sys.executable, str(path), *args], cwd=path.parent, capture_output=True, text=True)
+    lines = [l for l in out.stdout.splitlines() if l.startswith("{")]
+    if out.returncode != 0 or not lines:
+        tail = (out.stderr or out.stdout).strip().splitlines()[-1:] or ["no output"]
+        return {f"{name}_error": tail[0][:300]}
+    return json.loads(lines[-1])
+
+
+def verdicts(result: dict) -> dict:
+    out = {}
+    for key, (op, goal) in GOALS.items():
+        if key in result:
+            value = result[key]
+            out[key] = value <= goal if op == "<=" else value >= goal
+    return out
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m rag_core bench")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--only", nargs="*", choices=SCRIPTS, default=None)
+    p.add_argument("--quick", action="store_true", help="ANN on 200k vectors instead of 1M (minutes less)")
+    args = p.parse_args(argv)
+    from tqdm import tqdm
+
+    result: dict = {}
+    names = args.only or SCRIPTS
+    for name in tqdm(names, desc="bench", file=sys.stderr, disable=not sys.stderr.isatty()):
+        extra = ["200000"] if (name == "ann" and args.quick) else []
+        result.update(run_script(name, extra))
+    result["goals_met"] = verdicts(result)
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        width = max(len(k) for k in result)
+        for key, value in result.items():
+            if key == "goals_met":
+                continue
+            goal = GOALS.get(key)
+            mark = "" if goal is None else (" ✓" if result["goals_met"].get(key) else " ✗") + f" (goal {goal[0]} {goal[1]})"
+            print(f"{key:<{width}}  {value}{mark}")
+    return 0

@@ -1,0 +1,136 @@
+"""A real browser end to end: start the server, ask a question in headless Chromium, open every
+page, save a screenshot of each under test-artifacts/browser/.
+
+Needs Debian's chromium and chromium-driver (CI installs them). Without them the test is skipped,
+unless RAG_LOUPE_REQUIRE_BROWSER=1 (as in CI), where a missing browser is a failure.
+"""
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import ROOT
+
+ARTIFACTS = ROOT / "test-artifacts" / "browser"
+PAGES = [("", "Ask"), ("map", "Map"), ("token_vs_sequence", "Token vs Sequence"), ("citations", "Citations"),
+         ("index_swap", "Index swap"), ("by_hand", "By hand"), ("corpus", "Corpus"), ("eval", "Eval")]
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+
+if not (CHROMIUM and DRIVER):
+    if os.environ.get("RAG_LOUPE_REQUIRE_BROWSER") == "1":
+        raise RuntimeError("chromium and chromedriver are required for the browser test (apt-get install chromium chromium-driver)")
+    pytest.skip("chromium / chromedriver not installed", allow_module_level=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    log = open(ARTIFACTS / "server.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
+                             "--server.port", str(port), "--server.headless", "true"],
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.terminate()
+        pytest.fail("the Streamlit server did not start")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=20)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1400,1600"):
+        opts.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    yield driver
+    driver.quit()
+
+
+def wait_for(driver, predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if predicate():
+                return
+        except Exception:  # the page is still rendering: elements come and go
+            pass
+        time.sleep(0.5)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / "timeout.png"))
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def body_text(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+def settled(driver) -> bool:
+    """Streamlit shows a status widget while a script runs; settled = no 'Running' indicator."""
+    from selenium.webdriver.common.by import By
+
+    return not driver.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]')
+
+
+def charts_drawn(driver) -> bool:
+    """Every plotly chart on the page has drawn its SVG."""
+    from selenium.webdriver.common.by import By
+
+    charts = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stPlotlyChart"]')
+    return all(c.find_elements(By.CSS_SELECTOR, "svg.main-svg") for c in charts)
+
+
+def test_ask_and_visit_every_page(server, browser):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    browser.get(server + "/")
+    # the default question is answered on first load (models load on a cold server: allow time)
+    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser), 300, "the default answer")
+    box = browser.find_element(By.CSS_SELECTOR, 'input[aria-label="Question"]')
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys("Who painted the Mona Lisa?")
+    box.send_keys(Keys.ENTER)
+    wait_for(browser, lambda: "Leonardo" in body_text(browser) and settled(browser), 240, "the new answer")
+    browser.save_screenshot(str(ARTIFACTS / "ask.png"))
+    assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
+
+    for path, title in PAGES[1:]:
+        # click the sidebar link (a new URL would start a new session and forget the question)
+        link = browser.find_element(By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]')
+        link.click()
+        wait_for(browser, lambda: title in body_text(browser) and settled(browser), 300, f"the {title} page")
+        wait_for(browser, lambda: charts_drawn(browser), 60, f"the charts of {title}")
+        browser.save_screenshot(str(ARTIFACTS / f"{path}.png"))
+        errors = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
+        assert not errors, f"{title}: {errors[0].text[:300]}"
