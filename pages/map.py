@@ -10,7 +10,6 @@ import streamlit as st
 from app import state
 from rag_core import projection
 from rag_core.pipeline import clean_question
-from rag_core.retriever import Retriever
 
 st.title("Map")
 
@@ -85,9 +84,10 @@ if pmap.note:
 question, hits, qpos = state.question(), [], None
 try:
     question, _ = clean_question(question)
-    qvec = encoder.encode_queries([question])  # (1, D)
+    pipe = state.pipeline(name)
+    qvec = pipe.query_vector(question)  # (1, D)
     qpos = pmap.place(qvec[0], scale=cfg.scale or encoder.default_scale)  # (dims,) weights = the prior's softmax
-    hits = Retriever(encoder, idx, name).retrieve(question, cfg.k, query_vector=qvec)  # the pipeline's retriever
+    hits = pipe.retriever.retrieve(question, cfg.k, query_vector=qvec)  # the pipeline's retriever
 except state.USER_ERRORS as e:
     st.error(str(e).splitlines()[0] if str(e) else "the question could not be placed")
 

@@ -146,7 +146,10 @@ def cmd_ask(args) -> int:
     from .pipeline import load_pipeline
     from .report import ask_json, ask_text
 
+    from .pipeline import clean_question
+
     cfg = _config(args)
+    clean_question(args.question)  # a bad question fails now, not after a model load
     bar, progress = _progress_bar()
     try:
         pipe = load_pipeline(cfg, progress)

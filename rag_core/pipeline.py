@@ -6,7 +6,8 @@ can be swapped under them with no reload (`Pipeline.with_index`).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -21,7 +22,7 @@ from .generators import Generator, load_generator
 from .generators.base import GenState
 from .index import PassageIndex
 from .retriever import Retriever
-from .sources import pick_device, set_threads
+from .sources import offline_unless_allowed, pick_device, set_threads
 from .trace import Candidate, Hit, Trace
 
 MAX_QUESTION_CHARS = 2000  # longer questions are cut (the encoders read 256 tokens at most anyway)
@@ -54,14 +55,22 @@ class Models:
     encoder: Encoder
     generator: Generator
     device: torch.device
+    # One query at a time through the shared models: fast tokenizers are not safe to call from
+    # several threads (app sessions) at once, and on a CPU two queries in parallel are no faster.
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
 
-def load_models(cfg: Config, progress: Callable[[str], None] | None = None) -> Models:
+def load_models(cfg: Config, progress: Callable[[str], None] | None = None, before_generator=None) -> Models:
+    """Encoder, then generator. `before_generator(encoder)` runs in between, so a bad index fails
+    before the slower generator load."""
+    offline_unless_allowed(cfg.allow_downloads)
     set_threads(cfg.threads)
     device = pick_device(cfg.device)
     if progress:
         progress("Loading the retriever")
     encoder = load_encoder(cfg.question_encoder, cfg.ctx_encoder, device, cfg.allow_downloads)
+    if before_generator is not None:
+        before_generator(encoder)
     if progress:
         progress("Loading the generator")
     generator = load_generator(cfg.generator, device, cfg.allow_downloads, progress)
@@ -134,18 +143,25 @@ class Pipeline:
     def scale_for(self, cfg: Config) -> float:
         return float(cfg.scale if cfg.scale is not None else self.models.encoder.default_scale)
 
+    def query_vector(self, question: str):
+        """q(x) as a (1, D) row, through the shared encoder under the models' lock."""
+        with self.models.lock:
+            return self.retriever.query_vector(question)
+
     def retrieve(self, question: str, k: int) -> list[Hit]:
-        return self.retriever.retrieve(question, k)
+        with self.models.lock:
+            return self.retriever.retrieve(question, k)
 
     def run(self, question: str, cfg: Config | None = None) -> Trace:
         cfg = (cfg or self.cfg).validate()
         question, notices = clean_question(question)
-        hits = self.retrieve(question, cfg.k)
-        if not hits:
-            raise QuestionError("the index returned no passages")
-        scale = self.scale_for(cfg)
-        log_pz = marginals.log_prior(torch.tensor([h.score for h in hits]), scale)  # (K,)
-        trace = analyse(self.models.generator, question, hits, log_pz, cfg, self.index_name, scale)
+        with self.models.lock:
+            hits = self.retrieve(question, cfg.k)
+            if not hits:
+                raise QuestionError("the index returned no passages")
+            scale = self.scale_for(cfg)
+            log_pz = marginals.log_prior(torch.tensor([h.score for h in hits]), scale)  # (K,)
+            trace = analyse(self.models.generator, question, hits, log_pz, cfg, self.index_name, scale)
         trace.settings["notices"] = notices
         return trace
 
@@ -153,13 +169,19 @@ class Pipeline:
         """The generator alone, with no passage: what it "knows" by itself."""
         question, _ = clean_question(question)
         gen = self.models.generator
-        state = gen.prepare(question, None)
-        best = rag_token_decode(gen, state, torch.zeros(1), 1, max_new_tokens, 1)[0]
+        with self.models.lock:
+            state = gen.prepare(question, None)
+            best = rag_token_decode(gen, state, torch.zeros(1), 1, max_new_tokens, 1)[0]
         return gen.decode(best.tokens)
 
 
 def load_pipeline(cfg: Config, progress=None) -> Pipeline:
     cfg = cfg.validate()
-    models = load_models(cfg, (lambda m: progress(m, 0.0)) if progress else None)
-    name, index = open_index(cfg, models.encoder, progress)
+    opened: dict = {}
+
+    def open_first(encoder):
+        opened["index"] = open_index(cfg, encoder, progress)
+
+    models = load_models(cfg, (lambda m: progress(m, 0.0)) if progress else None, open_first)
+    name, index = opened["index"]
     return Pipeline(models, name, index, cfg)

@@ -83,6 +83,16 @@ def model_type(source: Source, allow_downloads: bool) -> str:
         raise ModelSourceError(f"cannot read the model config of {source.ref}: {str(e).splitlines()[0]}") from None
 
 
+def offline_unless_allowed(allow_downloads: bool) -> None:
+    """No network at run time by default: the hub client is told so before anything loads.
+    Only a user who asks for a hub model and allows downloads lifts it, for this process."""
+    if allow_downloads:
+        os.environ.pop("HF_HUB_OFFLINE", None)
+    else:
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
 def quiet_transformers() -> None:
     """Silence transformers' per-load progress bars and advisory warnings: our own progress
     reporting says what is loading, and users should not read library chatter as errors."""

@@ -5,6 +5,7 @@ fixes. The same frame feeds the app's tables and downloads, so both faces export
 """
 from __future__ import annotations
 
+import csv
 import io
 import math
 from dataclasses import dataclass, field
@@ -83,13 +84,7 @@ class Trace:
         return trace_frame(self)
 
     def to_csv(self, path_or_buf=None) -> str | None:
-        frame = spreadsheet_safe(self.to_frame())
-        if path_or_buf is None:
-            buf = io.StringIO()
-            frame.to_csv(buf, index=False)
-            return buf.getvalue()
-        frame.to_csv(path_or_buf, index=False)
-        return None
+        return write_csv(self.to_frame(), path_or_buf)
 
 
 def trace_frame(trace: Trace) -> pd.DataFrame:
@@ -152,6 +147,18 @@ def spreadsheet_safe(frame: pd.DataFrame) -> pd.DataFrame:
         if col in out:
             out[col] = out[col].map(neutralise)
     return out
+
+
+def write_csv(frame: pd.DataFrame, path_or_buf=None) -> str | None:
+    """Spreadsheet-safe CSV. Every text cell is quoted: tokens can be a lone carriage return, which
+    minimal quoting would leave bare and which readers take as a line break."""
+    safe = spreadsheet_safe(frame)
+    if path_or_buf is None:
+        buf = io.StringIO()
+        safe.to_csv(buf, index=False, quoting=csv.QUOTE_NONNUMERIC)
+        return buf.getvalue()
+    safe.to_csv(path_or_buf, index=False, quoting=csv.QUOTE_NONNUMERIC)
+    return None
 
 
 def fmt_prob(logp: float) -> str:

