@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .config import REPO_ROOT
 
-SCRIPTS = ["trace_floor", "vs_transformers", "map", "ann", "encode", "cold_start"]
+SCRIPTS = ["trace_floor", "vs_transformers", "map", "app_calls", "encode", "cold_start", "soak", "ann"]
 GOALS = {
     "trace_vs_floor_k5": ("<=", 1.5),
     "trace_vs_floor_k10": ("<=", 2.0),
