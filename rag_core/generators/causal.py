@@ -128,4 +128,9 @@ class CausalGenerator:
         return self.tokenizer.decode(ids, skip_special_tokens=True).strip()
 
     def token_text(self, token_id: int) -> str:
-        return self.tokenizer.decode([int(token_id)])
+        # a trace shows K x T x A alternative tokens: decode each id once per process
+        cache = self.__dict__.setdefault("_token_texts", {})
+        tid = int(token_id)
+        if tid not in cache:
+            cache[tid] = self.tokenizer.decode([tid])
+        return cache[tid]
