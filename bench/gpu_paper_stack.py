@@ -1,0 +1,89 @@
+"""The paper's stack at real size with random weights, for a machine with a GPU:
+BART-large generator, DPR-base question encoder, K=10, 300-token contexts.
+
+Reports the full-trace latency (retrieval excluded: contexts are given) and, side by side,
+transformers' RagTokenForGeneration.generate + RagSequenceForGeneration.generate. Time does not
+depend on weight values. Run: `python bench/gpu_paper_stack.py` (add `--small` for a CPU smoke run).
+"""
+import statistics
+import sys
+import time
+
+import torch
+from common import ROOT, emit
+
+sys.path.insert(0, str(ROOT / "tests"))
+K, NEW_TOKENS, REPEATS = 10, 16, 10
+
+
+def main(small: bool):
+    import random
+
+    from tiny_models import bart_tokenizer, corpus_rows, sentences
+    from transformers import (BartConfig, BartForConditionalGeneration, DPRConfig, DPRQuestionEncoder, RagConfig,
+                              RagSequenceForGeneration, RagTokenForGeneration)
+
+    from rag_core import marginals
+    from rag_core.config import Config
+    from rag_core.corpus import Passage
+    from rag_core.generators.seq2seq import Seq2SeqGenerator, rag_input
+    from rag_core.pipeline import analyse
+    from rag_core.trace import Hit
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = torch.float16 if device.type == "cuda" else torch.float32
+    rng = random.Random(0)
+    rows = corpus_rows(rng, 40)
+    tok = bart_tokenizer(sentences(rng, rows))
+    size = dict(d_model=1024, encoder_layers=12, decoder_layers=12, encoder_attention_heads=16, decoder_attention_heads=16,
+                encoder_ffn_dim=4096, decoder_ffn_dim=4096)
+    if small:
+        size = dict(d_model=256, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                    encoder_ffn_dim=512, decoder_ffn_dim=512)
+    bart = BartForConditionalGeneration(BartConfig(vocab_size=50265, decoder_start_token_id=2, eos_token_id=2, bos_token_id=0,
+                                                   pad_token_id=1, forced_bos_token_id=None, forced_eos_token_id=None,
+                                                   **size)).to(device, dtype).eval()
+    dpr = DPRQuestionEncoder(DPRConfig(vocab_size=30522)).to(device, dtype).eval()
+    gen = Seq2SeqGenerator(bart, tok, "random-bart-large", device)
+    config = RagConfig.from_question_encoder_generator_configs(dpr.config, bart.config, n_docs=K)
+    rag_tok = RagTokenForGeneration(config, question_encoder=dpr, generator=bart).eval()
+    rag_seq = RagSequenceForGeneration(config, question_encoder=dpr, generator=bart).eval()
+    question = "who built the old library of the northern city"
+    passages = [Passage(str(i), r["title"], " ".join([r["text"]] * 12)) for i, r in enumerate(rows[:K])]
+    scores = torch.randn(K)
+    hits = [Hit(i + 1, p, float(s)) for i, (p, s) in enumerate(zip(passages, scores))]
+    ctx = tok([rag_input(question, p) for p in passages], return_tensors="pt", padding=True, truncation=True, max_length=300)
+    feed = dict(context_input_ids=ctx["input_ids"].to(device), context_attention_mask=ctx["attention_mask"].to(device),
+                doc_scores=scores.view(1, K).to(device, dtype), n_docs=K, max_new_tokens=NEW_TOKENS,
+                min_new_tokens=NEW_TOKENS, num_beams=1)
+    cfg = Config(k=K, max_new_tokens=NEW_TOKENS)
+    lpz = marginals.log_prior(scores, 1.0)
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def ours():
+        trace = analyse(gen, question, hits, lpz, cfg, "bench", 1.0)
+        trace.to_frame()
+        sync()
+
+    @torch.inference_mode()
+    def theirs():
+        rag_tok.generate(**feed)
+        rag_seq.generate(**feed)
+        sync()
+
+    ours(), theirs()
+    t_ours, t_theirs = [], []
+    for _ in range(REPEATS):
+        t = time.perf_counter(); ours(); t_ours.append(time.perf_counter() - t)
+        t = time.perf_counter(); theirs(); t_theirs.append(time.perf_counter() - t)
+    emit({"device": str(device), "paper_stack_full_trace_ms": round(1000 * statistics.median(t_ours), 1),
+          "paper_stack_transformers_generate_ms": round(1000 * statistics.median(t_theirs), 1),
+          "paper_stack_speedup_vs_transformers": round(statistics.median(t_theirs) / statistics.median(t_ours), 2),
+          "context_tokens": int(ctx["input_ids"].shape[1]), "k": K, "new_tokens": NEW_TOKENS})
+
+
+if __name__ == "__main__":
+    main("--small" in sys.argv)
