@@ -5,8 +5,9 @@ seed's worked numbers are reproduced exactly. Tokens are words; a table maps a p
 far joined by spaces, "" at the start) to next-word probabilities. Mass a table leaves unassigned
 goes to a catch-all token "<other>"; after a prefix with no table, the answer ends ("</s>").
 
+>>> from rag_core.corpus import Passage
 >>> g = ToyGenerator({"z1": {"": {"yes": 0.8}}})
->>> s = g.prepare("q?", None)
+>>> s = g.prepare("q?", [Passage("z1", "", "")])
 >>> round(s.logprobs[0, g.vocab.index("yes")].exp().item(), 3)
 0.8
 """
