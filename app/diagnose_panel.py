@@ -15,6 +15,7 @@ import streamlit as st
 
 from rag_core import diagnosis as dg
 from rag_core.config import ASSETS
+from rag_core.evaluation import exact_match
 from rag_core.trace import Trace
 
 ICONS = {True: "🔴", False: "⚪", None: "❔"}
@@ -87,8 +88,8 @@ def _evidence(v: dg.Verdict) -> None:
         frame = pd.DataFrame({"rank": range(1, len(ev["prior"]) + 1), "prior p(z|x)": ev["prior"],
                               "p(y|x,z)": ev["p_answer_given_passage"], "posterior p(z|x,y)": ev["posterior"]})
         st.dataframe(frame, hide_index=True, width="stretch")
-        st.caption(f"closed-book: {ev.get('closed_book')!r} · total variation posterior vs prior "
-                   f"{ev['tv_posterior_prior']:.3f} (flat below {ev['threshold']})")
+        st.caption(f"closed-book: {ev.get('closed_book')!r} · p(y|x,z) varies by a factor {ev['ratio']:.3g} over "
+                   f"the passages (flat: at most {ev['threshold']:g})")
     elif v.code == "frankenstein" and ev.get("steps"):
         st.dataframe(pd.DataFrame(ev["steps"]), hide_index=True, width="stretch")
         st.caption(f"RAG-Token {ev['rag_token']!r}: p_tok {_p(ev['p_tok_token'])}, p_seq {_p(ev['p_seq_token'])} · "
@@ -98,6 +99,9 @@ def _evidence(v: dg.Verdict) -> None:
         st.caption(f"passage {ev['rank']} · prior {ev['prior']:.3f} · posterior {ev['posterior']:.3f} · "
                    f"p(produced|x,z) {_p(ev['p_produced'])}{extra}")
         st.text(f"{ev['title']}: {ev['text']}")
+    elif v.code == "search-error" and "p_expected" in ev:
+        st.caption(f"{ev['marginal']}: expected {ev['expected']!r} {_p(ev['p_expected'])} · produced "
+                   f"{_p(ev['p_produced'])} · beams {ev['beams']} (raise Beams in the sidebar to search wider)")
 
 
 def _scores_table(trace: Trace, d: dg.Diagnosis) -> None:
@@ -161,9 +165,13 @@ def render(trace: Trace | None) -> None:
     text = c1.text_input("Expected answer", key="diag_expected", max_chars=500,
                          help="Aliases separated by |, e.g. “Herman Melville | Melville”. Matching is SQuAD exact "
                               "match: case, punctuation and a/an/the do not count.")
-    decodings = [d for d in ("rag-sequence", "rag-token") if trace.answer(d) is not None]
-    decoding = c2.radio("Answer to diagnose", decodings, format_func=LABELS.get, key="diag_decoding")
     expected = tuple(a.strip() for a in text.split("|") if a.strip())
+    decodings = [d for d in ("rag-sequence", "rag-token") if trace.answer(d) is not None]
+    wrong = [d for d in decodings if expected and not exact_match(trace.answer(d).answer, expected)]
+    if st.session_state.get("diag_decoding") not in decodings or st.session_state.get("_diag_pick_for") != (trace.query, expected):
+        st.session_state["_diag_pick_for"] = (trace.query, expected)  # default: the answer that is wrong
+        st.session_state["diag_decoding"] = (wrong or decodings)[0]
+    decoding = c2.radio("Answer to diagnose", decodings, format_func=LABELS.get, key="diag_decoding")
     key = _key(trace)
     want = (key, expected)
     if expected and st.button("Run the checks (one teacher-forced pass, closed-book, deeper search)",

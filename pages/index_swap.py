@@ -115,7 +115,8 @@ if result is not None:
         st.dataframe(shown, width="content")
         o = result.override(decoding)
         st.caption(f"Answers naming the other year's holder: {o['other_year']} of {o['total']} "
-                   f"({o['other_year_closed_book']} of them also the model's closed-book answer); naming neither "
+                   f"({o['other_year_in_passages']} of them named in the retrieved passages, "
+                   f"{o['other_year_closed_book']} also the model's closed-book answer); naming neither "
                    f"holder: {o['neither']}. Goal (matched ≥ {ex.GOAL_MATCHED:.0%}, mismatched ≤ "
                    f"{ex.GOAL_MISMATCHED:.0%}): {'met' if result.goal_met(decoding) else 'not met'}.")
     cb = result.closed_book_accuracy()

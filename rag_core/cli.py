@@ -16,6 +16,10 @@ from .config import Config
 USER_ERRORS: tuple[type[BaseException], ...] = ()
 
 
+EXTRA_COMMANDS = {"leaders": "the 2016/2018 index hot-swap experiment", "eval": "exact match on a questions JSONL",
+                  "bench": "the performance figures"}
+
+
 class CliError(Exception):
     """A user error found by the CLI itself."""
 
@@ -104,8 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--factory", default="Flat", help="FAISS factory string: Flat (exact), HNSW32, IVF1024,Flat ...")
     _model_args(build)
 
-    for name, helptext in (("leaders", "the 2016/2018 index hot-swap experiment"),
-                           ("eval", "exact match on a questions JSONL"), ("bench", "the performance figures")):
+    for name, helptext in EXTRA_COMMANDS.items():
         extra = sub.add_parser(name, help=helptext)
         extra.add_argument("rest", nargs=argparse.REMAINDER)
     return parser
@@ -214,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     global USER_ERRORS
     USER_ERRORS = _user_errors()
     try:
+        argv = list(sys.argv[1:] if argv is None else argv)
+        if argv and argv[0] in EXTRA_COMMANDS:  # these parse their own flags
+            return _dispatch_extra(argv[0], argv[1:])
         args = build_parser().parse_args(argv)
         if args.command == "ask":
             return cmd_ask(args)

@@ -7,13 +7,18 @@ can overlap, and each carries the evidence that decided it:
   finds the best passage that does: its rank and how far its score s(z) is below the top one.
 - `evidence-ignored`: a retrieved passage contains the expected answer, yet under that passage the
   generator prefers the produced answer: log p(produced|x,z) > log p(expected|x,z).
-- `parametric`: the produced answer is about as likely under every passage (its posterior p(z|x,y)
-  stays within FLAT_TV of the prior: the passages did not move it) and closed-book gives it too.
+- `parametric`: the produced answer is about as likely under every passage (p(y|x,z) varies by at
+  most a factor FLAT_RATIO over the K passages, so its responsibilities stay at the prior: the
+  passages did not move it) and closed-book gives it too.
 - `frankenstein`: RAG-Token's answer takes tokens from different passages (the top responsibility
   r_i(z) of a step that moves r_i away from the prior, as `stepper.top_sources` reads it), and
   RAG-Sequence answers something else and scores it higher: p_seq(its answer) > p_seq(RAG-Token's).
 - `misleading-passage`: the passage with the highest posterior p(z|x,y) does not contain the
   expected answer but does contain the produced one.
+- `search-error` (beyond the five of the issue, because real traces need it): the model itself
+  scores the expected answer higher than the produced one under the decoding's own marginal
+  (p_seq for RAG-Sequence, p_tok for RAG-Token), so the model was right and greedy/beam search
+  missed it; more beams may find it.
 
 An answer that matches the expected one (SQuAD exact match) is not diagnosed: nothing fires.
 
@@ -51,8 +56,9 @@ VERDICTS = {  # code -> title, in the order the UI lists them
     "parametric": "Parametric answer",
     "frankenstein": "Frankenstein answer",
     "misleading-passage": "Misleading passage",
+    "search-error": "Search error",
 }
-FLAT_TV = 0.15  # posterior within this total-variation distance of the prior = "flat responsibilities"
+FLAT_RATIO = 5.0  # p(y|x,z) within this factor over all K passages = "flat responsibilities"
 DEEP_DEPTH = 100  # how deep the retrieval-miss search looks
 
 
@@ -306,27 +312,28 @@ def check_evidence_ignored(trace: Trace, expected: list[str], produced: AnswerSc
 def check_parametric(trace: Trace, produced: AnswerScores, closed_book: str | None) -> Verdict:
     prior = torch.as_tensor(trace.prior, dtype=torch.float64)
     post = produced.posterior(trace.log_prior)
-    tv = total_variation(post, prior)
-    doc_p = [_p(float(v)) for v in produced.doc_logp()]
-    flat = tv <= FLAT_TV and produced.complete
-    ev = {"tv_posterior_prior": tv, "p_answer_given_passage": doc_p, "posterior": post.tolist(),
-          "prior": prior.tolist(), "closed_book": closed_book, "threshold": FLAT_TV}
+    doc_lp = produced.doc_logp()  # (K,) log p(y|x,z)
+    doc_p = [_p(float(v)) for v in doc_lp]
+    spread = float(doc_lp.max() - doc_lp.min())  # log of the max/min ratio over passages
+    ratio = math.exp(spread) if math.isfinite(spread) else math.inf
+    ev = {"ratio": ratio, "p_answer_given_passage": doc_p, "posterior": post.tolist(), "prior": prior.tolist(),
+          "tv_posterior_prior": total_variation(post, prior), "closed_book": closed_book, "threshold": FLAT_RATIO}
     if trace.k < 2:
         return Verdict("parametric", None, "with one passage, flat responsibilities cannot be told apart", ev)
-    if not flat:
-        return Verdict("parametric", False, f"the passages move the answer: its posterior is {tv:.2f} (total variation) "
-                       "away from the prior", ev)
+    lo, hi = min(doc_p), max(doc_p)
+    if not (produced.complete and ratio <= FLAT_RATIO):
+        return Verdict("parametric", False, f"the passages move the answer: p(y|x,z) ranges from {lo:.3g} to {hi:.3g} "
+                       "over the passages", ev)
     if closed_book is None:
-        return Verdict("parametric", None, f"the answer is about as likely under every passage (posterior {tv:.2f} "
-                       "from the prior); closed-book was not run", ev)
+        return Verdict("parametric", None, f"the answer is about as likely under every passage (p(y|x,z) from {lo:.3g} "
+                       f"to {hi:.3g}); closed-book was not run", ev)
     same = exact_match(closed_book, [produced.text]) or contains_answer(closed_book, [produced.text])
     ev["closed_book_agrees"] = same
     if not same:
-        return Verdict("parametric", False, f"the answer is flat across passages (posterior {tv:.2f} from the prior), "
-                       f"but closed-book says {closed_book!r}", ev)
-    lo, hi = min(doc_p), max(doc_p)
+        return Verdict("parametric", False, f"the answer is about as likely under every passage, but closed-book says "
+                       f"{closed_book!r}", ev)
     return Verdict("parametric", True, f"{produced.text!r} is about as likely under every passage (p(y|x,z) from "
-                   f"{lo:.3g} to {hi:.3g}; posterior {tv:.2f} from the prior) and closed-book gives it too", ev)
+                   f"{lo:.3g} to {hi:.3g}, a factor {ratio:.1f}) and closed-book gives it too", ev)
 
 
 def check_frankenstein(trace: Trace, decoding: str) -> Verdict:
@@ -392,6 +399,24 @@ def check_misleading(trace: Trace, expected: list[str], produced: AnswerScores,
                    f"says {produced.text!r}, not the expected answer", ev)
 
 
+def check_search_error(trace: Trace, decoding: str, produced: AnswerScores,
+                       forced: list[AnswerScores] | None) -> Verdict:
+    if not forced:
+        return Verdict("search-error", None, "needs the teacher-forced pass of the expected answer")
+    lpz = trace.log_prior
+    score = (lambda a: a.log_p_seq(lpz)) if decoding == "rag-sequence" else (lambda a: a.log_p_tok(lpz))
+    name = "p_seq" if decoding == "rag-sequence" else "p_tok"
+    best = max(forced, key=score)
+    lp_exp, lp_prod = score(best), score(produced)
+    ev = {"marginal": name, "expected": best.text, "p_expected": _p(lp_exp), "p_produced": _p(lp_prod),
+          "beams": trace.settings.get("beams", 1)}
+    if lp_exp <= lp_prod:
+        return Verdict("search-error", False, f"the model itself prefers the produced answer ({name} {_p(lp_prod):.3g} "
+                       f"against {_p(lp_exp):.3g} for {best.text!r})", ev)
+    return Verdict("search-error", True, f"the model scores {best.text!r} higher ({name} {_p(lp_exp):.3g}) than the "
+                   f"produced {produced.text!r} ({_p(lp_prod):.3g}): decoding missed it; more beams may find it", ev)
+
+
 def diagnose(trace: Trace, expected: str | Sequence[str] | None = None, decoding: str | None = None,
              forced: ForcedAnswers | None = None, deep: DeepHit | None = None, closed_book: str | None = None) -> Diagnosis:
     """Every verdict on one answer of a trace.
@@ -431,6 +456,7 @@ def diagnose(trace: Trace, expected: str | Sequence[str] | None = None, decoding
             check_parametric(trace, produced, closed_book),
             check_frankenstein(trace, decoding),
             check_misleading(trace, expected, produced, forced_exp) if expected else Verdict("misleading-passage", None, need),
+            check_search_error(trace, decoding, produced, forced_exp) if expected else Verdict("search-error", None, need),
         ]
     return Diagnosis(trace.query, decoding, cand.answer, list(expected), correct, verdicts, scores)
 

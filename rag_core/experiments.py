@@ -187,12 +187,15 @@ class ExperimentResult:
         """Where the generator's memory beats the passages: counts over the positions.
 
         - `other_year`: the answer names the other year's holder and not this index's;
+        - `other_year_in_passages`: ... and a retrieved passage names that holder (copied from the
+          passages, e.g. "X succeeded Y", rather than recalled from the generator's own memory);
         - `other_year_closed_book`: ... and the closed-book answer names that same holder;
         - `passages_lack_holder`: the K passages never name this index's holder (a retrieval miss);
         - `neither`: the answer names neither holder.
         """
         closed = {c["position"]: c for c in self.closed}
-        out = {"other_year": 0, "other_year_closed_book": 0, "passages_lack_holder": 0, "neither": 0, "total": 0}
+        out = {"other_year": 0, "other_year_in_passages": 0, "other_year_closed_book": 0, "passages_lack_holder": 0,
+               "neither": 0, "total": 0}
         for r in self.rows:
             if r["decoding"] != decoding:
                 continue
@@ -201,6 +204,7 @@ class ExperimentResult:
             out["passages_lack_holder"] += int(r[f"passages_name_{mine}"] == 0)
             if r[f"correct_{other}"] and not r[f"correct_{mine}"]:
                 out["other_year"] += 1
+                out["other_year_in_passages"] += int(r[f"passages_name_{other}"] > 0)
                 out["other_year_closed_book"] += int(bool(closed.get(r["position"], {}).get(f"correct_{other}")))
             if not r["correct_2016"] and not r["correct_2018"]:
                 out["neither"] += 1

@@ -55,7 +55,8 @@ def report_lines(result) -> list[str]:
         o = result.override(d)
         n = max(1, o["total"])
         lines.append(f"  answers naming the other year's holder: {o['other_year']}/{o['total']} "
-                     f"({o['other_year_closed_book']} of them also the closed-book answer); naming neither: "
+                     f"({o['other_year_in_passages']} named in the retrieved passages, {o['other_year_closed_book']} "
+                     f"also the closed-book answer); naming neither: "
                      f"{o['neither']}; passages lacking the holder: {o['passages_lack_holder']} ({100 * o['passages_lack_holder'] / n:.0f}%)")
         lines.append(f"  goal (matched >= {GOAL_MATCHED:.0%}, mismatched <= {GOAL_MISMATCHED:.0%}): "
                      + ("met" if result.goal_met(d) else "not met"))

@@ -108,7 +108,7 @@ def test_parametric_fires_for_a_flat_answer_that_closed_book_gives_too():
                          closed={"": {"Rome": 0.7}})
     d = diagnose(gen, trace, st, "Paris")
     v = d.verdict("parametric")
-    assert v.fired is True and v.evidence["tv_posterior_prior"] == pytest.approx(0.0, abs=1e-12)
+    assert v.fired is True and v.evidence["ratio"] == pytest.approx(1.0)
     assert v.evidence["closed_book"] == "Rome"
 
 
@@ -193,7 +193,7 @@ def test_a_correct_answer_fires_nothing_and_no_expected_answer_leaves_three_verd
     d = dg.diagnose(trace, None)
     assert d.correct is None
     assert {v.code for v in d.verdicts if v.fired is None} == {"retrieval-miss", "evidence-ignored", "misleading-passage",
-                                                                "parametric"}  # one passage: flatness means nothing
+                                                                "search-error", "parametric"}  # K=1: flatness means nothing
 
 
 def test_expected_aliases_split_on_bars_and_forced_scores_match_decoding():
@@ -208,6 +208,24 @@ def test_expected_aliases_split_on_bars_and_forced_scores_match_decoding():
     assert torch.allclose(again.expected[0].token_logp, got.token_logp)
     d = dg.diagnose(trace, "A  y | B x", "rag-token", forced=forced)
     assert d.expected == ["A  y", "B x"] and d.correct
+
+
+# ------------------------------------------------------------------------------ search error
+def test_search_error_fires_when_the_model_prefers_the_expected_answer_greedy_missed():
+    # Greedy takes "A" (0.6) and then "w" (0.4): p("A w") = 0.24 < p("B") = 0.4.
+    gen, trace, st = toy([("B is the answer here.", 1.0, {"": {"A": 0.6, "B": 0.4}, "A": {"x": 0.3, "y": 0.3, "w": 0.4}})])
+    d = diagnose(gen, trace, st, "B")
+    assert d.answer == "A w"
+    v = d.verdict("search-error")
+    assert v.fired is True and v.evidence["p_expected"] == pytest.approx(0.4) and v.evidence["p_produced"] == pytest.approx(0.24)
+    beam = toy([("B", 1.0, {"": {"A": 0.6, "B": 0.4}, "A": {"x": 0.3, "y": 0.3, "w": 0.4}})], cfg=Config(beams=2))[1]
+    assert beam.answer("rag-sequence").answer == "B"  # ...and a wider search finds it
+
+
+def test_search_error_does_not_fire_when_the_model_prefers_the_produced_answer():
+    gen, trace, st = toy([("Paris is the capital of France.", 0.6, {"": {"Lyon": 0.7, "Paris": 0.2}}),
+                          ("Lyon is a city.", 0.4, {"": {"Lyon": 0.9}})])
+    assert diagnose(gen, trace, st, "Paris").verdict("search-error").fired is False
 
 
 # ------------------------------------------------------------------------------ counterfactuals
@@ -290,3 +308,56 @@ def test_counterfactual_table_carries_the_forced_expected_answer():
     assert row["answer"] == "B y"
     assert row["p_seq"] == pytest.approx(0.1 * 1.0)  # only passage 1: p(B)=0.1, p(y|B)=1
     assert row["p_seq_before"] == pytest.approx(0.5 * 0.1)
+
+
+# ------------------------------------------------------------------------------ the app panel
+def _panel_app():
+    """A page that shows the Diagnose panel for the stitched toy (built once, cached)."""
+    import math
+
+    import streamlit as st
+    import torch
+
+    from app import diagnose_panel
+    from rag_core import marginals
+    from rag_core.config import Config
+    from rag_core.corpus import Passage
+    from rag_core.generators.toy import ToyGenerator
+    from rag_core.pipeline import analyse
+    from rag_core.trace import Hit
+
+    @st.cache_resource
+    def toy_trace():
+        tables = {"z1": {"": {"A": 0.9, "B": 0.1}, "A": {"x": 0.6, "y": 0.4}, "B": {"y": 1.0}},
+                  "z2": {"": {"A": 0.2, "B": 0.8}, "A": {"y": 0.9, "x": 0.1}, "B": {"x": 1.0}}}
+        hits = [Hit(1, Passage("z1", "First", "A x is here.", "toy"), math.log(0.5)),
+                Hit(2, Passage("z2", "Second", "B x is here.", "toy"), math.log(0.5))]
+        gen = ToyGenerator(tables)
+        lpz = marginals.log_prior(torch.tensor([h.score for h in hits]), 1.0)
+        return analyse(gen, "Which letters?", hits, lpz, Config(beams=1, max_new_tokens=8), "toy", 1.0)
+
+    st.session_state.setdefault("expected_answers", {"Which letters?": "B x"})
+    diagnose_panel.render(toy_trace())
+
+
+def test_the_diagnose_panel_shows_verdicts_and_counterfactuals_without_model_calls():
+    from streamlit.testing.v1 import AppTest
+
+    from rag_core.generators.base import ForwardCounter
+
+    at = AppTest.from_function(_panel_app, default_timeout=120)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.text_input(key="diag_expected").value == "B x"  # prefilled from the handed-over answer
+    at.radio(key="diag_decoding").set_value("rag-token").run()
+    titles = [e.label for e in at.expander]
+    assert any(t.startswith("🔴 Frankenstein answer") for t in titles), titles
+    calls = ForwardCounter.count
+    at.multiselect(key="cf_drop").select(2).run()  # remove passage 2: RAG-Sequence -> "A x", exactly
+    assert not at.exception, [e.value for e in at.exception]
+    shown = {m.label: m.value for m in at.metric}
+    assert shown["RAG-Sequence"] == "A x" and shown["RAG-Token (approximate)"]
+    at.multiselect(key="cf_drop").unselect(2).run()
+    at.slider(key="cf_k").set_value(1).run()
+    assert {m.label: m.value for m in at.metric}["RAG-Sequence"] == "A x"
+    assert ForwardCounter.count == calls  # counterfactuals never call the model

@@ -18,7 +18,7 @@ from rag_core.config import Config
 ROOT = Path(__file__).resolve().parent.parent
 FAST = dict(k=3, max_new_tokens=8, decode="token")  # the test settings, shared by the toggle and CLI tests
 FAST_ARGS = ["-k", "3", "--max-new-tokens", "8", "--decode", "token"]
-SAMPLE = ["President of the United States", "Vice President of the United States", "President of France"]
+SAMPLE = ["President of the United States", "President of Chile", "Prime Minister of France"]
 
 
 # ------------------------------------------------------------------------------------------ judge
