@@ -54,9 +54,9 @@ def _points(index_name: str, stamp: str, _passages: list) -> dict:
 
 holder = _maps(name, method.lower(), dims, stamp)
 if "map" not in holder:
-    est = projection.estimate_umap_seconds(len(idx))
-    first = (f"Fitting UMAP on the {len(idx):,} passages of {name} ({dims}-D): about {est:.0f} s, once; "
-             "then it loads from disk" if method == "UMAP" else "Projecting the passages (PCA)…")
+    # fit_map says "Fitting UMAP … about N s" through `progress` only when it really has to fit
+    # (the built-in indexes reuse the shipped base layout and take under a second).
+    first = f"Preparing the {method} map of {name} ({len(idx):,} passages, {dims}-D)…"
     with st.status(first, expanded=method == "UMAP") as status:
         bar = st.progress(0.0)
 

@@ -101,6 +101,13 @@ def settled(driver) -> bool:
     return not driver.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]')
 
 
+def showing(driver, title: str) -> bool:
+    """The page's own title is `title` (the sidebar lists every title, so body text is not enough)."""
+    from selenium.webdriver.common.by import By
+
+    return any(h.text.strip() == title for h in driver.find_elements(By.TAG_NAME, "h1"))
+
+
 def charts_drawn(driver) -> bool:
     """Every plotly chart on the page has drawn its SVG."""
     from selenium.webdriver.common.by import By
@@ -129,7 +136,8 @@ def test_ask_and_visit_every_page(server, browser):
         # click the sidebar link (a new URL would start a new session and forget the question)
         link = browser.find_element(By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]')
         link.click()
-        wait_for(browser, lambda: title in body_text(browser) and settled(browser), 300, f"the {title} page")
+        wait_for(browser, lambda: showing(browser, title) and settled(browser), 300, f"the {title} page")
+        time.sleep(1.5)  # charts are drawn by the browser after the script has finished
         wait_for(browser, lambda: charts_drawn(browser), 60, f"the charts of {title}")
         browser.save_screenshot(str(ARTIFACTS / f"{path}.png"))
         errors = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
