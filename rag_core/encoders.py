@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from .corpus import Passage
-from .sources import ModelSourceError, Source, model_type, resolve
+from .sources import TOKENIZER_LOCK, ModelSourceError, Source, model_type, resolve
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -66,8 +66,9 @@ class MeanPoolEncoder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         done = 0
         for idx in _length_sorted_batches(texts, self.batch_size):
-            enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                 max_length=self.max_length, return_tensors="pt").to(self.device)
+            with TOKENIZER_LOCK:
+                enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                     max_length=self.max_length, return_tensors="pt").to(self.device)
             hidden = self.model(**enc).last_hidden_state  # (B, L, D)
             mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (B, L, 1)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)  # (B, D)
@@ -108,8 +109,9 @@ class DPREncoder:
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         if self.question_model is None:
             raise ModelSourceError("no question encoder was given")
-        enc = self.question_tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
-                                      return_tensors="pt").to(self.device)
+        with TOKENIZER_LOCK:
+            enc = self.question_tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
+                                          return_tensors="pt").to(self.device)
         return self.question_model(**enc).pooler_output.float().cpu().numpy()  # (N, D)
 
     @torch.inference_mode()
@@ -120,9 +122,10 @@ class DPREncoder:
         done = 0
         for idx in _length_sorted_batches(passages, self.batch_size, key=lambda p: len(p.text) + len(p.title)):
             batch = [passages[i] for i in idx]
-            enc = self.ctx_tokenizer([p.title for p in batch], [p.text for p in batch], padding=True,
-                                     truncation="only_second", max_length=self.max_length,
-                                     return_tensors="pt").to(self.device)
+            with TOKENIZER_LOCK:
+                enc = self.ctx_tokenizer([p.title for p in batch], [p.text for p in batch], padding=True,
+                                         truncation="only_second", max_length=self.max_length,
+                                         return_tensors="pt").to(self.device)
             out[idx] = self.ctx_model(**enc).pooler_output.float().cpu().numpy()  # (B, D)
             done += len(idx)
             if progress:

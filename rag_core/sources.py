@@ -8,10 +8,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+
+# Fast (Rust) tokenizers raise "Already borrowed" when two threads pad or truncate with the same
+# tokenizer at once, and app sessions share one. Every batch tokenisation takes this lock.
+TOKENIZER_LOCK = threading.RLock()
 
 
 class ModelSourceError(ValueError):

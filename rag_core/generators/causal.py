@@ -15,6 +15,7 @@ from typing import Sequence
 import torch
 
 from ..corpus import Passage
+from ..sources import TOKENIZER_LOCK
 from .base import ForwardCounter, GenState
 
 # Worked examples the prompt shows before the real question. Written for this prompt; none of them
@@ -86,8 +87,9 @@ class CausalGenerator:
     @torch.inference_mode()
     def prepare(self, question: str, passages: Sequence[Passage] | None) -> GenState:
         prompts = [closed_book_prompt(question)] if passages is None else [rag_prompt(question, p) for p in passages]
-        self.tokenizer.padding_side = "left"
-        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        with TOKENIZER_LOCK:  # fast tokenizers must not be used from two threads at once
+            self.tokenizer.padding_side = "left"
+            enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
         attn = enc["attention_mask"]  # (K, L)
         positions = (attn.cumsum(-1) - 1).clamp(min=0)  # (K, L)
         logp, cache = self._forward(enc["input_ids"], attn, positions, None)  # (K, L, V)

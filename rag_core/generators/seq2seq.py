@@ -12,6 +12,7 @@ from typing import Sequence
 import torch
 
 from ..corpus import Passage
+from ..sources import TOKENIZER_LOCK
 from .base import ForwardCounter, GenState
 
 TITLE_SEP = " / "
@@ -40,7 +41,8 @@ class Seq2SeqGenerator:
     @torch.inference_mode()
     def prepare(self, question: str, passages: Sequence[Passage] | None) -> GenState:
         texts = [rag_input(question, None)] if passages is None else [rag_input(question, p) for p in passages]
-        enc = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True, max_length=MAX_COMBINED_LENGTH)
+        with TOKENIZER_LOCK:  # fast tokenizers must not be used from two threads at once
+            enc = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True, max_length=MAX_COMBINED_LENGTH)
         mask = enc["attention_mask"].to(self.device)  # (K, L)
         ForwardCounter.tick()
         hidden = self.model.get_encoder()(input_ids=enc["input_ids"].to(self.device), attention_mask=mask).last_hidden_state  # (K, L, H)
