@@ -29,6 +29,8 @@ def build_parser() -> _Parser:
     p.add_argument("--limit", type=_positive_int, default=None, help="evaluate only the first N questions")
     p.add_argument("--no-diagnose", action="store_true", help="skip the verdicts of wrong answers")
     p.add_argument("--no-save", action="store_true", help="do not save the run for the app's Eval page")
+    p.add_argument("--traces", default=None, metavar="DIR",
+                   help="also pickle each question's trace into DIR (counterfactuals over K and scale, no model call)")
     _model_args(p)
     return p
 
@@ -66,7 +68,8 @@ def run(argv: list[str]) -> int:
             qbar.set_postfix_str((rs.answer if rs else "")[:30])
 
         result = run_eval(pipe, questions, cfg, step, diagnose=not args.no_diagnose,
-                          settings={"file": str(args.questions), "skipped": skipped})
+                          settings={"file": str(args.questions), "skipped": skipped},
+                          trace_dir=Path(args.traces) if args.traces else None)
     if args.csv:
         result.to_csv(args.csv)
     if not args.no_save:

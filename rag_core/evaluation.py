@@ -180,7 +180,8 @@ def _p(logp: float) -> float:
     return math.exp(logp) if logp > float("-inf") else 0.0
 
 
-def evaluate_question(pipe, q: EvalQuestion, cfg, diagnose: bool = True, depth: int = 100) -> QuestionResult:
+def evaluate_question(pipe, q: EvalQuestion, cfg, diagnose: bool = True, depth: int = 100,
+                      trace_path: Path | None = None) -> QuestionResult:
     """Closed-book, RAG-Token and RAG-Sequence on one question; the K prompts are prepared once and
     reused for decoding both ways and for the teacher-forced pass of the gold answers."""
     from . import diagnosis
@@ -210,6 +211,10 @@ def evaluate_question(pipe, q: EvalQuestion, cfg, diagnose: bool = True, depth: 
             d = diagnosis.diagnose(trace, q.answers, mode, forced=forced, deep=deep, closed_book=trace.closed_book)
             modes[mode].verdicts = d.fired
     rank = ranks[0] if ranks else (deep.rank if deep is not None and deep.rank else None)
+    if trace_path is not None:  # for offline counterfactuals (K, scale) on the stored conditionals
+        import pickle
+
+        _atomic_write(trace_path, lambda p: Path(p).write_bytes(pickle.dumps({"question": q, "trace": trace})))
     return QuestionResult(trace.query, q.answers, q.title, modes, recall, rank, time.perf_counter() - t0)
 
 
@@ -303,12 +308,16 @@ class EvalRun:
 
 
 def run_eval(pipe, questions: list[EvalQuestion], cfg, progress: Callable[[int, int, QuestionResult], None] | None = None,
-             diagnose: bool = True, settings: dict | None = None) -> EvalRun:
-    """Evaluate every question; `progress(done, total, result)` after each one."""
+             diagnose: bool = True, settings: dict | None = None, trace_dir: Path | None = None) -> EvalRun:
+    """Evaluate every question; `progress(done, total, result)` after each one. `trace_dir`: also
+    pickle each question's trace there (`NNNN.pkl`), for counterfactuals over K and the scale."""
     started = time.time()
     results = []
+    if trace_dir is not None:
+        Path(trace_dir).mkdir(parents=True, exist_ok=True)
     for i, q in enumerate(questions):
-        results.append(evaluate_question(pipe, q, cfg, diagnose))
+        path = Path(trace_dir) / f"{i:04d}.pkl" if trace_dir is not None else None
+        results.append(evaluate_question(pipe, q, cfg, diagnose, trace_path=path))
         if progress:
             progress(i + 1, len(questions), results[-1])
     info = {"index": pipe.index_name, "k": cfg.k, "beams": cfg.beams, "rescore": cfg.rescore,

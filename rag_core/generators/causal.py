@@ -1,8 +1,10 @@
 """A causal LM generator (default: SmolLM2-135M-Instruct) reading a few-shot prompt per passage.
 
-The K prompts are left-padded into one batch so every row ends at the same position; positions are
-counted from each row's first real token, so padding changes nothing. The prompt forward fills a
-key/value cache that decoding and rescoring reuse: a new token costs one position per row.
+Every prompt starts with the same few-shot part (~80% of its tokens): its keys/values are computed
+once per process and shared by all rows of all questions. Each row's own tokens (question, passage)
+are left-padded after that shared part so every row ends at the same position; positions skip the
+padding, so it changes nothing. The prompt forward fills a key/value cache that decoding and
+rescoring reuse: a new token costs one position per row.
 
 The few-shot prompt teaches the small model to copy a short span from the passage. The closed-book
 prompt has the same shape without passages, so "what the model knows by itself" is comparable.
@@ -19,17 +21,38 @@ from ..sources import TOKENIZER_LOCK
 from .base import ForwardCounter, GenState
 
 # Worked examples the prompt shows before the real question. Written for this prompt; none of them
-# is about a question in the shipped dev set.
+# is about a question in the shipped dev set (assets/eval/dev.jsonl). Each one is built against a
+# failure the small model showed on real passages: a passage with a second, tempting entity of the
+# same kind (Queen Elizabeth II / Jørn Utzon, Masaru Ibuka / Sony, 1942 / 1928, 23% / 1,642), an
+# answer that is not the subject of the question (the model likes to echo the question's own
+# entity), a city where the passage also names the country, and a title of a work asked for
+# through its author. Measured on the dev set with the top passage alone, these six shots read
+# 89/143 answers right against 70/143 for the earlier three (Kilimanjaro, Starry Night, penicillin).
 FEW_SHOT = [
-    ("Mount Kilimanjaro",
-     "Mount Kilimanjaro is a dormant volcano in Tanzania. It is the highest mountain in Africa, about 5,895 metres above sea level.",
-     "In which country is Mount Kilimanjaro?", "Tanzania"),
-    ("The Starry Night",
-     "The Starry Night is an oil-on-canvas painting by the Dutch Post-Impressionist painter Vincent van Gogh, painted in June 1889.",
-     "Who painted The Starry Night?", "Vincent van Gogh"),
+    ("Sydney Opera House",
+     "The Sydney Opera House is a performing arts centre on Bennelong Point in Sydney, Australia. It was designed by "
+     "the Danish architect Jørn Utzon and formally opened by Queen Elizabeth II in 1973.",
+     "Who designed the Sydney Opera House?", "Jørn Utzon"),
+    ("Walkman",
+     "The Walkman is a brand of portable cassette players first sold in Japan in 1979. It was developed by the "
+     "electronics company Sony, whose co-founder Masaru Ibuka wanted to listen to music on long flights.",
+     "Which company developed the Walkman?", "Sony"),
+    ("Angkor Wat",
+     "Angkor Wat is a temple complex in Cambodia, built in the 12th century by the Khmer king Suryavarman II. It lies "
+     "5.5 kilometres north of the modern city of Siem Reap.",
+     "Near which city is Angkor Wat?", "Siem Reap"),
     ("Penicillin",
-     "Penicillin was discovered in 1928 by the Scottish scientist Alexander Fleming, who noticed that a mould killed bacteria.",
+     "Penicillin was discovered in 1928 by the Scottish scientist Alexander Fleming at St Mary's Hospital in London. "
+     "It was first mass-produced in 1942 to treat wounded soldiers.",
      "In what year was penicillin discovered?", "1928"),
+    ("Lake Baikal",
+     "Lake Baikal is a rift lake in Siberia, Russia. It is the deepest lake in the world, reaching 1,642 metres, and "
+     "holds about 23% of the world's fresh surface water.",
+     "How deep is Lake Baikal in metres?", "1,642"),
+    ("Apocalypse Now",
+     "Apocalypse Now is a 1979 American war film directed by Francis Ford Coppola and starring Marlon Brando. Its "
+     "story was inspired by Joseph Conrad's 1899 novella Heart of Darkness, moved from the Congo to the Vietnam War.",
+     "Which 1899 novella by Joseph Conrad inspired the film Apocalypse Now?", "Heart of Darkness"),
 ]
 INSTRUCTION = "Answer each question with a short phrase copied from the passage."
 CLOSED_INSTRUCTION = "Answer each question with a short phrase."
@@ -41,15 +64,49 @@ def clean_question(question: str) -> str:
     return re.sub(r"\s+", " ", question).strip()[:MAX_QUESTION_CHARS]
 
 
+def rag_prefix() -> str:
+    """The part of every RAG prompt that does not depend on the question or the passage."""
+    shots = "".join(f"Question: {q}\nPassage: {t}: {p}\nQuestion: {q}\nAnswer: {a}\n\n" for t, p, q, a in FEW_SHOT)
+    return f"{INSTRUCTION}\n\n{shots}"
+
+
+def closed_book_prefix() -> str:
+    shots = "".join(f"Question: {q}\nAnswer: {a}\n\n" for _, _, q, a in FEW_SHOT)
+    return f"{CLOSED_INSTRUCTION}\n\n{shots}"
+
+
 def rag_prompt(question: str, passage: Passage) -> str:
-    shots = "".join(f"Passage: {t}: {p}\nQuestion: {q}\nAnswer: {a}\n\n" for t, p, q, a in FEW_SHOT)
+    """The question comes before the passage and again after it: read with the question in mind, the
+    small model copies the holder a passage names as current rather than the last name it read
+    (world-leader questions, 40 positions: 2016 index 80% -> 90%, 2018 index 48% -> 57%; dev set
+    EM 61% -> 60%, within noise)."""
     text = " ".join(passage.text.split()[:MAX_PASSAGE_WORDS])
-    return f"{INSTRUCTION}\n\n{shots}Passage: {passage.title}: {text}\nQuestion: {clean_question(question)}\nAnswer:"
+    q = clean_question(question)
+    return f"{rag_prefix()}Question: {q}\nPassage: {passage.title}: {text}\nQuestion: {q}\nAnswer:"
 
 
 def closed_book_prompt(question: str) -> str:
-    shots = "".join(f"Question: {q}\nAnswer: {a}\n\n" for _, _, q, a in FEW_SHOT)
-    return f"{CLOSED_INSTRUCTION}\n\n{shots}Question: {clean_question(question)}\nAnswer:"
+    return f"{closed_book_prefix()}Question: {clean_question(question)}\nAnswer:"
+
+
+def shared_prefix_length(prefix: Sequence[int], rows: Sequence[Sequence[int]]) -> int:
+    """How many leading tokens of `prefix` every row starts with, leaving each row >= 1 token of its own.
+
+    Tokenising the prefix alone may split its last characters differently from the full prompt, so
+    the shared part is measured on the tokens, never assumed from the text.
+
+    >>> shared_prefix_length([1, 2, 3], [[1, 2, 3, 4], [1, 2, 9, 9]])
+    2
+    >>> shared_prefix_length([1, 2, 3], [[1, 2, 3]])
+    2
+    """
+    n = min(len(prefix), *(len(r) - 1 for r in rows))
+    for row in rows:
+        i = 0
+        while i < n and row[i] == prefix[i]:
+            i += 1
+        n = i
+    return max(n, 0)
 
 
 def newline_tokens(tokenizer) -> set[int]:
@@ -74,27 +131,59 @@ class CausalGenerator:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
 
     # -- the forward pass, with our own (immutable) cache: a tuple of (keys, values) per layer
-    def _forward(self, input_ids: torch.Tensor, attn: torch.Tensor, positions: torch.Tensor, cache) -> tuple[torch.Tensor, tuple]:
+    def _forward(self, input_ids: torch.Tensor, attn: torch.Tensor, positions: torch.Tensor, cache,
+                 last_only: bool = False) -> tuple[torch.Tensor, tuple]:
+        """`last_only`: compute logits for the last position only (a prompt pass needs no more; the
+        full (R, L, V) logits of a 500-token prompt are ~100 MB per row)."""
         from transformers import DynamicCache
 
         ForwardCounter.tick()
         past = DynamicCache(ddp_cache_data=list(cache)) if cache else DynamicCache()
         out = self.model(input_ids=input_ids.to(self.device), attention_mask=attn.to(self.device),
-                         position_ids=positions.to(self.device), cache=past, use_cache=True)
+                         position_ids=positions.to(self.device), cache=past, use_cache=True,
+                         logits_to_keep=1 if last_only else 0)
         new_cache = tuple((layer.keys, layer.values) for layer in out.cache.layers)
-        return torch.log_softmax(out.logits.float(), dim=-1).cpu(), new_cache  # (R, L, V)
+        return torch.log_softmax(out.logits.float(), dim=-1).cpu(), new_cache  # (R, L or 1, V)
+
+    def _prefix_cache(self, ids: tuple[int, ...]) -> tuple:
+        """Keys/values of the few-shot prefix (1 row), computed once per process and reused by every
+        question: the prefix is most of each prompt's tokens."""
+        store = self.__dict__.setdefault("_prefix_store", {})
+        if ids not in store:
+            if len(store) >= 4:  # a handful of prefixes at most (RAG, closed-book, a boundary split)
+                store.pop(next(iter(store)))
+            t = torch.tensor([ids])  # (1, P)
+            _, store[ids] = self._forward(t, torch.ones_like(t), torch.arange(len(ids)).unsqueeze(0), None, True)
+        return store[ids]
+
+    def _tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        with TOKENIZER_LOCK:  # fast tokenizers must not be used from two threads at once
+            return [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
 
     @torch.inference_mode()
     def prepare(self, question: str, passages: Sequence[Passage] | None) -> GenState:
-        prompts = [closed_book_prompt(question)] if passages is None else [rag_prompt(question, p) for p in passages]
-        with TOKENIZER_LOCK:  # fast tokenizers must not be used from two threads at once
-            self.tokenizer.padding_side = "left"
-            enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
-        attn = enc["attention_mask"]  # (K, L)
-        positions = (attn.cumsum(-1) - 1).clamp(min=0)  # (K, L)
-        logp, cache = self._forward(enc["input_ids"], attn, positions, None)  # (K, L, V)
+        if passages is None:
+            prefix, prompts = closed_book_prefix(), [closed_book_prompt(question)]
+        else:
+            prefix, prompts = rag_prefix(), [rag_prompt(question, p) for p in passages]
+        prefix_ids, *rows = self._tokenize([prefix, *prompts])
+        n = shared_prefix_length(prefix_ids, rows)
+        k, s = len(rows), max(len(r) - n for r in rows)
+        # Each row = [shared prefix][left padding][its own tokens]: padding sits between the cached
+        # prefix and the row's tokens, masked out, and positions skip it, so every row ends at the
+        # same column and reads exactly what it would read alone.
+        own = torch.full((k, s), self.pad_id, dtype=torch.long)  # (K, S)
+        own_mask = torch.zeros((k, s), dtype=torch.long)  # (K, S)
+        for i, r in enumerate(rows):
+            own[i, s - (len(r) - n):] = torch.tensor(r[n:])
+            own_mask[i, s - (len(r) - n):] = 1
+        attn = torch.cat([torch.ones((k, n), dtype=torch.long), own_mask], dim=1)  # (K, n+S)
+        positions = n + (own_mask.cumsum(-1) - 1).clamp(min=0)  # (K, S)
+        kv = tuple((key.expand(k, -1, -1, -1), val.expand(k, -1, -1, -1))  # (K, H, n, D) each, no copy
+                   for key, val in self._prefix_cache(tuple(prefix_ids[:n]))) if n else None
+        logp, cache = self._forward(own, attn, positions, kv, last_only=True)  # (K, 1, V)
         state_cache = {"kv": cache, "attn": attn, "next_pos": positions[:, -1] + 1}
-        return GenState(logp[:, -1], torch.arange(len(prompts)), 0, state_cache, 1)
+        return GenState(logp[:, -1], torch.arange(k), 0, state_cache, 1)
 
     def select(self, state: GenState, idx: torch.Tensor) -> GenState:
         dev_idx = idx.to(self.device)
