@@ -30,15 +30,33 @@ def build_parser() -> _Parser:
     p.add_argument("--no-diagnose", action="store_true", help="skip the verdicts of wrong answers")
     p.add_argument("--no-save", action="store_true", help="do not save the run for the app's Eval page")
     p.add_argument("--traces", default=None, metavar="DIR",
-                   help="also pickle each question's trace into DIR (counterfactuals over K and scale, no model call)")
+                   help="also store each question's trace in DIR as JSON (for --sweep: counterfactuals over K and scale)")
+    p.add_argument("--sweep", action="store_true",
+                   help="with --traces DIR of an earlier run: EM over K and the scale from the stored traces, no model call")
+    p.add_argument("--sweep-k", type=_positive_int, nargs="+", default=[1, 2, 3, 4, 5], metavar="K")
+    p.add_argument("--sweep-scale", type=_positive_float, nargs="+", default=[5.0, 10.0, 20.0, 40.0], metavar="S")
     _model_args(p)
     return p
+
+
+def run_sweep(args) -> int:
+    from .eval_sweep import load_traces, sweep
+
+    if not args.traces:
+        raise CliError("--sweep needs --traces DIR (the folder an earlier eval --traces run wrote)")
+    frame = sweep(load_traces(args.traces), args.sweep_k, args.sweep_scale)
+    if args.csv:
+        frame.to_csv(args.csv, index=False)
+    print(frame.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+    return 0
 
 
 def run(argv: list[str]) -> int:
     from .evaluation import read_questions, run_eval, save_run
 
     args = build_parser().parse_args(argv)
+    if args.sweep:
+        return run_sweep(args)
     args.decode = "both"
     cfg = _config(args)
     questions, skipped = read_questions(args.questions)  # user errors surface before any model loads

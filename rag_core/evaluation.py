@@ -212,9 +212,12 @@ def evaluate_question(pipe, q: EvalQuestion, cfg, diagnose: bool = True, depth: 
             modes[mode].verdicts = d.fired
     rank = ranks[0] if ranks else (deep.rank if deep is not None and deep.rank else None)
     if trace_path is not None:  # for offline counterfactuals (K, scale) on the stored conditionals
-        import pickle
+        import gzip
 
-        _atomic_write(trace_path, lambda p: Path(p).write_bytes(pickle.dumps({"question": q, "trace": trace})))
+        from .trace import trace_to_dict
+
+        data = {"question": asdict(q), "trace": trace_to_dict(trace)}
+        _atomic_write(trace_path, lambda p: Path(p).write_bytes(gzip.compress(json.dumps(data).encode("utf-8"))))
     return QuestionResult(trace.query, q.answers, q.title, modes, recall, rank, time.perf_counter() - t0)
 
 
@@ -310,13 +313,13 @@ class EvalRun:
 def run_eval(pipe, questions: list[EvalQuestion], cfg, progress: Callable[[int, int, QuestionResult], None] | None = None,
              diagnose: bool = True, settings: dict | None = None, trace_dir: Path | None = None) -> EvalRun:
     """Evaluate every question; `progress(done, total, result)` after each one. `trace_dir`: also
-    pickle each question's trace there (`NNNN.pkl`), for counterfactuals over K and the scale."""
+    store each question's trace there (`NNNN.json.gz`), for counterfactuals over K and the scale."""
     started = time.time()
     results = []
     if trace_dir is not None:
         Path(trace_dir).mkdir(parents=True, exist_ok=True)
     for i, q in enumerate(questions):
-        path = Path(trace_dir) / f"{i:04d}.pkl" if trace_dir is not None else None
+        path = Path(trace_dir) / f"{i:04d}.json.gz" if trace_dir is not None else None
         results.append(evaluate_question(pipe, q, cfg, diagnose, trace_path=path))
         if progress:
             progress(i + 1, len(questions), results[-1])

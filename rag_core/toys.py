@@ -65,14 +65,45 @@ def toy_prior(spec: dict) -> tuple[torch.Tensor, list[float]]:
         prior = torch.tensor([float(p["prior"]) for p in ps], dtype=torch.float64)  # (K,)
     except (KeyError, TypeError, ValueError, RuntimeError) as e:
         raise ToyError(f"toy passages need either 'vector' (with a 'query_vector') or 'prior': {e}") from None
-    if (prior < 0).any() or prior.sum() <= 0:
-        raise ToyError("toy priors must be non-negative and not all zero")
+    if not torch.isfinite(prior).all() or (prior < 0).any() or prior.sum() <= 0:
+        raise ToyError("toy priors must be finite, non-negative and not all zero")
     # A given prior is treated as softmax(s) with s = log prior, so the score column stays meaningful.
     return torch.log(prior / prior.sum()), [math.log(p) if p > 0 else float("-inf") for p in prior.tolist()]
 
 
+def check_tables(tables) -> None:
+    """Each passage's table maps a prefix to next-word probabilities: each in [0, 1], summing to at
+    most 1 (the rest is "any other word"). Anything else would make the marginals meaningless.
+
+    >>> check_tables({"z1": {"": {"yes": 0.7, "no": 0.2}}})
+    >>> check_tables({"z1": {"": {"yes": 0.7, "no": 0.5}}})
+    Traceback (most recent call last):
+    ...
+    rag_core.toys.ToyError: toy table z1, after '': the probabilities sum to 1.2, more than 1
+    """
+    if not isinstance(tables, dict):
+        raise ToyError("toy 'tables' must map each passage id to its next-word table")
+    for pid, table in tables.items():
+        if not isinstance(table, dict):
+            raise ToyError(f"toy table {pid} must map prefixes to next-word probabilities")
+        for prefix, dist in table.items():
+            where = f"toy table {pid}, after {prefix!r}"
+            if not isinstance(dist, dict):
+                raise ToyError(f"{where}: expected {{word: probability}}")
+            try:
+                probs = [float(v) for v in dist.values()]
+            except (TypeError, ValueError):
+                raise ToyError(f"{where}: every probability must be a number") from None
+            if any(not (0.0 <= v <= 1.0) for v in probs):  # also rejects NaN
+                raise ToyError(f"{where}: every probability must lie in [0, 1]")
+            if sum(probs) > 1.0 + 1e-9:
+                raise ToyError(f"{where}: the probabilities sum to {sum(probs):.3g}, more than 1")
+
+
 def run_spec(spec: dict) -> ToyResult:
     log_pz, scores = toy_prior(spec)
+    if "tables" in spec:
+        check_tables(spec["tables"])
     hits = [Hit(i + 1, Passage(p["id"], p.get("title", p["id"]), p.get("text", ""), "toy"), s)
             for i, (p, s) in enumerate(zip(spec["passages"], scores))]
     if "tables" not in spec:

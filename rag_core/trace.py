@@ -163,3 +163,40 @@ def write_csv(frame: pd.DataFrame, path_or_buf=None) -> str | None:
 
 def fmt_prob(logp: float) -> str:
     return f"{math.exp(logp):.3f}" if logp > float("-inf") else "0.000"
+
+
+# ------------------------------------------------------------------ a trace as plain JSON data
+def trace_to_dict(trace: Trace) -> dict:
+    """Everything in a trace as JSON-able data (NaN and -inf kept as JSON's NaN / -Infinity), so a
+    stored trace is read back with `json`, never unpickled.
+
+    >>> t = Trace("q", "toy", [Hit(1, Passage("z1", "T", "text"), 0.5)], torch.zeros(1, dtype=torch.float64), 1.0, [])
+    >>> trace_from_dict(trace_to_dict(t)).hits[0].passage.title
+    'T'
+    """
+    def cand(c: Candidate) -> dict:
+        return {"decoding": c.decoding, "rank": c.rank, "answer": c.answer, "token_ids": list(c.token_ids),
+                "tokens": list(c.tokens), "token_logp": c.token_logp.tolist(), "alt_ids": c.alt_ids.tolist(),
+                "alt_tokens": c.alt_tokens, "alt_logp": c.alt_logp.tolist(), "finished": c.finished,
+                "sources": sorted(c.sources), "shape": list(c.alt_ids.shape),
+                "dtype": str(c.token_logp.dtype).removeprefix("torch.")}
+
+    return {"query": trace.query, "index": trace.index, "scale": trace.scale, "settings": trace.settings,
+            "closed_book": trace.closed_book, "model_calls": trace.model_calls,
+            "hits": [{"rank": h.rank, "score": h.score, "passage": h.passage.to_dict()} for h in trace.hits],
+            "log_prior": trace.log_prior.tolist(), "candidates": [cand(c) for c in trace.candidates]}
+
+
+def trace_from_dict(d: dict) -> Trace:
+    def cand(c: dict) -> Candidate:
+        shape = c["shape"]  # (K, T, A): kept so an empty answer (T = 0) reads back with its shape
+        dtype = {"float64": torch.float64}.get(c.get("dtype"), torch.float32)  # toys keep exact float64
+        return Candidate(c["decoding"], c["rank"], c["answer"], c["token_ids"], c["tokens"],
+                         torch.tensor(c["token_logp"], dtype=dtype).reshape(shape[:2]),
+                         torch.tensor(c["alt_ids"], dtype=torch.long).reshape(shape), c["alt_tokens"],
+                         torch.tensor(c["alt_logp"], dtype=dtype).reshape(shape), c["finished"],
+                         set(c["sources"]))
+
+    hits = [Hit(h["rank"], Passage(**h["passage"]), h["score"]) for h in d["hits"]]
+    return Trace(d["query"], d["index"], hits, torch.tensor(d["log_prior"], dtype=torch.float64), d["scale"],
+                 [cand(c) for c in d["candidates"]], d["settings"], d["closed_book"], d["model_calls"])

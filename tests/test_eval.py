@@ -127,6 +127,19 @@ def test_a_run_on_a_toy_pipeline_scores_modes_recall_and_verdicts(tmp_path):
     assert ev.load_run(tmp_path / "missing.json") is None
 
 
+def test_sweep_over_stored_traces_reproduces_the_run(tmp_path):
+    from rag_core.eval_sweep import load_traces, sweep
+
+    run = ev.run_eval(toy_pipe(), QUESTIONS, Config(k=2, max_new_tokens=6), trace_dir=tmp_path / "tr")
+    frame = sweep(load_traces(tmp_path / "tr"), [1, 2], [1.0])
+    same = frame[(frame["k"] == 2)].iloc[0]  # the run's own K and scale: must give the run's EM exactly
+    s = run.summary()["modes"]
+    assert same["rag-sequence EM"] == s["rag-sequence"]["em"] and same["rag-token EM"] == s["rag-token"]["em"]
+    assert list(frame["questions"]) == [2, 2]
+    with pytest.raises(FileNotFoundError):
+        load_traces(tmp_path)
+
+
 def test_csv_cells_are_spreadsheet_safe(tmp_path):
     run = ev.EvalRun([ev.QuestionResult("=cmd()", ["+1"], "", {"closed-book": ev.ModeResult("@x", False, False)},
                                         False, None)], {"k": 5})
@@ -147,7 +160,7 @@ def test_eval_command_on_three_questions(tmp_path):
                   '{"question": "In which city is the Taj Mahal?", "answers": ["Agra"]}\n'
                   'this line is broken\n'
                   '{"question": "How many keys does a modern piano have?", "answers": ["88"]}\n', encoding="utf-8")
-    out = cli(str(qs), "-k", "3", "--csv", str(tmp_path / "r.csv"), "--no-save")
+    out = cli(str(qs), "-k", "3", "--scale", "20", "--csv", str(tmp_path / "r.csv"), "--no-save", "--traces", str(tmp_path / "tr"))
     assert out.returncode == 0, out.stderr[-2000:]
     assert "3 questions" in out.stdout and "1 malformed lines skipped" in out.stdout
     for mode in ev.MODES:
@@ -160,6 +173,13 @@ def test_eval_command_on_three_questions(tmp_path):
     assert frame["em"].isin([0, 1]).all() and frame["contained"].isin([0, 1]).all()
     rag = frame[frame["mode"] == "rag-sequence"]
     assert rag["em"].sum() >= 2  # Melville, Agra, 88: RAG should get most of these right
+    # the sweep over the stored traces at the run's own K and scale reproduces the run, no model call
+    out = cli(str(qs), "--sweep", "--traces", str(tmp_path / "tr"), "--sweep-k", "1", "3", "--sweep-scale", "20",
+              "--csv", str(tmp_path / "sweep.csv"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    sw = pd.read_csv(tmp_path / "sweep.csv").set_index("k")
+    assert sw.loc[3, "rag-sequence EM"] == pytest.approx(rag["em"].mean())
+    assert sw.loc[3, "rag-token EM"] == pytest.approx(frame[frame["mode"] == "rag-token"]["em"].mean())
 
 
 @pytest.mark.parametrize("args,message", [

@@ -196,3 +196,17 @@ def test_no_unpickling_and_offline_by_default():
 
     offline_unless_allowed(False)
     assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+@pytest.mark.parametrize("table,fragment", [
+    ({"": {"yes": 0.7, "no": 0.5}}, "more than 1"),
+    ({"": {"yes": -0.1}}, "in [0, 1]"),
+    ({"": {"yes": "lots"}}, "must be a number"),
+    ({"": ["yes"]}, "expected {word: probability}"),
+])
+def test_toy_tables_that_are_not_probabilities_are_clear_errors(tmp_path, table, fragment):
+    spec = {"name": "bad", "question": "q?", "passages": [{"id": "z1", "prior": 1.0}], "tables": {"z1": table},
+            "candidates": ["yes"]}
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(spec))
+    one_error_line(cli("toy", str(path)), fragment)
