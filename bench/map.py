@@ -1,7 +1,8 @@
 """Placing queries on the map: warm p95, and the cold first placement vs umap-learn's transform().
 
 - warm: 100 queries placed on the 12.3k-passage default map (shipped base layout) in one process.
-- cold: two fresh processes, each with the map already fitted and on disk. Ours loads the map and
+- cold: two fresh processes, each with the map already fitted and on disk and an empty numba cache
+  (as on a fresh machine). Ours loads the map and
   places one query; umap-learn unpickles a fitted reducer and calls transform() on one query (its
   first call compiles numba). The figure is their ratio.
 """
@@ -37,8 +38,11 @@ print(json.dumps({{"seconds": time.perf_counter() - t0}}))
 """
 
 
-def child(code: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=1200)
+def child(code: str, numba_cache: str) -> dict:
+    """Run `code` in a fresh interpreter whose numba on-disk cache starts empty, as on a fresh
+    machine (otherwise a warm cache from an earlier run hides umap-learn's compile time)."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": numba_cache}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=1200, env=env)
     if out.returncode != 0:
         raise SystemExit(out.stderr[-800:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -71,8 +75,9 @@ def main():
         mpath = os.path.join(tmp, "umap.pkl")
         with open(mpath, "wb") as f:
             pickle.dump(reducer, f)
-        theirs = child(THEIRS.format(model=mpath, query=qpath))["seconds"]
-        ours = child(OURS.format(root=str(ROOT), folder=str(named_folder("wiki", enc)), query=qpath))["seconds"]
+        theirs = child(THEIRS.format(model=mpath, query=qpath), os.path.join(tmp, "numba-theirs"))["seconds"]
+        ours = child(OURS.format(root=str(ROOT), folder=str(named_folder("wiki", enc)), query=qpath),
+                     os.path.join(tmp, "numba-ours"))["seconds"]
     emit({"map_place_p95_ms": round(float(np.percentile(lat, 95)), 3), "map_place_p50_ms": round(float(np.percentile(lat, 50)), 3),
           "map_cold_first_place_s": round(ours, 3), "umap_cold_first_transform_s": round(theirs, 2),
           "map_cold_vs_umap_transform": round(theirs / ours, 1)})

@@ -119,6 +119,7 @@ if result is not None:
                    f"{o['other_year_closed_book']} also the model's closed-book answer); naming neither "
                    f"holder: {o['neither']}. Goal (matched ≥ {ex.GOAL_MATCHED:.0%}, mismatched ≤ "
                    f"{ex.GOAL_MISMATCHED:.0%}): {'met' if result.goal_met(decoding) else 'not met'}.")
+        st.info(f"Finding: {result.finding(decoding)}", icon=":material/search:")
     cb = result.closed_book_accuracy()
     c1, c2, c3 = st.columns(3)
     c1.metric("Closed-book: names the 2016 holder", f"{100 * cb['2016']:.0f}%")

@@ -146,8 +146,10 @@ def score_texts(gen, trace: Trace, expected: Sequence[str], state0: GenState | N
 
 
 def force_answers(pipe, trace: Trace, expected: Sequence[str]) -> ForcedAnswers:
-    """The pipeline-level teacher-forced pass: the trace's K prompts, then the expected answers."""
-    return score_texts(pipe.models.generator, trace, expected)
+    """The pipeline-level teacher-forced pass: the trace's K prompts, then the expected answers
+    (under the models' lock, like every other use of the shared generator by app sessions)."""
+    with pipe.models.lock:
+        return score_texts(pipe.models.generator, trace, expected)
 
 
 @dataclass

@@ -210,6 +210,28 @@ class ExperimentResult:
                 out["neither"] += 1
         return out
 
+    def finding(self, decoding: str) -> str:
+        """One sentence on where the wrong answers come from, from `override`'s counts.
+
+        Memory overriding the index would show as wrong answers that the closed-book model also
+        gives; answers copied from the passages show as the other holder named in a retrieved one.
+        """
+        o = self.override(decoding)
+        cb = self.closed_book_accuracy()
+        if not o["other_year"]:
+            return "No answer names the other year's holder: the answers follow the index."
+        copied, memory = o["other_year_in_passages"], o["other_year_closed_book"]
+        text = (f"{o['other_year']} of {o['total']} answers name the other year's holder; "
+                f"{copied} of those copy a name that a retrieved passage contains, and {memory} match the "
+                f"closed-book answer (which names the 2016 holder {100 * cb['2016']:.0f}% and the 2018 holder "
+                f"{100 * cb['2018']:.0f}% of the time). ")
+        if copied >= max(1, 2 * memory):
+            text += ("The generator's memory is not what overrides the index: it copies the other holder from "
+                     "the passages, typically the predecessor in a \"succeeded …\" sentence.")
+        else:
+            text += "The generator's own memory overrides the passages for these answers."
+        return text
+
     def failures(self, decoding: str | None = None) -> pd.DataFrame:
         """Rows whose answer misses this index's holder."""
         frame = self.frame()

@@ -60,6 +60,8 @@ def report_lines(result) -> list[str]:
                      f"{o['neither']}; passages lacking the holder: {o['passages_lack_holder']} ({100 * o['passages_lack_holder'] / n:.0f}%)")
         lines.append(f"  goal (matched >= {GOAL_MATCHED:.0%}, mismatched <= {GOAL_MISMATCHED:.0%}): "
                      + ("met" if result.goal_met(d) else "not met"))
+        if not result.goal_met(d):
+            lines.append(f"  finding: {result.finding(d)}")
     cb = result.closed_book_accuracy()
     lines.append("")
     lines.append(f"closed-book (no passage): names the 2016 holder {_pct(cb['2016'])}, the 2018 holder {_pct(cb['2018'])}")

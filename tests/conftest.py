@@ -35,3 +35,14 @@ def check_trace_invariants(frame):
         if scored.all():
             assert np.isclose(g["p_token_mix"].iloc[0], mix, rtol=1e-5, atol=1e-9)
         assert ((g["posterior_prefix"] >= 0) & (g["posterior_prefix"] <= 1)).all()
+
+
+def visit(at, page: str, errors_allowed: bool = False):
+    """Switch an AppTest to `page` (a file in pages/), run it, and check it raised nothing (and,
+    unless `errors_allowed`, showed no error box)."""
+    at.switch_page(str(ROOT / "pages" / page))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    if not errors_allowed:
+        assert not at.error, [e.value for e in at.error]
+    return at

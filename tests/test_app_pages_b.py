@@ -17,16 +17,9 @@ from rag_core import catalog
 from rag_core.config import cache_dir
 from rag_core.corpus import CorpusError
 
+from conftest import visit
+
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ROOT / "pages"
-
-
-def visit(at: AppTest, page: str) -> AppTest:
-    at.switch_page(str(PAGES / page))
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-    return at
 
 
 def values(arr) -> list:
@@ -145,12 +138,17 @@ def test_corpus_build_then_ask_on_the_new_index(user_cache):
     assert table["title"].iloc[0] == "Zorblax lighthouse"
     assert set(table["title"]) <= {"Zorblax lighthouse", "Quansah", "Harbour", "Bakery", "ferry"}
 
+    # every other page works on it too (a 5-passage index gets a PCA map, with a note)
+    for page in ("map.py", "token_vs_sequence.py", "citations.py", "index_swap.py", "by_hand.py", "eval.py"):
+        visit(at, page)
+        assert at.session_state["index_name"] == "pytest-notes", page
     # the Corpus page lists it; deleting removes it from disk, from the list, and its cached maps
     visit(at, "corpus.py")
     assert "pytest-notes" in list(at.dataframe[0].value["name"])
     from rag_core import projection
 
-    assert projection.fit_map(idx, "pca", 2).loaded_from is None and list((user_cache / "maps").glob("*.npz"))
+    # the Map page's fit above was cached on disk: fitting again loads it
+    assert projection.fit_map(idx, "pca", 2).loaded_from is not None and list((user_cache / "maps").glob("*.npz"))
     actions.delete_user_index("pytest-notes")
     assert not list((user_cache / "maps").glob("*.npz"))
     assert "pytest-notes" not in catalog.available_indexes()

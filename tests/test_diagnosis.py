@@ -2,6 +2,7 @@
 counterfactuals checked against a full recomputation. No real model: all exact and fast."""
 import math
 import random
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -203,7 +204,7 @@ def test_expected_aliases_split_on_bars_and_forced_scores_match_decoding():
     got = next(a for a in forced.expected if a.text == "A y")
     assert torch.allclose(got.token_logp, tok.token_logp.double())
     # re-preparing the prompts (the app's path, no stored state) gives the same numbers, one more call
-    again = dg.force_answers(SimpleNamespace(models=SimpleNamespace(generator=gen)), trace, ["A y"])
+    again = dg.force_answers(SimpleNamespace(models=SimpleNamespace(generator=gen, lock=threading.RLock())), trace, ["A y"])
     assert again.calls == forced.calls + 1
     assert torch.allclose(again.expected[0].token_logp, got.token_logp)
     d = dg.diagnose(trace, "A  y | B x", "rag-token", forced=forced)
@@ -361,3 +362,40 @@ def test_the_diagnose_panel_shows_verdicts_and_counterfactuals_without_model_cal
     at.slider(key="cf_k").set_value(1).run()
     assert {m.label: m.value for m in at.metric}["RAG-Sequence"] == "A x"
     assert ForwardCounter.count == calls  # counterfactuals never call the model
+
+
+# ------------------------------------------------------------------------- the shipped examples
+def test_verdicts_on_the_shipped_example_questions(default_pipeline):
+    """The Ask page's example questions on the real default stack, diagnosed as the panel does: a
+    right answer fires nothing; a wrong one gets at least one verdict, each with evidence; and the
+    verdicts agree with facts the test checks itself (which passages contain the expected answer)."""
+    import json
+
+    from conftest import ROOT
+    from rag_core.evaluation import contains_answer, exact_match, passage_text
+
+    examples = json.loads((ROOT / "assets" / "examples" / "questions.json").read_text())
+    wrong = 0
+    for ex in examples:
+        expected = [a.strip() for a in ex["expected"].split("|")]
+        run = dg.run_with_state(default_pipeline, ex["question"])
+        trace = run.trace
+        forced = dg.score_texts(default_pipeline.models.generator, trace, expected, run.state0)
+        deep = dg.deep_search(default_pipeline, trace, expected)
+        closed = default_pipeline.closed_book(ex["question"])
+        for decoding in ("rag-token", "rag-sequence"):
+            d = dg.diagnose(trace, expected, decoding, forced=forced, deep=deep, closed_book=closed)
+            right = exact_match(trace.answer(decoding).answer, expected)
+            assert d.correct == right
+            if right:
+                assert d.fired == [], (ex["question"], decoding, d.fired)
+                continue
+            wrong += 1
+            assert d.fired, (ex["question"], decoding, d.answer)
+            for code in d.fired:
+                assert d.verdict(code).evidence and d.verdict(code).summary, (ex["question"], code)
+            contained = [h.rank for h in trace.hits if contains_answer(passage_text(h.passage), expected)]
+            assert ("retrieval-miss" in d.fired) == (not contained), (ex["question"], decoding, contained)
+            if "retrieval-miss" in d.fired and deep.rank is not None:
+                assert deep.rank > trace.k and d.verdict("retrieval-miss").evidence["gap_top"] >= 0
+    assert wrong > 0  # the shipped examples include questions the small model gets wrong

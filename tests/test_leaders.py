@@ -18,7 +18,7 @@ from rag_core.config import Config
 ROOT = Path(__file__).resolve().parent.parent
 FAST = dict(k=3, max_new_tokens=8, decode="token")  # the test settings, shared by the toggle and CLI tests
 FAST_ARGS = ["-k", "3", "--max-new-tokens", "8", "--decode", "token"]
-SAMPLE = ["President of the United States", "President of Chile", "Prime Minister of France"]
+SAMPLE = ["President of the United States", "President of Chile", "Prime Minister of Italy"]
 
 
 # ------------------------------------------------------------------------------------------ judge
@@ -71,6 +71,10 @@ def test_table_and_summary_from_rows():
     assert r.closed_book_accuracy() == {"2016": 0.0, "2018": 0.5}
     assert r.override("rag-token")["other_year"] == 1 and len(r.failures("rag-token")) == 1
     assert not r.goal_met("rag-token")
+    # the one wrong answer names the 2016 holder, which a retrieved passage names and closed-book does not
+    assert r.finding("rag-token").startswith("1 of 4 answers") and "memory is not what overrides" in r.finding("rag-token")
+    closed[1]["correct_2016"] = True  # now the closed-book model gives that same holder: memory
+    assert "own memory overrides" in ex.ExperimentResult(rows, closed, {}, "k", complete=True).finding("rag-token")
 
 
 # ------------------------------------------------------------------------------------------ the indexes

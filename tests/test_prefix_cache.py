@@ -1,0 +1,62 @@
+"""The causal generator's shared few-shot prefix: computed once, reused by every row and question,
+and giving the same numbers as a plain left-padded forward of the full prompts."""
+import pytest
+import torch
+
+from rag_core.corpus import Passage
+from rag_core.generators import causal
+
+
+@pytest.fixture(scope="module")
+def gen(default_pipeline):
+    return default_pipeline.models.generator
+
+
+def plain_forward(gen, prompts, answer_ids=None):
+    """The reference: full prompts, left-padded, one forward, no cache reuse. (R, V) or (R, T, V)."""
+    with causal.TOKENIZER_LOCK:
+        gen.tokenizer.padding_side = "left"
+        enc = gen.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    ids, attn = enc["input_ids"], enc["attention_mask"]  # (R, L)
+    if answer_ids is not None:
+        ids = torch.cat([ids, answer_ids[:, :-1]], 1)  # (R, L+T-1)
+        attn = torch.cat([attn, torch.ones_like(answer_ids[:, :-1])], 1)
+    with torch.inference_mode():
+        out = gen.model(input_ids=ids, attention_mask=attn, position_ids=(attn.cumsum(-1) - 1).clamp(min=0))
+    logp = torch.log_softmax(out.logits.float(), -1)  # (R, L', V)
+    return logp[:, -1] if answer_ids is None else logp[:, -answer_ids.shape[1]:]
+
+
+def test_prepare_matches_a_plain_forward(default_pipeline, gen):
+    q = "Who wrote Moby-Dick?"
+    passages = [h.passage for h in default_pipeline.retrieve(q, 4)]
+    passages.append(Passage("x", "A short one", "Tiny."))  # rows of very different lengths
+    state = gen.prepare(q, passages)
+    ref = plain_forward(gen, [causal.rag_prompt(q, p) for p in passages])  # (K, V)
+    assert (state.logprobs - ref).abs().max() < 1e-3
+    answers = torch.tensor([gen.encode_answer("Herman Melville")] * len(passages))  # (K, T)
+    forced = gen.teacher_force(state, answers)  # (K, T, V)
+    ref_forced = plain_forward(gen, [causal.rag_prompt(q, p) for p in passages], answers)
+    assert (forced - ref_forced).abs().max() < 1e-3
+
+
+def test_closed_book_matches_a_plain_forward(gen):
+    q = "In what year did the Berlin Wall fall?"
+    state = gen.prepare(q, None)
+    assert (state.logprobs - plain_forward(gen, [causal.closed_book_prompt(q)])).abs().max() < 1e-3
+
+
+def test_the_prefix_is_computed_once(default_pipeline, gen):
+    q = "Who painted the Mona Lisa?"
+    passages = [h.passage for h in default_pipeline.retrieve(q, 3)]
+    gen.prepare(q, passages)
+    before = dict(gen._prefix_store)
+    start = causal.ForwardCounter.count
+    gen.prepare("Who wrote Hamlet?", passages)
+    assert gen._prefix_store.keys() == before.keys()  # no new prefix entry for a new question
+    assert all(gen._prefix_store[k] is before[k] for k in before)
+    assert causal.ForwardCounter.count - start == 1  # the rows' own tokens only
+    # the shared part really is most of the prompt
+    n_prefix = len(gen.tokenizer.encode(causal.rag_prefix(), add_special_tokens=False))
+    n_full = len(gen.tokenizer.encode(causal.rag_prompt(q, passages[0]), add_special_tokens=False))
+    assert n_prefix > n_full / 2
