@@ -1,5 +1,5 @@
-"""Shared fixtures. Model caches go to one folder per test session unless RAG_LOUPE_CACHE is set,
-so tests never write into the repository."""
+"""Shared fixtures. Converted models, indexes and maps go to the cache folder ($RAG_LOUPE_CACHE or
+~/.cache/rag-loupe), so tests never write into the repository."""
 import os
 import sys
 from pathlib import Path

@@ -108,6 +108,15 @@ def showing(driver, title: str) -> bool:
     return any(h.text.strip() == title for h in driver.find_elements(By.TAG_NAME, "h1"))
 
 
+def ready(driver, path: str) -> bool:
+    """Page-specific: the work a page shows progress for has finished (the status widget alone can
+    miss a page that is still inside an `st.status`)."""
+    if path == "index_swap":  # both indexes answered
+        text = body_text(driver)
+        return "RAG-Sequence (2018 index)" in text and "Answering on" not in text
+    return True
+
+
 def charts_drawn(driver) -> bool:
     """Every plotly chart on the page has drawn its SVG."""
     from selenium.webdriver.common.by import By
@@ -136,7 +145,8 @@ def test_ask_and_visit_every_page(server, browser):
         # click the sidebar link (a new URL would start a new session and forget the question)
         link = browser.find_element(By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]')
         link.click()
-        wait_for(browser, lambda: showing(browser, title) and settled(browser), 300, f"the {title} page")
+        wait_for(browser, lambda: showing(browser, title) and settled(browser) and ready(browser, path), 300,
+                 f"the {title} page")
         time.sleep(1.5)  # charts are drawn by the browser after the script has finished
         wait_for(browser, lambda: charts_drawn(browser), 60, f"the charts of {title}")
         browser.save_screenshot(str(ARTIFACTS / f"{path}.png"))
