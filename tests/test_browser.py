@@ -60,6 +60,13 @@ def server():
 
 @pytest.fixture(scope="module")
 def browser():
+    driver = new_browser("1400,1600")
+    yield driver
+    driver.quit()
+
+
+def new_browser(window: str = "1200,1400"):
+    """A headless Chromium with no background traffic (each one is its own Streamlit session)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -67,11 +74,9 @@ def browser():
     opts.binary_location = CHROMIUM
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--window-size=1400,1600"):
+                 "--disable-dev-shm-usage", f"--window-size={window}"):
         opts.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
-    yield driver
-    driver.quit()
+    return webdriver.Chrome(service=Service(DRIVER), options=opts)
 
 
 def wait_for(driver, predicate, timeout, what):
@@ -160,18 +165,6 @@ SESSION_QUESTIONS = ["Who painted the Mona Lisa?", "In which city is the Taj Mah
                      "How many keys does a modern piano have?", "Who created the video game Tetris?",
                      "In what year did the Chernobyl nuclear disaster occur?", "Who wrote Pride and Prejudice?",
                      "What is the capital of Australia?"]
-
-
-def new_browser():
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", "--window-size=1200,1400"):
-        opts.add_argument(flag)
-    return webdriver.Chrome(service=Service(DRIVER), options=opts)
 
 
 def answer_shown(driver) -> str:

@@ -210,3 +210,33 @@ def test_toy_tables_that_are_not_probabilities_are_clear_errors(tmp_path, table,
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(spec))
     one_error_line(cli("toy", str(path)), fragment)
+
+
+def test_every_per_query_cache_is_bounded():
+    """Memory cannot grow without bound through the app's caches: every Streamlit cache keyed by
+    something a user chooses (question, index, settings, upload) has max_entries. The two without
+    are keyed by nothing a user types (the models; the shipped example answers)."""
+    import ast
+
+    unbounded = []
+    for folder in ("app", "pages"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.FunctionDef):
+                    continue
+                for dec in node.decorator_list:
+                    name = ast.unparse(dec.func if isinstance(dec, ast.Call) else dec)
+                    if not name.startswith(("st.cache_data", "st.cache_resource")):
+                        continue
+                    bounded = isinstance(dec, ast.Call) and any(k.arg == "max_entries" for k in dec.keywords)
+                    if not bounded and node.args.args:
+                        unbounded.append(f"{path.name}:{node.name}")
+    assert unbounded == []
+
+
+def test_the_prompt_prefix_store_stays_small(default_pipeline):
+    gen = default_pipeline.models.generator
+    for i, q in enumerate(["Who wrote Hamlet?", "What is the capital of Peru?", "Who painted Guernica?"]):
+        default_pipeline.run(q, Config(k=2 + i, max_new_tokens=4))
+        default_pipeline.closed_book(q, max_new_tokens=4)
+    assert 1 <= len(gen._prefix_store) <= 4  # one entry per distinct prompt prefix, not per question
