@@ -166,7 +166,10 @@ class CausalGenerator:
             prefix, prompts = closed_book_prefix(), [closed_book_prompt(question)]
         else:
             prefix, prompts = rag_prefix(), [rag_prompt(question, p) for p in passages]
-        prefix_ids, *rows = self._tokenize([prefix, *prompts])
+        ids_of = self.__dict__.setdefault("_prefix_ids", {})  # the prefix text is fixed: tokenise it once
+        if prefix not in ids_of:
+            ids_of[prefix] = self._tokenize([prefix])[0]
+        prefix_ids, rows = ids_of[prefix], self._tokenize(prompts)
         n = shared_prefix_length(prefix_ids, rows)
         k, s = len(rows), max(len(r) - n for r in rows)
         # Each row = [shared prefix][left padding][its own tokens]: padding sits between the cached
