@@ -24,7 +24,10 @@ def _label(path: Path) -> str:
         return f"{path.stem} (unreadable)"
     s = run.settings
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.get("started", path.stat().st_mtime)))
-    return f"{when} · {Path(str(s.get('file', '?'))).name} · {len(run.results)} questions · K={s.get('k')} · {s.get('index')}"
+    beams = int(s.get("beams", 1))
+    decoding = "greedy" if beams == 1 else f"{beams} beams"  # greedy and beam runs differ by several points
+    return (f"{when} · {Path(str(s.get('file', '?'))).name} · {len(run.results)} questions · K={s.get('k')} · "
+            f"{decoding} · {s.get('index')}")
 
 
 with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):

@@ -202,3 +202,20 @@ def test_eval_user_errors_exit_2_with_one_line(tmp_path, args, message):
     assert out.returncode == 2, out.stderr[-1000:]
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], out.stderr
+
+
+def test_the_eval_page_names_each_runs_decoding(tmp_path, monkeypatch):
+    """Greedy and beam runs of the same file differ by several points: the run picker says which."""
+    from streamlit.testing.v1 import AppTest
+
+    from conftest import visit
+
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
+    run = ev.run_eval(toy_pipe(), QUESTIONS, Config(k=2, max_new_tokens=6))
+    run.settings["beams"] = 4
+    ev.save_run(run, "beams")
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=300)
+    at.session_state["index_name"] = "wiki"
+    visit(at, "eval.py")
+    options = [o for box in at.selectbox for o in box.options]
+    assert any("2 questions" in o and "4 beams" in o for o in options), options
