@@ -18,7 +18,9 @@ run: $(STAMP)
 	$(VENV)/bin/streamlit run app/main.py
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+	  echo "note: chromium and chromedriver are not installed, so the real-browser tests will be SKIPPED (apt-get install chromium chromium-driver)"
+	$(PY) -m pytest -q -rs
 
 bench: $(STAMP)
 	$(PY) -m rag_core bench

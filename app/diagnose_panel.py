@@ -16,6 +16,7 @@ import streamlit as st
 from rag_core import diagnosis as dg
 from rag_core.config import ASSETS
 from rag_core.evaluation import exact_match
+from rag_core.pipeline import trace_config
 from rag_core.trace import Trace
 
 ICONS = {True: "🔴", False: "⚪", None: "❔"}
@@ -65,7 +66,7 @@ def _checks(key: tuple, expected: tuple[str, ...], _trace: Trace) -> dict:
 
     pipe = state.pipeline(_trace.index)
     forced = dg.force_answers(pipe, _trace, list(expected))
-    closed = pipe.closed_book(_trace.query, int(_trace.settings.get("max_new_tokens", 16)))
+    closed = pipe.closed_book(_trace.query, trace_config(pipe.cfg, _trace))
     deep = dg.deep_search(pipe, _trace, list(expected))
     return {"forced": forced, "closed_book": closed, "deep": deep}
 

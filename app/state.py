@@ -60,7 +60,7 @@ def cached_trace(question: str, index_name: str, cfg: Config) -> Trace:
 
 
 def settings_key(cfg: Config) -> tuple:
-    keep = ("k", "decode", "beams", "max_new_tokens", "rescore", "scale")
+    keep = ("k", "decode", "beams", "max_new_tokens", "length_penalty", "rescore", "scale")
     return tuple((k, v) for k, v in asdict(cfg).items() if k in keep)
 
 
@@ -89,7 +89,7 @@ def settings() -> Config:
     s = st.session_state
     return Config(k=s.get("k", 5), beams=s.get("beams", 1), rescore=s.get("rescore", "thorough"),
                   scale=s.get("scale"), max_new_tokens=s.get("max_new_tokens", 16),
-                  index=s.get("index_name") or default_index_name())
+                  length_penalty=float(s.get("length_penalty", 1.0)), index=s.get("index_name") or default_index_name())
 
 
 def sidebar() -> None:
@@ -104,6 +104,11 @@ def sidebar() -> None:
                           "wiki: the base alone. Others: corpora you built on the Corpus page.")
         st.slider("K (passages retrieved)", 1, 20, 5, key="k")
         st.slider("Beams", 1, 4, 1, key="beams", help="1 = greedy decoding, as the paper decoded QA.")
+        st.number_input("Length penalty", min_value=-2.0, max_value=4.0, value=1.0, step=0.5, key="length_penalty",
+                        disabled=st.session_state.get("beams", 1) == 1,
+                        help="Beam search only: a finished beam ranks by its log-probability divided by "
+                             "(answer length) to this power. 1.0 is transformers' default; 0 ranks by the plain "
+                             "log-probability; larger values favour longer answers.")
         st.radio("RAG-Sequence rescoring", ["thorough", "fast"], key="rescore", horizontal=True,
                  help="thorough: every hypothesis scored under every passage. fast: a passage that did not "
                       "produce a hypothesis gives it probability 0.")

@@ -29,7 +29,18 @@ def answer_cards(trace: Trace) -> None:
             st.metric(label, best.answer or "(empty)", f"p = {prob(main):.3f}", delta_color="off", delta_arrow="off")
             other = "p_seq" if decoding == "rag-token" else "p_tok"
             other_p = best.log_p_seq(trace.log_prior) if decoding == "rag-token" else best.log_p_tok(trace.log_prior)
-            st.caption(f"{other} of the same answer: {prob(other_p):.3f}" + ("" if best.finished else " · cut at the token limit"))
+            st.caption(f"{other} of the same answer: {prob(other_p):.3f}" + "".join(f" · {n}" for n in ending_notes(best)))
+
+
+def ending_notes(c) -> list[str]:
+    """Plain words for how an answer began and ended, where decoding rules (not the model) decided."""
+    notes = []
+    if c.forced and c.forced[0] and len(c.forced) > 1:
+        notes.append("first token forced by the generator's settings")
+    if not c.finished:
+        notes.append("end token forced at the token limit" if c.forced and c.forced[-1] else
+                     "unfinished: cut at the token limit")
+    return notes
 
 
 def passages_frame(trace: Trace) -> pd.DataFrame:

@@ -13,7 +13,7 @@ import torch
 
 from rag_core import marginals
 from rag_core.config import Config
-from rag_core.decoding import rag_token_decode
+from rag_core.decoding import SearchSettings, rag_token_decode
 from rag_core.pipeline import load_pipeline
 
 
@@ -31,7 +31,7 @@ def main():
 
             def floor():
                 state = gen.prepare(q, [h.passage for h in hits])
-                return rag_token_decode(gen, state, lpz, 1, cfg.max_new_tokens, cfg.top_alternatives)
+                return rag_token_decode(gen, state, lpz, SearchSettings.from_config(cfg))
 
             for _ in range(2):
                 t_floor, _ = timed(floor)

@@ -5,6 +5,12 @@ transformers: RagTokenForGeneration.generate + RagSequenceForGeneration.generate
 answers (greedy, thorough RAG-Sequence rescoring). Ours: both answers with full traces (per-passage
 conditionals, alternatives, posteriors, the CSV frame). Both get the same K contexts and doc scores
 (retrieval is outside both timings); runs alternate so noise hits both alike.
+
+Equal work: both sides decode to the same length limit (`max_length` = start token + NEW_TOKENS;
+RagTokenForGeneration.generate ignores `max_new_tokens`) and stop at the end token, and every
+context is cut to exactly 300 tokens, so no padding reaches RagSequenceForGeneration.generate (which
+runs each passage's search with `attention_mask=None`). The ratio is reported only when both
+answers equal transformers' token for token; otherwise the benchmark says they differ.
 """
 import sys
 import tempfile
@@ -40,6 +46,13 @@ def build(folder: Path):
     return rows, dpr, bart, b_tok
 
 
+def same_answer(gen, seq: torch.Tensor, ours: list[int]) -> bool:
+    """transformers' output row = [start] + our answer ids, then only padding."""
+    row = seq.tolist()
+    n = len(ours)
+    return row[1 : 1 + n] == list(ours) and all(t == gen.pad_id for t in row[1 + n :])
+
+
 def main():
     from transformers import RagConfig, RagSequenceForGeneration, RagTokenForGeneration
 
@@ -60,12 +73,13 @@ def main():
         rag_tok = RagTokenForGeneration(config, question_encoder=dpr, generator=bart).eval()
         rag_seq = RagSequenceForGeneration(config, question_encoder=dpr, generator=gen.model).eval()
         question = "Who built the old library of the northern city?"
-        passages = [Passage(str(i), r["title"], r["text"] * 3) for i, r in enumerate(rows[:K])]  # ~longer inputs
+        passages = [Passage(str(i), r["title"], r["text"] * 8) for i, r in enumerate(rows[:K])]  # > 300 tokens each
         scores = torch.randn(K)
         hits = [Hit(i + 1, p, float(s)) for i, (p, s) in enumerate(zip(passages, scores))]
         ctx = tok([rag_input(question, p) for p in passages], return_tensors="pt", padding=True, truncation=True, max_length=300)
+        assert bool(ctx["attention_mask"].all()), "every context must fill the 300 tokens (no padding)"
         feed = dict(context_input_ids=ctx["input_ids"], context_attention_mask=ctx["attention_mask"],
-                    doc_scores=scores.view(1, K), n_docs=K, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, num_beams=1)
+                    doc_scores=scores.view(1, K), n_docs=K, max_length=1 + NEW_TOKENS, num_beams=1)
         cfg = Config(k=K, max_new_tokens=NEW_TOKENS)
         lpz = marginals.log_prior(scores, 1.0)
 
@@ -79,7 +93,10 @@ def main():
             trace = analyse(gen, question, hits, lpz, cfg, "bench", 1.0)
             return trace, trace.to_frame()
 
-        theirs(), ours()  # warm-up
+        (ref_tok, ref_seq), (trace, _) = theirs(), ours()  # warm-up, and the outputs compared
+        same = {d: same_answer(gen, ref[0], trace.answer(d).token_ids)
+                for d, ref in (("rag-token", ref_tok), ("rag-sequence", ref_seq))}
+        lengths = {d: len(trace.answer(d).token_ids) for d in same}
         ratios, t_ours, t_theirs = [], [], []
         for _ in range(REPEATS):
             a, _ = timed(theirs)
@@ -87,9 +104,11 @@ def main():
             ratios.append(a / b)
             t_ours.append(b)
             t_theirs.append(a)
-        emit({"speedup_vs_transformers": round(median(ratios), 3), "transformers_generate_s": round(median(t_theirs), 3),
-              "ours_full_trace_s": round(median(t_ours), 3), "vs_transformers_tokens": NEW_TOKENS,
-              "vs_transformers_context_tokens": int(ctx["input_ids"].shape[1])})
+        match = all(same.values())
+        emit({"speedup_vs_transformers": round(median(ratios), 3) if match else None,
+              "vs_transformers_outputs_match": match, "vs_transformers_answer_tokens": lengths,
+              "transformers_generate_s": round(median(t_theirs), 3), "ours_full_trace_s": round(median(t_ours), 3),
+              "vs_transformers_max_tokens": NEW_TOKENS, "vs_transformers_context_tokens": int(ctx["input_ids"].shape[1])})
 
 
 if __name__ == "__main__":

@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("-k", type=_positive_int, default=5)
     ask.add_argument("--decode", choices=["token", "sequence", "both"], default="both")
     ask.add_argument("--beams", type=_positive_int, default=1)
+    ask.add_argument("--length-penalty", type=float, default=1.0,
+                    help="beam search: finished beams rank by sum log p / T ** this (default 1.0)")
     ask.add_argument("--max-new-tokens", type=_positive_int, default=16)
     ask.add_argument("--rescore", choices=["thorough", "fast"], default="thorough")
     ask.add_argument("--scale", type=_positive_float, default=None, help="retriever scale (default: the encoder's)")
@@ -124,7 +126,7 @@ def _config(args) -> Config:
         "threads": args.threads,
         "allow_downloads": args.allow_downloads,
     }
-    for name in ("k", "decode", "beams", "max_new_tokens", "rescore", "scale", "index", "corpus"):
+    for name in ("k", "decode", "beams", "max_new_tokens", "length_penalty", "rescore", "scale", "index", "corpus"):
         if hasattr(args, name):
             fields[name] = getattr(args, name)
     return Config(**fields).validate()
@@ -159,7 +161,7 @@ def cmd_ask(args) -> int:
     finally:
         bar.close()
     trace = pipe.run(args.question, cfg)
-    closed = pipe.closed_book(args.question) if args.closed_book else None
+    closed = pipe.closed_book(args.question, cfg) if args.closed_book else None
     trace.closed_book = closed
     if args.csv:
         trace.to_csv(args.csv)

@@ -36,6 +36,8 @@ class Config:
     decode: str = "both"  # "token", "sequence" or "both"
     beams: int = 1  # 1 = greedy, as the paper decoded QA; >1 = beam search
     max_new_tokens: int = 16  # factoid answers are short; longer output is cut here
+    length_penalty: float = 1.0  # beam search ranks finished beams by Σ log p / T ** this (transformers' default)
+    early_stopping: bool = False  # transformers' default: stop when no live beam can beat the finished ones
     rescore: str = "thorough"  # RAG-Sequence rescoring: "thorough" or "fast"
     scale: float | None = None  # retriever temperature; None = the encoder's own (20 MiniLM, 1 DPR)
     index: str | None = None  # "wiki", "2016", "2018" or a folder; None = the default index
@@ -66,6 +68,8 @@ class Config:
             raise ValueError(f"beams must be between 1 and 16, got {self.beams!r}")
         if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= 256:
             raise ValueError(f"max-new-tokens must be between 1 and 256, got {self.max_new_tokens!r}")
+        if not isinstance(self.length_penalty, (int, float)) or not -10 <= self.length_penalty <= 10:
+            raise ValueError(f"length-penalty must be a number between -10 and 10, got {self.length_penalty!r}")
         if self.scale is not None and not (0 < self.scale <= 1000):
             raise ValueError(f"scale must be a positive number up to 1000, got {self.scale!r}")
         if self.device not in ("auto", "cpu", "cuda"):

@@ -7,7 +7,8 @@ Two backends, chosen from the model config:
   a passage as the (title, text) pair.
 
 We run the MiniLM model through transformers directly (mean pooling is four lines) instead of
-importing sentence-transformers, whose import alone takes seconds; a test checks both agree.
+importing sentence-transformers, whose import alone takes seconds; tests/test_encoder_reference.py
+checks both agree.
 """
 from __future__ import annotations
 

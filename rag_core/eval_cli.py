@@ -20,6 +20,8 @@ def build_parser() -> _Parser:
     p.add_argument("--index", default=None, help="wiki, 2016, 2018, a user index name or a folder")
     p.add_argument("-k", type=_positive_int, default=5, help="passages retrieved per question")
     p.add_argument("--beams", type=_positive_int, default=1)
+    p.add_argument("--length-penalty", type=float, default=1.0,
+                    help="beam search: finished beams rank by sum log p / T ** this (default 1.0)")
     p.add_argument("--max-new-tokens", type=_positive_int, default=16)
     p.add_argument("--rescore", choices=["thorough", "fast"], default="thorough")
     p.add_argument("--scale", type=_positive_float, default=None, help="retriever scale (default: the encoder's)")

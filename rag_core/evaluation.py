@@ -34,6 +34,9 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
+from .config import cache_dir
+from .decoding import DECODER_VERSION
+
 MODES = ("closed-book", "rag-token", "rag-sequence")
 RAG_MODES = ("rag-token", "rag-sequence")
 CSV_COLUMNS = ["question", "mode", "answer", "em", "contained", "answers", "title", "recall", "answer_rank",
@@ -189,7 +192,7 @@ def evaluate_question(pipe, q: EvalQuestion, cfg, diagnose: bool = True, depth: 
     t0 = time.perf_counter()
     run = diagnosis.run_with_state(pipe, q.question, cfg)
     trace = run.trace
-    trace.closed_book = pipe.closed_book(trace.query, cfg.max_new_tokens)
+    trace.closed_book = pipe.closed_book(trace.query, cfg)
     ranks = [h.rank for h in trace.hits if contains_answer(passage_text(h.passage), q.answers)]
     recall = bool(ranks)
     modes = {"closed-book": ModeResult(trace.closed_book, exact_match(trace.closed_book, q.answers),
@@ -323,7 +326,8 @@ def run_eval(pipe, questions: list[EvalQuestion], cfg, progress: Callable[[int, 
         results.append(evaluate_question(pipe, q, cfg, diagnose, trace_path=path))
         if progress:
             progress(i + 1, len(questions), results[-1])
-    info = {"index": pipe.index_name, "k": cfg.k, "beams": cfg.beams, "rescore": cfg.rescore,
+    info = {"index": pipe.index_name, "k": cfg.k, "beams": cfg.beams, "length_penalty": cfg.length_penalty,
+            "rescore": cfg.rescore, "decoder": DECODER_VERSION,
             "scale": pipe.scale_for(cfg), "generator": pipe.models.generator.id, "started": started,
             "seconds": round(time.time() - started, 1), **(settings or {})}
     return EvalRun(results, info)
@@ -331,8 +335,6 @@ def run_eval(pipe, questions: list[EvalQuestion], cfg, progress: Callable[[int, 
 
 # --------------------------------------------------------------------------------- saved runs
 def eval_folder() -> Path:
-    from .config import cache_dir
-
     path = cache_dir() / "eval"
     path.mkdir(parents=True, exist_ok=True)
     return path

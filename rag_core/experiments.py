@@ -40,6 +40,7 @@ from typing import Callable, Iterable
 import pandas as pd
 
 from .config import ASSETS, Config, cache_dir
+from .decoding import DECODER_VERSION
 from .snapshots import fold, load_leaders
 
 YEARS = ("2016", "2018")
@@ -278,7 +279,8 @@ def prompt_fingerprint() -> str:
 def experiment_settings(cfg: Config) -> dict:
     """What the answers depend on, apart from models, indexes and prompt."""
     return {"k": cfg.k, "scale": cfg.scale, "beams": cfg.beams, "max_new_tokens": cfg.max_new_tokens,
-            "rescore": cfg.rescore, "decode": cfg.decode}
+            "length_penalty": cfg.length_penalty, "early_stopping": cfg.early_stopping,
+            "rescore": cfg.rescore, "decode": cfg.decode, "decoder": DECODER_VERSION}
 
 
 def experiment_key(cfg: Config, index_checksums: dict[str, str]) -> str:
@@ -431,7 +433,7 @@ def position_records(pipes: dict, leader: dict, cfgs: list[Config]) -> list[dict
             log_pz = marginals.log_prior(torch.tensor([h.score for h in sub]), scale)  # (k,)
             trace = analyse(gen, question, sub, log_pz, cfg, year, scale, state0=state)
             rows[i] += _answer_rows(trace, leader, cfg)
-    closed_answer = pipes[YEARS[0]].closed_book(question, max_new_tokens=cfgs[0].max_new_tokens)
+    closed_answer = pipes[YEARS[0]].closed_book(question, cfgs[0])
     c16, c18 = judge(closed_answer, leader["holder_2016"], leader["holder_2018"])
     base = {k: leader[k] for k in ("position", "country", "holder_2016", "holder_2018", "question")}
     closed = {**base, "answer": closed_answer, "correct_2016": c16, "correct_2018": c18}

@@ -28,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", type=_positive_float, default=None, help="retriever scale (default: the encoder's)")
     p.add_argument("--max-new-tokens", type=_positive_int, default=16)
     p.add_argument("--beams", type=_positive_int, default=1)
+    p.add_argument("--length-penalty", type=float, default=1.0,
+                    help="beam search: finished beams rank by sum log p / T ** this (default 1.0)")
     p.add_argument("--rescore", choices=["thorough", "fast"], default="thorough")
     p.add_argument("--also", nargs="+", default=[], metavar="K[:SCALE]",
                    help="other settings computed alongside from the same prompts, e.g. --also 3 1 5:50 (K <= -k)")
@@ -91,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     base = _config(argparse.Namespace(**{**vars(args), "index": "2018", "corpus": None}))
     cfg = experiment_config(base, k=args.k, scale=args.scale, max_new_tokens=args.max_new_tokens,
-                            beams=args.beams, rescore=args.rescore, decode=args.decode)
+                            beams=args.beams, length_penalty=args.length_penalty, rescore=args.rescore,
+                            decode=args.decode)
     variants = [_variant(v, cfg) for v in args.also]
     if args.csv and os.path.isdir(args.csv):
         raise CliError(f"--csv {args.csv} is a folder; give a file name")

@@ -16,7 +16,8 @@ from . import marginals
 from .catalog import build_corpus_index, corpus_cache_folder, resolve_index
 from .config import Config
 from .corpus import read_corpus_file
-from .decoding import Scored, joint_greedy_decode, rag_sequence_decode, rag_token_decode, rescore_hypotheses
+from .decoding import (Scored, SearchSettings, closed_book_decode, decode_both, rag_sequence_decode,
+                       rag_token_decode)
 from .encoders import Encoder, load_encoder
 from .generators import Generator, load_generator
 from .generators.base import GenState
@@ -97,7 +98,8 @@ def to_candidates(gen: Generator, decoding: str, scored: list[Scored]) -> list[C
     for rank, s in enumerate(scored):
         alt_tokens = [[[gen.token_text(int(i)) for i in step] for step in row] for row in s.alt_ids.tolist()]
         out.append(Candidate(decoding, rank, gen.decode(s.tokens), list(s.tokens), [gen.token_text(t) for t in s.tokens],
-                             s.token_logp, s.alt_ids, alt_tokens, s.alt_logp, s.finished, set(s.sources)))
+                             s.token_logp, s.alt_ids, alt_tokens, s.alt_logp, s.finished, set(s.sources),
+                             list(s.forced) or [False] * len(s.tokens), s.search_score))
     return out
 
 
@@ -106,24 +108,30 @@ def analyse(gen: Generator, question: str, hits: list[Hit], log_pz: torch.Tensor
     """Decode under both models from one prepared state and build the trace."""
     state0 = state0 or gen.prepare(question, [h.passage for h in hits])
     calls = state0.calls
-    candidates: list[Candidate] = []
+    search = SearchSettings.from_config(cfg)
     token_scored: list[Scored] = []
-    if cfg.decode == "both" and cfg.beams == 1:
-        # Greedy: both decodings share every forward call (see decoding.joint_greedy_decode).
-        token_scored, per_passage = joint_greedy_decode(gen, state0, log_pz, cfg.max_new_tokens, cfg.top_alternatives)
-        seq = rescore_hypotheses(gen, state0, log_pz, per_passage, cfg.rescore, cfg.top_alternatives, token_scored)
-        candidates += to_candidates(gen, "rag-token", token_scored) + to_candidates(gen, "rag-sequence", seq)
+    seq: list[Scored] = []
+    if cfg.decode == "both":
+        # Both decodings share every forward call (see decoding.decode_both); same results as apart.
+        token_scored, seq = decode_both(gen, state0, log_pz, search, cfg.rescore)
+    elif cfg.decode == "token":
+        token_scored = rag_token_decode(gen, state0, log_pz, search)
     else:
-        if cfg.decode in ("token", "both"):
-            token_scored = rag_token_decode(gen, state0, log_pz, cfg.beams, cfg.max_new_tokens, cfg.top_alternatives)
-            candidates += to_candidates(gen, "rag-token", token_scored)
-        if cfg.decode in ("sequence", "both"):
-            seq = rag_sequence_decode(gen, state0, log_pz, cfg.beams, cfg.max_new_tokens, cfg.rescore,
-                                      cfg.top_alternatives, known=token_scored)
-            candidates += to_candidates(gen, "rag-sequence", seq)
+        seq = rag_sequence_decode(gen, state0, log_pz, search, cfg.rescore)
+    candidates = to_candidates(gen, "rag-token", token_scored) + to_candidates(gen, "rag-sequence", seq)
     settings = {"k": len(hits), "beams": cfg.beams, "rescore": cfg.rescore, "decode": cfg.decode,
-                "max_new_tokens": cfg.max_new_tokens, "generator": gen.id}
+                "max_new_tokens": cfg.max_new_tokens, "length_penalty": cfg.length_penalty,
+                "early_stopping": cfg.early_stopping, "generator": gen.id}
     return Trace(question, index_name, hits, log_pz.double(), scale, candidates, settings, model_calls=calls)
+
+
+DECODE_SETTINGS = ("k", "beams", "rescore", "decode", "max_new_tokens", "length_penalty", "early_stopping")
+
+
+def trace_config(base: Config, trace: Trace) -> Config:
+    """The config a trace was decoded with (its recorded settings over `base`), so a follow-up
+    search (closed-book, a rerun) searches the same way."""
+    return base.with_(**{name: trace.settings[name] for name in DECODE_SETTINGS if name in trace.settings})
 
 
 @dataclass
@@ -165,13 +173,15 @@ class Pipeline:
         trace.settings["notices"] = notices
         return trace
 
-    def closed_book(self, question: str, max_new_tokens: int = 16) -> str:
-        """The generator alone, with no passage: what it "knows" by itself."""
+    def closed_book(self, question: str, cfg: Config | None = None) -> str:
+        """The generator alone, with no passage: what it "knows" by itself, searched as the RAG
+        answers are (same beams, length limit and penalty)."""
+        cfg = (cfg or self.cfg).validate()
         question, _ = clean_question(question)
         gen = self.models.generator
         with self.models.lock:
             state = gen.prepare(question, None)
-            best = rag_token_decode(gen, state, torch.zeros(1), 1, max_new_tokens, 1)[0]
+            best = closed_book_decode(gen, state, SearchSettings.from_config(cfg.with_(top_alternatives=1)))
         return gen.decode(best.tokens)
 
 

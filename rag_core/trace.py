@@ -19,7 +19,7 @@ from .corpus import Passage
 
 COLUMNS = ["query", "index", "decoding", "candidate", "answer", "step", "token", "token_id", "doc_rank", "doc_id",
            "doc_title", "doc_score", "prior", "p_token_doc", "p_token_mix", "posterior_step", "posterior_prefix",
-           "logp_prefix_doc"]
+           "logp_prefix_doc", "finished", "forced"]
 TEXT_COLUMNS = ["query", "index", "decoding", "answer", "token", "doc_id", "doc_title"]
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -44,8 +44,14 @@ class Candidate:
     alt_ids: torch.Tensor  # (K, T, A)
     alt_tokens: list[list[list[str]]]  # [K][T][A]
     alt_logp: torch.Tensor  # (K, T, A)
-    finished: bool = True
+    finished: bool = True  # False: the length limit cut it (or forced its end token)
     sources: set[int] = field(default_factory=set)  # RAG-Sequence: passages (0-based) whose beam made it
+    forced: list[bool] = field(default_factory=list)  # (T,) steps whose token the generation config forced
+    search_score: float = float("nan")  # the search's own ranking score (Σ processed log p / T ** penalty)
+
+    def __post_init__(self):
+        if not self.forced:
+            self.forced = [False] * len(self.token_ids)
 
     def log_p_seq(self, log_pz: torch.Tensor) -> float:
         return float(marginals.rag_sequence(log_pz, self.token_logp))
@@ -124,6 +130,8 @@ def trace_frame(trace: Trace) -> pd.DataFrame:
             "posterior_step": resp.T.reshape(-1),
             "posterior_prefix": post.T.reshape(-1),
             "logp_prefix_doc": cum.T.reshape(-1),
+            "finished": c.finished,
+            "forced": [bool(c.forced[s]) for s in steps],
         }))
     if not frames:
         return pd.DataFrame(columns=COLUMNS)
@@ -178,7 +186,8 @@ def trace_to_dict(trace: Trace) -> dict:
         return {"decoding": c.decoding, "rank": c.rank, "answer": c.answer, "token_ids": list(c.token_ids),
                 "tokens": list(c.tokens), "token_logp": c.token_logp.tolist(), "alt_ids": c.alt_ids.tolist(),
                 "alt_tokens": c.alt_tokens, "alt_logp": c.alt_logp.tolist(), "finished": c.finished,
-                "sources": sorted(c.sources), "shape": list(c.alt_ids.shape),
+                "sources": sorted(c.sources), "forced": list(c.forced), "search_score": c.search_score,
+                "shape": list(c.alt_ids.shape),
                 "dtype": str(c.token_logp.dtype).removeprefix("torch.")}
 
     return {"query": trace.query, "index": trace.index, "scale": trace.scale, "settings": trace.settings,
@@ -195,7 +204,7 @@ def trace_from_dict(d: dict) -> Trace:
                          torch.tensor(c["token_logp"], dtype=dtype).reshape(shape[:2]),
                          torch.tensor(c["alt_ids"], dtype=torch.long).reshape(shape), c["alt_tokens"],
                          torch.tensor(c["alt_logp"], dtype=dtype).reshape(shape), c["finished"],
-                         set(c["sources"]))
+                         set(c["sources"]), list(c.get("forced") or []), float(c.get("search_score", float("nan"))))
 
     hits = [Hit(h["rank"], Passage(**h["passage"]), h["score"]) for h in d["hits"]]
     return Trace(d["query"], d["index"], hits, torch.tensor(d["log_prior"], dtype=torch.float64), d["scale"],

@@ -7,7 +7,7 @@ import torch
 
 from rag_core import marginals
 from rag_core.corpus import Passage
-from rag_core.decoding import rag_sequence_decode, rag_token_decode
+from rag_core.decoding import SearchSettings, decode_both, rag_sequence_decode, rag_token_decode
 from rag_core.generators.toy import ToyGenerator
 from rag_core.toys import run_toy
 
@@ -39,7 +39,7 @@ def test_seed_numbers_through_the_toy_files():
 
 def test_greedy_rag_token_follows_the_mixture():
     gen, state, lpz = setup()
-    best = rag_token_decode(gen, state, lpz, beams=1)[0]
+    best = rag_token_decode(gen, state, lpz)[0]
     assert gen.decode(best.tokens) == "born Hawaii"
     # the recorded per-passage conditionals are the table's numbers
     assert best.token_logp.exp()[:, :2].tolist() == [pytest.approx([0.8, 0.9]), pytest.approx([0.4, 0.1])]
@@ -51,8 +51,8 @@ def test_wide_beam_finds_the_most_likely_rag_token_answer_by_enumeration():
         "b": {"": {"x": 0.6, "y": 0.4}, "x": {"q": 0.4}, "y": {"p": 0.9}},
     }
     gen, state, lpz = setup(tables, (0.5, 0.5))
-    greedy = rag_token_decode(gen, state, lpz, beams=1)[0]
-    beam = rag_token_decode(gen, state, lpz, beams=4)[0]
+    greedy = rag_token_decode(gen, state, lpz)[0]
+    beam = rag_token_decode(gen, state, lpz, SearchSettings(beams=4, length_penalty=0.0))[0]
     best_score, best = -math.inf, None
     words = ["x", "y", "p", "q", "<other>"]
     for n in (1, 2, 3):
@@ -63,7 +63,7 @@ def test_wide_beam_finds_the_most_likely_rag_token_answer_by_enumeration():
             score = float(marginals.rag_token(lpz, tok))
             if score > best_score:
                 best_score, best = score, ids
-    assert beam.tokens == best
+    assert beam.tokens == best  # with no length penalty the beam ranks by the plain likelihood
     assert gen.decode(greedy.tokens) != gen.decode(beam.tokens)  # greedy is fooled here, the beam is not
 
 
@@ -82,26 +82,50 @@ def test_thorough_and_fast_rescoring_differ_where_a_passage_never_produced_the_a
 
 
 def _same(a, b):
-    assert a.tokens == b.tokens and a.finished == b.finished
-    assert torch.allclose(torch.nan_to_num(a.token_logp, nan=9.0).float(), torch.nan_to_num(b.token_logp, nan=9.0).float(), atol=1e-6)
+    assert a.tokens == b.tokens and a.finished == b.finished and a.sources == b.sources
+    assert torch.equal(a.token_logp.isnan(), b.token_logp.isnan())
+    assert torch.allclose(torch.nan_to_num(a.token_logp, nan=9.0), torch.nan_to_num(b.token_logp, nan=9.0), atol=1e-12)
 
 
+RUNNER_UP_END = {"z": {"": {"a": 0.6, "</s>": 0.4}, "a": {"b": 0.5, "c": 0.5}}}
+
+
+def test_greedy_never_lets_a_runner_up_end_token_win():
+    """At step 0 the end token is the runner-up (0.4 < 0.6): greedy follows "a", as argmax must,
+    and every path (token, sequence, both, closed-book) gives the same answer."""
+    gen, state, lpz = setup(RUNNER_UP_END, (1.0,))
+    token = rag_token_decode(gen, state, lpz)
+    seq = rag_sequence_decode(gen, state, lpz)
+    both_tok, both_seq = decode_both(gen, state, lpz)
+    assert [gen.decode(h.tokens) for h in token] == ["a b"]
+    assert [gen.decode(h.tokens) for h in seq] == ["a b"]
+    assert [h.tokens for h in both_tok] == [h.tokens for h in token]
+    assert [h.tokens for h in both_seq] == [h.tokens for h in seq]
+
+
+def test_a_length_cut_answer_is_marked_unfinished():
+    gen, state, lpz = setup(RUNNER_UP_END, (1.0,))
+    cut = rag_token_decode(gen, state, lpz, SearchSettings(max_new_tokens=2))[0]
+    whole = rag_token_decode(gen, state, lpz, SearchSettings(max_new_tokens=3))[0]
+    assert gen.decode(cut.tokens) == "a b" and not cut.finished
+    assert whole.tokens == cut.tokens + [0] and whole.finished
+
+
+@pytest.mark.parametrize("beams", [1, 3])
 @pytest.mark.parametrize("rescore", ["thorough", "fast"])
 @pytest.mark.parametrize("tables,prior", [
     (OBAMA, (0.7, 0.3)),
     ({"a": {"": {"x": 0.6}, "x": {"y": 0.7}, "x y": {"z": 0.9}}, "b": {"": {"w": 0.9}, "w": {"x": 0.8}},
       "c": {"": {"x": 0.5, "w": 0.4}, "x": {"w": 0.6}}}, (0.5, 0.2, 0.3)),
+    (RUNNER_UP_END, (1.0,)),
 ])
-def test_joint_greedy_equals_separate_decoding(tables, prior, rescore):
-    from rag_core.decoding import joint_greedy_decode, rescore_hypotheses
-
+def test_decoding_both_at_once_equals_each_alone(tables, prior, rescore, beams):
+    """decode_both shares rows between the searches; its answers, sources and every stored
+    log-probability equal those of the searches run separately."""
     gen, state, lpz = setup(tables, prior)
-    tok_joint, per_passage = joint_greedy_decode(gen, state, lpz, max_new_tokens=6)
-    _same(tok_joint[0], rag_token_decode(gen, state, lpz, beams=1, max_new_tokens=6)[0])
-    joint = rescore_hypotheses(gen, state, lpz, per_passage, rescore, known=tok_joint)
-    separate = rag_sequence_decode(gen, state, lpz, beams=1, max_new_tokens=6, rescore=rescore)
-    assert [h.tokens for h in joint] == [h.tokens for h in separate]
-    for a, b in zip(joint, separate):
-        assert a.sources == b.sources
-        if rescore == "thorough":
-            _same(a, b)
+    settings = SearchSettings(beams=beams, max_new_tokens=6)
+    tok_joint, seq_joint = decode_both(gen, state, lpz, settings, rescore)
+    for a, b in zip(tok_joint, rag_token_decode(gen, state, lpz, settings), strict=True):
+        _same(a, b)
+    for a, b in zip(seq_joint, rag_sequence_decode(gen, state, lpz, settings, rescore), strict=True):
+        _same(a, b)

@@ -12,7 +12,7 @@ from rag_core import diagnosis as dg
 from rag_core import marginals
 from rag_core.config import Config
 from rag_core.corpus import Passage
-from rag_core.decoding import rag_token_decode
+from rag_core.decoding import SearchSettings, closed_book_decode
 from rag_core.generators.toy import ToyGenerator
 from rag_core.pipeline import analyse
 from rag_core.trace import Hit
@@ -32,7 +32,7 @@ def toy(passages, closed=None, cfg=GREEDY, question="q?"):
     state0 = gen.prepare(question, [h.passage for h in hits])
     trace = analyse(gen, question, hits, log_pz, cfg, "toy", 1.0, state0)
     if closed is not None:
-        cb = rag_token_decode(gen, gen.prepare(question, None), torch.zeros(1), 1, 8, 1)[0]
+        cb = closed_book_decode(gen, gen.prepare(question, None), SearchSettings(max_new_tokens=8))
         trace.closed_book = gen.decode(cb.tokens)
     return gen, trace, state0
 

@@ -7,13 +7,12 @@ import sys
 
 import pandas as pd
 import pytest
-import torch
 
 from conftest import ROOT
 from rag_core import evaluation as ev
 from rag_core.config import Config
 from rag_core.corpus import Passage
-from rag_core.decoding import rag_token_decode
+from rag_core.decoding import SearchSettings, closed_book_decode
 from rag_core.generators.toy import ToyGenerator
 from rag_core.trace import Hit
 
@@ -79,9 +78,9 @@ class ToyPipe:
     def scale_for(self, cfg):
         return 1.0
 
-    def closed_book(self, question, max_new_tokens=16):
+    def closed_book(self, question, cfg):
         gen = self.models.generator
-        best = rag_token_decode(gen, gen.prepare(question, None), torch.zeros(1), 1, max_new_tokens, 1)[0]
+        best = closed_book_decode(gen, gen.prepare(question, None), SearchSettings.from_config(cfg))
         return gen.decode(best.tokens)
 
 

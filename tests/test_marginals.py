@@ -61,7 +61,8 @@ def test_long_answers_do_not_underflow():
     lpz = torch.log(torch.tensor([0.5, 0.5], dtype=torch.float64))
     lc = torch.full((2, 500), math.log(0.01), dtype=torch.float64)
     assert marginals.rag_sequence(lpz, lc).item() == pytest.approx(500 * math.log(0.01))
-    assert math.prod([0.01] * 500) == 0.0
+    assert marginals.rag_token(lpz, lc).item() == pytest.approx(500 * math.log(0.01))
+    assert marginals.prefix_posteriors(lpz, lc)[:, -1].tolist() == pytest.approx([0.5, 0.5])
 
 
 def test_unscored_pairs_count_as_zero_and_posteriors_stay_normalised():

@@ -6,6 +6,8 @@ import torch
 from rag_core.corpus import Passage
 from rag_core.generators import causal
 
+TOL = 1e-4  # the README's figure: the cached prefix changes log-probs by < 1e-4 (float32, another summation order)
+
 
 @pytest.fixture(scope="module")
 def gen(default_pipeline):
@@ -33,17 +35,19 @@ def test_prepare_matches_a_plain_forward(default_pipeline, gen):
     passages.append(Passage("x", "A short one", "Tiny."))  # rows of very different lengths
     state = gen.prepare(q, passages)
     ref = plain_forward(gen, [causal.rag_prompt(q, p) for p in passages])  # (K, V)
-    assert (state.logprobs - ref).abs().max() < 1e-3
+    print(f"prompt pass vs plain forward: max |Δ log p| = {(state.logprobs - ref).abs().max():.1e}")
+    assert (state.logprobs - ref).abs().max() < TOL
     answers = torch.tensor([gen.encode_answer("Herman Melville")] * len(passages))  # (K, T)
     forced = gen.teacher_force(state, answers)  # (K, T, V)
     ref_forced = plain_forward(gen, [causal.rag_prompt(q, p) for p in passages], answers)
-    assert (forced - ref_forced).abs().max() < 1e-3
+    print(f"teacher forcing vs plain forward: max |Δ log p| = {(forced - ref_forced).abs().max():.1e}")
+    assert (forced - ref_forced).abs().max() < TOL
 
 
 def test_closed_book_matches_a_plain_forward(gen):
     q = "In what year did the Berlin Wall fall?"
     state = gen.prepare(q, None)
-    assert (state.logprobs - plain_forward(gen, [causal.closed_book_prompt(q)])).abs().max() < 1e-3
+    assert (state.logprobs - plain_forward(gen, [causal.closed_book_prompt(q)])).abs().max() < TOL
 
 
 def test_the_prefix_is_computed_once(default_pipeline, gen):

@@ -40,6 +40,8 @@ class Generator(Protocol):
     id: str
     vocab_size: int
     eos_ids: frozenset[int]  # a token in here ends an answer (it is part of the answer)
+    forced_bos_id: int | None  # generation config: the first answer token, forced (encoder-decoder only)
+    forced_eos_ids: frozenset[int]  # generation config: forced at the length limit (empty: none)
 
     def prepare(self, question: str, passages: Sequence[Passage] | None) -> GenState:
         """One batched forward of the K prompts; `passages=None` is closed-book (one row)."""
@@ -61,6 +63,16 @@ class Generator(Protocol):
 
     def token_text(self, token_id: int) -> str:
         """One token as a person reads it (leading spaces kept)."""
+
+
+def forced_ids(generation_config, encoder_decoder: bool) -> tuple[int | None, frozenset[int]]:
+    """The forced first and last tokens of a generation config, where transformers applies them:
+    `forced_bos_token_id` only after an encoder-decoder's start token, `forced_eos_token_id` at the
+    length limit of any model."""
+    bos = getattr(generation_config, "forced_bos_token_id", None) if encoder_decoder else None
+    eos = getattr(generation_config, "forced_eos_token_id", None)
+    eos_set = frozenset() if eos is None else frozenset([int(eos)] if isinstance(eos, int) else [int(e) for e in eos])
+    return (None if bos is None else int(bos)), eos_set
 
 
 def pad_answers(answers: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:

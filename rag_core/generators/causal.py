@@ -18,7 +18,7 @@ import torch
 
 from ..corpus import Passage
 from ..sources import TOKENIZER_LOCK
-from .base import ForwardCounter, GenState
+from .base import ForwardCounter, GenState, forced_ids
 
 # Worked examples the prompt shows before the real question. Written for this prompt; none of them
 # is about a question in the shipped dev set (assets/eval/dev.jsonl). Each one is built against a
@@ -129,6 +129,7 @@ class CausalGenerator:
         self.eos_ids = frozenset(eos | set(nl))
         self.newline_id = tokenizer.encode("\n", add_special_tokens=False)[-1]
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+        self.forced_bos_id, self.forced_eos_ids = forced_ids(model.generation_config, encoder_decoder=False)
 
     # -- the forward pass, with our own (immutable) cache: a tuple of (keys, values) per layer
     def _forward(self, input_ids: torch.Tensor, attn: torch.Tensor, positions: torch.Tensor, cache,

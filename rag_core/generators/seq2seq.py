@@ -13,7 +13,7 @@ import torch
 
 from ..corpus import Passage
 from ..sources import TOKENIZER_LOCK
-from .base import ForwardCounter, GenState
+from .base import ForwardCounter, GenState, forced_ids
 
 TITLE_SEP = " / "
 DOC_SEP = " // "
@@ -34,9 +34,12 @@ class Seq2SeqGenerator:
         self.tokenizer = tokenizer
         self.device = device
         self.vocab_size = int(model.config.vocab_size)
-        self.start_id = int(model.config.decoder_start_token_id)
+        # generate() reads the start token from the generation config first, as we do
+        start = getattr(model.generation_config, "decoder_start_token_id", None)
+        self.start_id = int(start if start is not None else model.config.decoder_start_token_id)
         self.eos_ids = frozenset({int(model.config.eos_token_id)})
         self.pad_id = int(model.config.pad_token_id if model.config.pad_token_id is not None else 0)
+        self.forced_bos_id, self.forced_eos_ids = forced_ids(model.generation_config, encoder_decoder=True)
 
     @torch.inference_mode()
     def prepare(self, question: str, passages: Sequence[Passage] | None) -> GenState:

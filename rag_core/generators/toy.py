@@ -34,6 +34,7 @@ class ToyGenerator:
         self.vocab = [EOS, OTHER] + sorted(words - {EOS, OTHER})
         self.vocab_size = len(self.vocab)
         self.eos_ids = frozenset({0})
+        self.forced_bos_id, self.forced_eos_ids = None, frozenset()  # toy tables force nothing
         self.pad_id = 0
         self._index = {w: i for i, w in enumerate(self.vocab)}
 
