@@ -19,6 +19,8 @@ from rag_core.evaluation import exact_match
 from rag_core.pipeline import trace_config
 from rag_core.trace import Trace
 
+from app.views import md_text
+
 ICONS = {True: "🔴", False: "⚪", None: "❔"}
 LABELS = {"rag-sequence": "RAG-Sequence", "rag-token": "RAG-Token"}
 
@@ -89,19 +91,19 @@ def _evidence(v: dg.Verdict) -> None:
         frame = pd.DataFrame({"rank": range(1, len(ev["prior"]) + 1), "prior p(z|x)": ev["prior"],
                               "p(y|x,z)": ev["p_answer_given_passage"], "posterior p(z|x,y)": ev["posterior"]})
         st.dataframe(frame, hide_index=True, width="stretch")
-        st.caption(f"closed-book: {ev.get('closed_book')!r} · p(y|x,z) varies by a factor {ev['ratio']:.3g} over "
+        st.caption(f"closed-book: {md_text(repr(ev.get('closed_book')))} · p(y|x,z) varies by a factor {ev['ratio']:.3g} over "
                    f"the passages (flat: at most {ev['threshold']:g})")
     elif v.code == "frankenstein" and ev.get("steps"):
         st.dataframe(pd.DataFrame(ev["steps"]), hide_index=True, width="stretch")
-        st.caption(f"RAG-Token {ev['rag_token']!r}: p_tok {_p(ev['p_tok_token'])}, p_seq {_p(ev['p_seq_token'])} · "
-                   f"RAG-Sequence {ev['rag_sequence']!r}: p_tok {_p(ev['p_tok_sequence'])}, p_seq {_p(ev['p_seq_sequence'])}")
+        st.caption(f"RAG-Token {md_text(repr(ev['rag_token']))}: p_tok {_p(ev['p_tok_token'])}, p_seq {_p(ev['p_seq_token'])} · "
+                   f"RAG-Sequence {md_text(repr(ev['rag_sequence']))}: p_tok {_p(ev['p_tok_sequence'])}, p_seq {_p(ev['p_seq_sequence'])}")
     elif v.code == "misleading-passage" and "rank" in ev:
         extra = f", p(expected|x,z) {_p(ev['p_expected'])}" if "p_expected" in ev else ""
         st.caption(f"passage {ev['rank']} · prior {ev['prior']:.3f} · posterior {ev['posterior']:.3f} · "
                    f"p(produced|x,z) {_p(ev['p_produced'])}{extra}")
         st.text(f"{ev['title']}: {ev['text']}")
     elif v.code == "search-error" and "p_expected" in ev:
-        st.caption(f"{ev['marginal']}: expected {ev['expected']!r} {_p(ev['p_expected'])} · produced "
+        st.caption(f"{ev['marginal']}: expected {md_text(repr(ev['expected']))} {_p(ev['p_expected'])} · produced "
                    f"{_p(ev['p_produced'])} · beams {ev['beams']} (raise Beams in the sidebar to search wider)")
 
 
@@ -185,14 +187,14 @@ def render(trace: Trace | None) -> None:
     d = dg.diagnose(trace, list(expected), decoding, forced=extra.get("forced"), deep=extra.get("deep"),
                     closed_book=extra.get("closed_book", trace.closed_book))
     if d.correct:
-        st.success(f"{LABELS[decoding]}'s answer {d.answer!r} matches the expected answer: nothing to diagnose.")
+        st.success(f"{LABELS[decoding]}'s answer {md_text(repr(d.answer))} matches the expected answer: nothing to diagnose.")
     elif d.correct is False:
-        st.error(f"{LABELS[decoding]} answered {d.answer!r}; expected {' or '.join(map(repr, d.expected))}.")
+        st.error(f"{LABELS[decoding]} answered {md_text(repr(d.answer))}; expected {md_text(' or '.join(map(repr, d.expected)))}.")
     else:
         st.info("Type the expected answer to check it; without one, only the checks that need none run.")
     if not d.correct:
         for v in d.verdicts:
-            with st.expander(f"{ICONS[v.fired]} {v.title} — {v.summary}", expanded=bool(v.fired)):
+            with st.expander(f"{ICONS[v.fired]} {v.title} — {md_text(v.summary)}", expanded=bool(v.fired)):
                 _evidence(v)
     if extra.get("forced") is not None and extra["forced"].expected:
         st.markdown("**Expected vs produced** (teacher-forced under the same passages)")

@@ -41,6 +41,8 @@ def build(folder: Path):
                           decoder_start_token_id=2, eos_token_id=2, bos_token_id=0, pad_token_id=1,
                           forced_bos_token_id=None, forced_eos_token_id=None)
     bart = BartForConditionalGeneration(bart_cfg).eval()
+    with torch.no_grad():  # a random model ends at once; this one never ends, so both sides decode all NEW_TOKENS
+        bart.final_logits_bias[0, bart_cfg.eos_token_id] = -1e4
     bart.save_pretrained(folder / "bart")
     b_tok.save_pretrained(folder / "bart")
     return rows, dpr, bart, b_tok
@@ -73,7 +75,7 @@ def main():
         rag_tok = RagTokenForGeneration(config, question_encoder=dpr, generator=bart).eval()
         rag_seq = RagSequenceForGeneration(config, question_encoder=dpr, generator=gen.model).eval()
         question = "Who built the old library of the northern city?"
-        passages = [Passage(str(i), r["title"], r["text"] * 8) for i, r in enumerate(rows[:K])]  # > 300 tokens each
+        passages = [Passage(str(i), r["title"], r["text"] * 20) for i, r in enumerate(rows[:K])]  # > 300 tokens each
         scores = torch.randn(K)
         hits = [Hit(i + 1, p, float(s)) for i, (p, s) in enumerate(zip(passages, scores))]
         ctx = tok([rag_input(question, p) for p in passages], return_tensors="pt", padding=True, truncation=True, max_length=300)

@@ -6,12 +6,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app import state
+from app import state, views
 from rag_core import evaluation as ev
 from rag_core.config import ASSETS
 
 ASK = Path(__file__).resolve().parent / "ask.py"
-DEV = ASSETS / "eval" / "dev.jsonl"
+SPLITS = {"dev (for choosing prompts and settings)": ASSETS / "eval" / "dev.jsonl",
+          "test (held out: for reporting)": ASSETS / "eval" / "test.jsonl"}
 
 st.title("Eval")
 st.caption("Exact match (SQuAD normalisation, any gold answer), answer contained, and answer-recall@K of the "
@@ -32,7 +33,8 @@ def _label(path: Path) -> str:
 
 with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
     cfg = state.settings()
-    upload = st.file_uploader("Questions JSONL (default: the shipped dev set)", type=["jsonl", "json", "txt"],
+    split = st.radio("Shipped question set", list(SPLITS), key="eval_split", horizontal=True)
+    upload = st.file_uploader("Or your own questions JSONL (instead of the shipped set)", type=["jsonl", "json", "txt"],
                               key="eval_upload")
     n = st.slider("Questions (the first N)", 1, 20, 5, key="eval_n",
                   help="Each question costs a few seconds to a minute on a CPU: closed-book, both decodings and "
@@ -48,8 +50,8 @@ with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
                 if not questions:
                     raise ev.EvalDataError(f"no usable question in {name}")
             else:
-                questions, skipped = ev.read_questions(DEV)
-                name = str(DEV.relative_to(ASSETS.parent))
+                questions, skipped = ev.read_questions(SPLITS[split])
+                name = str(SPLITS[split].relative_to(ASSETS.parent))
         except ev.EvalDataError as e:
             st.error(str(e))
         else:
@@ -76,7 +78,7 @@ if not runs:
 path = st.selectbox("Run", runs, format_func=_label, key="eval_pick")
 run = ev.load_run(path)
 if run is None:
-    st.error(f"{path.name} cannot be read; run the evaluation again.")
+    st.error(f"{views.md_text(path.name)} cannot be read; run the evaluation again.")
     st.stop()
 summary = run.summary()
 

@@ -4,7 +4,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app import state, views
+from app import jobs, state, views
 from rag_core import experiments as ex
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,9 +58,9 @@ for col, year in zip(cols, ex.YEARS):
             logp = best.log_p_tok(trace.log_prior) if decoding == "rag-token" else best.log_p_seq(trace.log_prior)
             verdict = ""
             if known:
-                c16, c18 = ex.judge(best.answer, *known)
-                verdict = "names the 2016 holder" if c16 and not c18 else "names the 2018 holder" if c18 and not c16 \
-                    else "names both holders" if c16 else "names neither holder"
+                c16, c18, both = ex.judge(best.answer, *known)
+                verdict = ("names the 2016 holder" if c16 else "names the 2018 holder" if c18
+                           else "names both holders (ambiguous)" if both else "names neither holder")
             st.metric(f"{label} ({year} index)", best.answer or "(empty)", f"p = {views.prob(logp):.3f}",
                       delta_color="off", help=verdict or None)
             if verdict:
@@ -88,36 +88,60 @@ st.caption(f"Settings: K={cfg.k}, scale={cfg.scale or 'the encoder default (20)'
            "answer tokens. An answer is correct for a year when it names that year's holder (full name or surname, "
            "accents ignored). Same as `python -m rag_core leaders`, whose results this page shares.")
 
+shipped = ex.shipped_result(cfg, checksums)
 if result is None or not result.complete:
     done = result.positions if result else 0
-    st.info(f"{done} of {len(leaders)} positions computed so far. The full run answers every question on both "
-            "indexes and closed-book: on a CPU this takes a while (see the progress bar); it resumes where it stopped.")
-    if st.button("Run the experiment" if not done else "Resume the experiment", type="primary"):
-        bar = st.progress(0.0, text="Starting…")
-        result = ex.run_experiment(
-            cfg, lambda: {y: state.pipeline(y) for y in ex.YEARS}, checksums=checksums,
-            progress=lambda msg, frac: bar.progress(min(1.0, max(0.0, frac)), text=msg))
-        bar.empty()
+    if shipped is not None:
+        st.info(f"Showing the shipped reference run ({shipped.created[:10]}; same models, prompt, snapshots and "
+                f"settings, checked by fingerprint). {done} of {len(leaders)} positions have been recomputed on this "
+                "machine; a run replaces the shipped rows with live ones.", icon=":material/inventory_2:")
+    else:
+        st.info(f"{done} of {len(leaders)} positions computed so far. The full run answers every question on both "
+                "indexes and closed-book: on a CPU this takes a while; it resumes where it stopped.")
+    job = jobs.get("leaders")
+    if job is None or not job.running:
+        if job is not None and job.error:
+            st.error(f"The last run stopped: {job.error}. What it computed is kept; resuming continues from there.")
+        if st.button("Run the experiment" if not done else "Resume the experiment", type="primary"):
+            pipes = {y: state.pipeline(y) for y in ex.YEARS}  # loaded here, in the page's own run
+            job = jobs.start("leaders", lambda progress: ex.run_experiment(cfg, lambda: pipes, checksums=checksums,
+                                                                             progress=progress))
+    if job is not None and job.running:
+        @st.fragment(run_every=2)
+        def _progress() -> None:
+            j = jobs.get("leaders")
+            st.progress(j.fraction, text=f"Running in the background (other pages stay usable): {j.message}")
+            if not j.running:
+                st.rerun()
+
+        _progress()
+    if (result is None or not result.complete) and shipped is not None:
+        result = ex.overlay(result, shipped)  # live rows replace shipped ones as they come
 
 if result is not None:
-    if not result.complete:
+    if result.shipped:
+        st.caption(f"Tables: the shipped reference run, with {done} position(s) recomputed on this machine.")
+    elif not result.complete:
         st.warning(f"Partial result: {result.positions} of {len(leaders)} positions.")
     for decoding in result.decodings():
-        t = result.table(decoding)
-        shown = pd.DataFrame({
-            "leaders 2016": t["leaders 2016"].map(lambda x: f"{100 * x:.0f}%"),
-            "paper 2016": [f"{100 * ex.PAPER[(y, '2016')]:.0f}%" for y in ex.YEARS],
-            "leaders 2018": t["leaders 2018"].map(lambda x: f"{100 * x:.0f}%"),
-            "paper 2018": [f"{100 * ex.PAPER[(y, '2018')]:.0f}%" for y in ex.YEARS],
-        }, index=t.index)
         st.markdown(f"**{'RAG-Token' if decoding == 'rag-token' else 'RAG-Sequence'}**: accuracy by index (rows) and "
-                    "leaders' year (columns); the diagonal should be high, the rest low.")
-        st.dataframe(shown, width="content")
+                    "leaders' year (columns); the diagonal should be high, the rest low. The held-out half is the "
+                    "result; the prompt and settings were chosen on the tuning half.")
+        halves = st.columns(2)
+        for col, split, label in zip(halves, ("test", "tune"), ("Held-out half", "Tuning half")):
+            t = result.table(decoding, split)
+            col.caption(f"{label} ({int(result.frame()['split'].eq(split).sum() / max(1, 2 * len(result.decodings())))} positions)")
+            col.dataframe(pd.DataFrame({
+                "leaders 2016": t["leaders 2016"].map(lambda x: f"{100 * x:.0f}%"),
+                "paper 2016": [f"{100 * ex.PAPER[(y, '2016')]:.0f}%" for y in ex.YEARS],
+                "leaders 2018": t["leaders 2018"].map(lambda x: f"{100 * x:.0f}%"),
+                "paper 2018": [f"{100 * ex.PAPER[(y, '2018')]:.0f}%" for y in ex.YEARS],
+            }, index=t.index), width="content")
         o = result.override(decoding)
         st.caption(f"Answers naming the other year's holder: {o['other_year']} of {o['total']} "
                    f"({o['other_year_in_passages']} of them named in the retrieved passages, "
-                   f"{o['other_year_closed_book']} also the model's closed-book answer); naming neither "
-                   f"holder: {o['neither']}. Goal (matched ≥ {ex.GOAL_MATCHED:.0%}, mismatched ≤ "
+                   f"{o['other_year_closed_book']} also the model's closed-book answer); naming both "
+                   f"(ambiguous): {o['ambiguous']}; naming neither holder: {o['neither']}. Goal (matched ≥ {ex.GOAL_MATCHED:.0%}, mismatched ≤ "
                    f"{ex.GOAL_MISMATCHED:.0%}): {'met' if result.goal_met(decoding) else 'not met'}.")
         st.info(f"Finding: {result.finding(decoding)}", icon=":material/search:")
     cb = result.closed_book_accuracy()
@@ -133,8 +157,8 @@ if result is not None:
                           help="Answers that do not name the holder of the index's own year.")
     dec = f2.radio("Decoding", ["rag-token", "rag-sequence"], horizontal=True, key="swap_decoding")
     frame = result.failures(dec) if only_fail else result.frame()[lambda f: f["decoding"] == dec]
-    cols_shown = ["position", "index", "answer", "holder_2016", "holder_2018", "correct_2016", "correct_2018",
-                  "closed_book", "p_answer", "top_passage"]
+    cols_shown = ["position", "split", "index", "answer", "holder_2016", "holder_2018", "correct_2016",
+                  "correct_2018", "ambiguous", "closed_book", "p_answer", "top_passage"]
     st.dataframe(frame[cols_shown], hide_index=True, width="stretch",
                  column_config={"p_answer": st.column_config.NumberColumn("p(answer)", format="%.3f")})
 

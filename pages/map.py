@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from app import state
+from app import state, views
 from rag_core import projection
 from rag_core.pipeline import clean_question
 
@@ -93,7 +93,7 @@ except state.USER_ERRORS as e:
 
 placed = ("placed at the score-weighted mean of its 10 nearest passages" if pmap.method == "umap"
           else "projected exactly")
-st.caption(f"Each dot is one of the {len(idx):,} passages of **{name}**, coloured by topic; the red "
+st.caption(f"Each dot is one of the {len(idx):,} passages of **{views.md_text(name)}**, coloured by topic; the red "
            f"{'★' if dims == 2 else '◆'} is the question, {placed}. Closeness on the map is *not* the retriever's "
            f"ranking: the map squeezes {idx.dim} dimensions into {dims}. The numbered rings mark the true "
            f"top-{len(hits)} by inner product "

@@ -46,8 +46,13 @@ def verdicts(result: dict) -> dict:
     return out
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # a bad flag is a user error: one `error:` line and exit 2 (the CLI's rule)
+        raise ValueError(message)
+
+
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m rag_core bench")
+    p = _Parser(prog="python -m rag_core bench")
     p.add_argument("--json", action="store_true")
     p.add_argument("--only", nargs="*", choices=SCRIPTS, default=None)
     p.add_argument("--quick", action="store_true", help="ANN on 200k vectors instead of 1M (minutes less)")
@@ -73,4 +78,8 @@ def main(argv: list[str]) -> int:
             goal = GOALS.get(key)
             mark = "" if goal is None else (" ✓" if result["goals_met"].get(key) else " ✗") + f" (goal {goal[0]} {goal[1]})"
             print(f"{key:<{width}}  {value}{mark}")
+    failed = [k.removesuffix("_error") for k in result if k.endswith("_error")]
+    if failed:  # the figures that did come are printed above; the run as a whole did not succeed
+        print(f"error: bench script(s) failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0

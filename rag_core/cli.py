@@ -106,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser("build-index", help="encode a JSONL corpus into a FAISS index folder")
     build.add_argument("corpus")
-    build.add_argument("--out", required=True)
+    build.add_argument("--out", required=True, help="a new folder, or an existing index (with --force)")
+    build.add_argument("--force", action="store_true", help="replace the existing index at --out")
     build.add_argument("--factory", default="Flat", help="FAISS factory string: Flat (exact), HNSW32, IVF1024,Flat ...")
     _model_args(build)
 
@@ -185,9 +186,10 @@ def cmd_toy(args) -> int:
 def cmd_build_index(args) -> int:
     from .catalog import build_corpus_index
     from .corpus import read_corpus_file
-    from .pipeline import load_models
+    from .index import check_output_folder
 
     cfg = _config(args)
+    out = check_output_folder(args.out, args.force)  # refuse a non-index folder before any work
     parsed = read_corpus_file(args.corpus)
     if parsed.skipped:
         print(f"skipped {parsed.skipped} unreadable rows", file=sys.stderr)
@@ -198,7 +200,7 @@ def cmd_build_index(args) -> int:
     encoder = load_encoder(cfg.question_encoder, cfg.ctx_encoder, pick_device(cfg.device), cfg.allow_downloads)
     bar, progress = _progress_bar()
     try:
-        idx = build_corpus_index(parsed.passages, encoder, Path(args.out), factory=args.factory, progress=progress)
+        idx = build_corpus_index(parsed.passages, encoder, out, factory=args.factory, progress=progress)
     finally:
         bar.close()
     print(f"built {args.out}: {len(idx)} passages, dim {idx.dim}, {idx.manifest['factory']}, encoder {encoder.id}")

@@ -21,7 +21,7 @@ True
 >>> names_holder("Michelle Bachelet", "Sebastián Piñera")
 False
 >>> judge("Pravind Jugnauth", "Anerood Jugnauth", "Pravind Jugnauth")  # same surname: first names decide
-(False, True)
+(False, True, False)
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ from .snapshots import fold, load_leaders
 YEARS = ("2016", "2018")
 DECODINGS = ("rag-token", "rag-sequence")
 DECODE_NAMES = {"token": ("rag-token",), "sequence": ("rag-sequence",), "both": DECODINGS}
-JUDGE_VERSION = 1  # bump when `names_holder` changes: cached results are keyed by it
+JUDGE_VERSION = 2  # bump when the judge changes: cached results are keyed by it (2: "ambiguous")
 FORMAT_VERSION = 1  # bump when the cached record layout changes
 
 # The paper's Table (§4.5): accuracy by (index year, leaders year), RAG on Natural Questions models.
@@ -57,7 +57,8 @@ GOAL_MISMATCHED = 0.10
 
 ROW_COLUMNS = ["position", "country", "holder_2016", "holder_2018", "question", "index", "decoding", "answer",
                "correct_2016", "correct_2018", "p_answer", "closed_book", "passages_name_2016",
-               "passages_name_2018", "top_passage"]
+               "passages_name_2018", "top_passage", "ambiguous", "split"]
+SPLITS = ("tune", "test")  # prompt and settings are chosen on "tune"; results are reported on "test"
 
 Progress = Callable[[str, float], None]  # (message, fraction done)
 
@@ -120,9 +121,27 @@ def names_holder(text: str, name: str, other: str | None = None) -> bool:
     return True
 
 
-def judge(answer: str, holder_2016: str, holder_2018: str) -> tuple[bool, bool]:
-    """(names the 2016 holder, names the 2018 holder) for one answer."""
-    return (names_holder(answer, holder_2016, holder_2018), names_holder(answer, holder_2018, holder_2016))
+def judge(answer: str, holder_2016: str, holder_2018: str) -> tuple[bool, bool, bool]:
+    """(right for 2016, right for 2018, ambiguous) for one answer.
+
+    An answer that names both years' holders is ambiguous: right in neither cell, counted apart.
+
+    >>> judge("Barack Obama", "Barack Obama", "Donald Trump")
+    (True, False, False)
+    >>> judge("Obama, then Trump", "Barack Obama", "Donald Trump")
+    (False, False, True)
+    """
+    n16, n18 = names_holder(answer, holder_2016, holder_2018), names_holder(answer, holder_2018, holder_2016)
+    return (n16 and not n18, n18 and not n16, n16 and n18)
+
+
+def position_split(position: str) -> str:
+    """The fixed half a position belongs to, from a stable hash of its name (80 tune, 84 test).
+
+    >>> position_split("President of the United States") in SPLITS
+    True
+    """
+    return SPLITS[int(hashlib.sha256(f"split:{position}".encode("utf-8")).hexdigest(), 16) % 2]
 
 
 # ------------------------------------------------------------------------------------------ results
@@ -138,6 +157,7 @@ class ExperimentResult:
     elapsed_s: float = 0.0  # compute time summed over the positions (cached ones included)
     complete: bool = False  # every position of leaders.csv is in
     created: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%S"))
+    shipped: bool = False  # the reference run shipped in assets/, not computed on this machine
 
     @property
     def positions(self) -> int:
@@ -145,20 +165,28 @@ class ExperimentResult:
 
     def frame(self) -> pd.DataFrame:
         frame = pd.DataFrame(self.rows, columns=ROW_COLUMNS)
+        frame["split"] = [position_split(p) for p in frame["position"]]  # fixed by the name, never stored wrong
+        frame["ambiguous"] = frame["ambiguous"].fillna(False).astype(bool)
         return frame
 
     def decodings(self) -> list[str]:
         return [d for d in DECODINGS if any(r["decoding"] == d for r in self.rows)]
 
-    def table(self, decoding: str) -> pd.DataFrame:
-        """Accuracy 2×2: rows 'index 2016'/'index 2018', columns 'leaders 2016'/'leaders 2018'."""
+    def table(self, decoding: str, split: str | None = None, column: str = "correct") -> pd.DataFrame:
+        """Accuracy 2×2: rows 'index 2016'/'index 2018', columns 'leaders 2016'/'leaders 2018'.
+
+        `split`: "tune" or "test" for one half of the positions, None for all. `column="ambiguous"`
+        gives the share of answers naming both holders instead (the same in both columns)."""
         frame = self.frame()
         frame = frame[frame["decoding"] == decoding]
+        if split is not None:
+            frame = frame[frame["split"] == split]
         out = pd.DataFrame(index=[f"index {y}" for y in YEARS], columns=[f"leaders {y}" for y in YEARS], dtype=float)
         for idx in YEARS:
             part = frame[frame["index"] == idx]
             for year in YEARS:
-                out.loc[f"index {idx}", f"leaders {year}"] = float(part[f"correct_{year}"].mean()) if len(part) else math.nan
+                col = "ambiguous" if column == "ambiguous" else f"correct_{year}"
+                out.loc[f"index {idx}", f"leaders {year}"] = float(part[col].astype(bool).mean()) if len(part) else math.nan
         return out
 
     def closed_book_accuracy(self) -> dict[str, float]:
@@ -167,8 +195,9 @@ class ExperimentResult:
             return {y: math.nan for y in YEARS}
         return {y: float(frame[f"correct_{y}"].mean()) for y in YEARS}
 
-    def goal_met(self, decoding: str) -> bool:
-        t = self.table(decoding)
+    def goal_met(self, decoding: str, split: str | None = "test") -> bool:
+        """The goal, judged on the held-out half by default."""
+        t = self.table(decoding, split)
         matched = [t.loc[f"index {y}", f"leaders {y}"] for y in YEARS]
         mismatched = [t.loc["index 2016", "leaders 2018"], t.loc["index 2018", "leaders 2016"]]
         return all(m >= GOAL_MATCHED for m in matched) and all(m <= GOAL_MISMATCHED for m in mismatched)
@@ -192,11 +221,12 @@ class ExperimentResult:
           passages, e.g. "X succeeded Y", rather than recalled from the generator's own memory);
         - `other_year_closed_book`: ... and the closed-book answer names that same holder;
         - `passages_lack_holder`: the K passages never name this index's holder (a retrieval miss);
+        - `ambiguous`: the answer names both holders (right in neither cell);
         - `neither`: the answer names neither holder.
         """
         closed = {c["position"]: c for c in self.closed}
         out = {"other_year": 0, "other_year_in_passages": 0, "other_year_closed_book": 0, "passages_lack_holder": 0,
-               "neither": 0, "total": 0}
+               "neither": 0, "ambiguous": 0, "total": 0}
         for r in self.rows:
             if r["decoding"] != decoding:
                 continue
@@ -207,7 +237,9 @@ class ExperimentResult:
                 out["other_year"] += 1
                 out["other_year_in_passages"] += int(r[f"passages_name_{other}"] > 0)
                 out["other_year_closed_book"] += int(bool(closed.get(r["position"], {}).get(f"correct_{other}")))
-            if not r["correct_2016"] and not r["correct_2018"]:
+            if r.get("ambiguous"):
+                out["ambiguous"] += 1
+            elif not r["correct_2016"] and not r["correct_2018"]:
                 out["neither"] += 1
         return out
 
@@ -227,10 +259,13 @@ class ExperimentResult:
                 f"closed-book answer (which names the 2016 holder {100 * cb['2016']:.0f}% and the 2018 holder "
                 f"{100 * cb['2018']:.0f}% of the time). ")
         if copied >= max(1, 2 * memory):
-            text += ("The generator's memory is not what overrides the index: it copies the other holder from "
-                     "the passages, typically the predecessor in a \"succeeded …\" sentence.")
+            text += "Most of them copy the other holder from the retrieved passages rather than from the model's memory."
+        elif memory >= max(1, 2 * copied):
+            text += "Most of them agree with the closed-book answer: the model's memory overrides the passages."
         else:
-            text += "The generator's own memory overrides the passages for these answers."
+            text += "Neither copying from the passages nor the model's memory accounts for most of them."
+        if o["ambiguous"]:
+            text += f" {o['ambiguous']} answers name both holders and count as right in neither cell."
         return text
 
     def failures(self, decoding: str | None = None) -> pd.DataFrame:
@@ -252,6 +287,46 @@ class ExperimentResult:
     @classmethod
     def from_json(cls, data: dict) -> "ExperimentResult":
         return cls(**data)
+
+
+# ------------------------------------------------------------------------------------------ shipped run
+SHIPPED = ASSETS / "leaders_run.json"  # the reference run's rows, so the table shows from the first start
+
+
+def write_shipped(result: ExperimentResult, path: Path = SHIPPED) -> Path:
+    """Store a complete run as the shipped reference (its key is the fingerprint of models, prompt,
+    snapshots, leaders.csv, settings, judge and decoder)."""
+    if not result.complete:
+        raise ValueError("only a complete run (every position) can be shipped")
+    data = {**asdict(result), "shipped": True}
+    _write_json_atomic(path, data)
+    return path
+
+
+def overlay(live: ExperimentResult | None, shipped: ExperimentResult) -> ExperimentResult:
+    """The shipped run with every position that has been recomputed live replaced by its live rows
+    (a running or partial run shows its answers as they come; the rest stay the shipped ones)."""
+    if live is None:
+        return shipped
+    fresh = {c["position"] for c in live.closed}
+    rows = [r for r in shipped.rows if r["position"] not in fresh] + list(live.rows)
+    closed = [c for c in shipped.closed if c["position"] not in fresh] + list(live.closed)
+    return ExperimentResult(rows, closed, shipped.settings, shipped.key, shipped.elapsed_s, shipped.complete,
+                            shipped.created, shipped=len(fresh) < len(shipped.closed))
+
+
+def shipped_result(cfg: Config, checksums: dict[str, str] | None = None, path: Path = SHIPPED) -> ExperimentResult | None:
+    """The shipped reference run, if it was made with exactly these settings, models, prompt and
+    data (its fingerprint equals the current key); None otherwise (then only a live run counts)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        result = ExperimentResult.from_json(data)
+    except (OSError, ValueError, TypeError):
+        return None
+    if result.key != experiment_key(cfg, checksums or index_checksums()):
+        return None
+    result.shipped = True
+    return result
 
 
 # ------------------------------------------------------------------------------------------ cache key
@@ -394,9 +469,9 @@ def _answer_rows(trace, leader: dict, cfg: Config) -> list[dict]:
         logp = -math.inf
         if best is not None:
             logp = best.log_p_tok(trace.log_prior) if decoding == "rag-token" else best.log_p_seq(trace.log_prior)
-        c16, c18 = judge(answer, h16, h18)
+        c16, c18, both = judge(answer, h16, h18)
         rows.append({**base, "index": trace.index, "decoding": decoding, "answer": answer, "correct_2016": c16,
-                     "correct_2018": c18, "p_answer": math.exp(logp) if logp > -math.inf else 0.0,
+                     "correct_2018": c18, "ambiguous": both, "split": position_split(leader["position"]), "p_answer": math.exp(logp) if logp > -math.inf else 0.0,
                      "passages_name_2016": named["2016"], "passages_name_2018": named["2018"],
                      "top_passage": trace.hits[0].passage.title if trace.hits else "",
                      "passages": [h.passage.id for h in trace.hits]})
@@ -434,9 +509,10 @@ def position_records(pipes: dict, leader: dict, cfgs: list[Config]) -> list[dict
             trace = analyse(gen, question, sub, log_pz, cfg, year, scale, state0=state)
             rows[i] += _answer_rows(trace, leader, cfg)
     closed_answer = pipes[YEARS[0]].closed_book(question, cfgs[0])
-    c16, c18 = judge(closed_answer, leader["holder_2016"], leader["holder_2018"])
+    c16, c18, both = judge(closed_answer, leader["holder_2016"], leader["holder_2018"])
     base = {k: leader[k] for k in ("position", "country", "holder_2016", "holder_2018", "question")}
-    closed = {**base, "answer": closed_answer, "correct_2016": c16, "correct_2018": c18}
+    closed = {**base, "answer": closed_answer, "correct_2016": c16, "correct_2018": c18, "ambiguous": both,
+              "split": position_split(leader["position"])}
     seconds = time.perf_counter() - t0
     out = []
     for cfg_rows in rows:
@@ -493,7 +569,9 @@ def run_experiment(cfg: Config, pipeline_factory: Callable[[], object] | None = 
                 per = (time.perf_counter() - t_start) / i
                 eta = f", about {per * (len(todo) - i) / 60:.0f} min left"
             progress(f"{leader['position']} ({i + 1}/{len(todo)}{eta})", i / len(todo))
-            for rec, folder, done in zip(position_records(pipes, leader, cfgs), folders, known):
+            with pipes[YEARS[0]].models.lock:  # one position at a time through the shared models, as every path
+                records = position_records(pipes, leader, cfgs)
+            for rec, folder, done in zip(records, folders, known):
                 done[leader["position"]] = rec
                 with open(folder / "rows.jsonl", "a", encoding="utf-8") as f:  # one line per position: resumable
                     f.write(json.dumps(rec, ensure_ascii=False) + "\n")

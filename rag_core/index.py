@@ -159,6 +159,36 @@ def _reconstruct(index: faiss.Index) -> np.ndarray:
     return index.reconstruct_n(0, index.ntotal).astype(np.float16)
 
 
+def is_index_folder(folder: Path) -> bool:
+    """Whether `folder` holds a RAG Loupe index: a readable manifest with our keys."""
+    try:
+        manifest = json.loads((Path(folder) / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and {"version", "encoder", "dim", "count", "ids_checksum"} <= set(manifest)
+
+
+def check_output_folder(folder: str | Path, force: bool = False) -> Path:
+    """Where an index may be written: a new path, or an existing index replaced with `force`.
+
+    Any other existing path (a folder of notes, a file) is refused before anything is built, so a
+    mistyped `--out` can never delete a user's files. Raises IndexLoadError with one clear line.
+    """
+    folder = Path(folder)
+    if not folder.exists():
+        if not folder.parent.is_dir():
+            raise IndexLoadError(f"cannot write the index to {folder}: {folder.parent} is not a folder")
+        return folder
+    if not folder.is_dir():
+        raise IndexLoadError(f"{folder} is a file, not an index folder: choose a new path")
+    if not is_index_folder(folder):
+        raise IndexLoadError(f"{folder} already exists and is not a RAG Loupe index: choose a new path "
+                             "(nothing was written)")
+    if not force:
+        raise IndexLoadError(f"{folder} is an existing index: add --force to replace it")
+    return folder
+
+
 def replace_dir(src: Path, dst: Path) -> None:
     """Move folder `src` to `dst`, replacing any old `dst` with two renames (never a half state)."""
     old = None

@@ -28,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", type=_positive_float, default=None, help="retriever scale (default: the encoder's)")
     p.add_argument("--max-new-tokens", type=_positive_int, default=16)
     p.add_argument("--beams", type=_positive_int, default=1)
+    p.add_argument("--ship", action="store_true",
+                   help="after a complete run, store it as the shipped reference run (assets/leaders_run.json)")
     p.add_argument("--length-penalty", type=float, default=1.0,
                     help="beam search: finished beams rank by sum log p / T ** this (default 1.0)")
     p.add_argument("--rescore", choices=["thorough", "fast"], default="thorough")
@@ -45,22 +47,25 @@ def _pct(x: float) -> str:
 
 def report_lines(result) -> list[str]:
     from .experiments import GOAL_MATCHED, GOAL_MISMATCHED, PAPER, YEARS
+    from .experiments import position_split as ex_split
 
     lines = [f"{result.positions} positions; settings: " + ", ".join(f"{k}={v}" for k, v in result.settings.items())]
     for d in result.decodings():
-        t = result.table(d)
-        lines.append("")
-        lines.append(f"{d}: accuracy (measured | paper)   leaders 2016     leaders 2018")
-        for idx in YEARS:
-            cells = [f"{_pct(t.loc[f'index {idx}', f'leaders {y}'])} | {_pct(PAPER[(idx, y)])}" for y in YEARS]
-            lines.append(f"  index {idx}                      {cells[0]:>14}   {cells[1]:>14}")
+        for split, label in (("test", "held-out half"), ("tune", "tuning half"), (None, "all positions")):
+            t = result.table(d, split)
+            n = len({r["position"] for r in result.rows if split is None or ex_split(r["position"]) == split})
+            lines.append("")
+            lines.append(f"{d}, {label} ({n}): accuracy (measured | paper)   leaders 2016     leaders 2018")
+            for idx in YEARS:
+                cells = [f"{_pct(t.loc[f'index {idx}', f'leaders {y}'])} | {_pct(PAPER[(idx, y)])}" for y in YEARS]
+                lines.append(f"  index {idx}                      {cells[0]:>14}   {cells[1]:>14}")
         o = result.override(d)
         n = max(1, o["total"])
         lines.append(f"  answers naming the other year's holder: {o['other_year']}/{o['total']} "
                      f"({o['other_year_in_passages']} named in the retrieved passages, {o['other_year_closed_book']} "
-                     f"also the closed-book answer); naming neither: "
+                     f"also the closed-book answer); naming both (ambiguous): {o['ambiguous']}; naming neither: "
                      f"{o['neither']}; passages lacking the holder: {o['passages_lack_holder']} ({100 * o['passages_lack_holder'] / n:.0f}%)")
-        lines.append(f"  goal (matched >= {GOAL_MATCHED:.0%}, mismatched <= {GOAL_MISMATCHED:.0%}): "
+        lines.append(f"  goal on the held-out half (matched >= {GOAL_MATCHED:.0%}, mismatched <= {GOAL_MISMATCHED:.0%}): "
                      + ("met" if result.goal_met(d) else "not met"))
         if not result.goal_met(d):
             lines.append(f"  finding: {result.finding(d)}")
@@ -116,8 +121,13 @@ def main(argv: list[str] | None = None) -> int:
         bar.close()
     if args.csv:
         result.to_csv(args.csv)
+    if args.ship:
+        from .experiments import write_shipped
+
+        print(f"shipped: {write_shipped(result)}", file=sys.stderr)
     if args.json:
-        out = {d: result.table(d).to_dict() for d in result.decodings()}
+        out = {d: {split or "all": result.table(d, split).to_dict() for split in ("test", "tune", None)}
+               for d in result.decodings()}
         print(json.dumps({"tables": out, "closed_book": result.closed_book_accuracy(), "settings": result.settings,
                           "positions": result.positions}, indent=1))
     else:

@@ -57,7 +57,8 @@ def test_ask_answers_moby_dick_and_writes_a_valid_csv(tmp_path):
     (["ask", "q", "--generator", "./no/such/folder"], "not found"),
     (["ask", "q", "--scale", "-3"], "positive"),
     (["toy", "missing"], "no toy example"),
-    (["build-index", "/no/such.jsonl", "--out", "/tmp/x"], "not found"),
+    (["bench", "--only", "nonsense"], "invalid choice"),
+    (["build-index", "/no/such.jsonl", "--out", "/tmp/rag-loupe-test-no-such-index"], "not found"),
 ])
 def test_user_errors_exit_2_with_one_line(args, message):
     out = cli(*args)
@@ -65,3 +66,24 @@ def test_user_errors_exit_2_with_one_line(args, message):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_failed_bench_script_fails_the_run(monkeypatch, capsys):
+    from rag_core import bench_cli
+
+    monkeypatch.setattr(bench_cli, "run_script", lambda name, args: {f"{name}_error": "AssertionError: boom"})
+    assert bench_cli.main(["--only", "ann"]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "error: bench script(s) failed: ann"
+
+
+def test_the_trace_schema_document_lists_exactly_the_exported_columns():
+    import re
+
+    from rag_core.trace import COLUMNS
+
+    doc = (ROOT / "docs" / "trace-schema.md").read_text(encoding="utf-8")
+    names = []
+    for cell in re.findall(r"^\| ([^|]+) \|", doc, flags=re.M):
+        names += [n.strip() for n in cell.split(",")]
+    listed = [n for n in names if n not in ("column", "---")]
+    assert listed == COLUMNS

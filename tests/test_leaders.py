@@ -50,9 +50,10 @@ def test_names_holder(answer, name, other, expected):
 
 
 def test_judge_both_years():
-    assert ex.judge("Barack Obama", "Barack Obama", "Donald Trump") == (True, False)
-    assert ex.judge("Donald Trump, after Barack Obama", "Barack Obama", "Donald Trump") == (True, True)
-    assert ex.judge("Hillary Clinton", "Barack Obama", "Donald Trump") == (False, False)
+    assert ex.judge("Barack Obama", "Barack Obama", "Donald Trump") == (True, False, False)
+    # naming both holders is ambiguous: right in neither cell
+    assert ex.judge("Donald Trump, after Barack Obama", "Barack Obama", "Donald Trump") == (False, False, True)
+    assert ex.judge("Hillary Clinton", "Barack Obama", "Donald Trump") == (False, False, False)
 
 
 def test_table_and_summary_from_rows():
@@ -72,9 +73,14 @@ def test_table_and_summary_from_rows():
     assert r.override("rag-token")["other_year"] == 1 and len(r.failures("rag-token")) == 1
     assert not r.goal_met("rag-token")
     # the one wrong answer names the 2016 holder, which a retrieved passage names and closed-book does not
-    assert r.finding("rag-token").startswith("1 of 4 answers") and "memory is not what overrides" in r.finding("rag-token")
-    closed[1]["correct_2016"] = True  # now the closed-book model gives that same holder: memory
-    assert "own memory overrides" in ex.ExperimentResult(rows, closed, {}, "k", complete=True).finding("rag-token")
+    assert r.finding("rag-token").startswith("1 of 4 answers") and "copy the other holder from the retrieved passages" in r.finding("rag-token")
+    closed[1]["correct_2016"] = True  # now the closed-book model gives that same holder: one each way
+    assert "Neither copying from the passages nor the model's memory" in \
+        ex.ExperimentResult(rows, closed, {}, "k", complete=True).finding("rag-token")
+    for row in rows:  # drop the passages' names: only memory is left
+        row["passages_name_2016"] = row["passages_name_2018"] = 0
+    assert "the model's memory overrides the passages" in \
+        ex.ExperimentResult(rows, closed, {}, "k", complete=True).finding("rag-token")
 
 
 # ------------------------------------------------------------------------------------------ the indexes
@@ -131,17 +137,42 @@ def test_swap_keeps_the_same_models(pipes):
 
 
 def test_toggle_changes_passages_and_answer(pipes):
+    """Swapping the index swaps the passages under the same models, every answer is judged by the
+    judge, and for some sample positions the answer changes with the index and names that index's
+    holder (the data is fair, so the small model is not right everywhere: which ones is measured,
+    not assumed)."""
     cfg = ex.experiment_config(**FAST)
     wanted = SAMPLE + [p for p in ex.leaders_frame(2)["position"] if p not in SAMPLE]
     result = ex.run_experiment(cfg, lambda: pipes, positions=wanted, use_cache=False)
     frame = {(r["position"], r["index"]): r for r in result.rows}
+    changed = right = 0
     for position in SAMPLE:
         old, new = frame[(position, "2016")], frame[(position, "2018")]
         assert set(old["passages"]) != set(new["passages"]), position
-        assert old["answer"] != new["answer"], position
-        assert old["correct_2016"] and not old["correct_2018"], (position, old["answer"])
-        assert new["correct_2018"] and not new["correct_2016"], (position, new["answer"])
+        for r in (old, new):
+            assert (r["correct_2016"], r["correct_2018"], r["ambiguous"]) == ex.judge(r["answer"], r["holder_2016"], r["holder_2018"])
+        changed += old["answer"] != new["answer"]
+        right += bool(old["correct_2016"]) + bool(new["correct_2018"])
+    shown = [(p, frame[(p, "2016")]["answer"], frame[(p, "2018")]["answer"]) for p in SAMPLE]
+    assert changed >= 1 and right >= 1, shown
     assert len(result.closed) == len(wanted)
+
+
+def test_the_shipped_run_is_this_code_and_data(pipes):
+    """assets/leaders_run.json is what the Index swap page shows at first start. Its fingerprint must
+    equal today's key (models, prompt, snapshots, leaders.csv, settings, judge, decoder), and a
+    sample of positions recomputed now gives the same answers and verdicts."""
+    cfg = ex.experiment_config()
+    shipped = ex.shipped_result(cfg)
+    assert shipped is not None, "the shipped run is stale: rerun `python -m rag_core leaders --ship`"
+    assert shipped.complete and shipped.positions == len(ex.leaders_frame())
+    positions = list(ex.leaders_frame()["position"])
+    sample = [positions[0]] + [next(p for p in positions if ex.position_split(p) == s) for s in ex.SPLITS]
+    live = ex.run_experiment(cfg, lambda: pipes, positions=sample, use_cache=False)
+    keep = ("answer", "correct_2016", "correct_2018", "ambiguous", "passages")
+    want = {(r["position"], r["index"], r["decoding"]): {k: r[k] for k in keep} for r in shipped.rows if r["position"] in sample}
+    got = {(r["position"], r["index"], r["decoding"]): {k: r[k] for k in keep} for r in live.rows}
+    assert got == want
 
 
 def test_cli_limit_csv(tmp_path, capsys):
@@ -153,8 +184,9 @@ def test_cli_limit_csv(tmp_path, capsys):
     with open(out, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     # each printed cell is the accuracy measured in the CSV's rows, beside the paper's figure
+    block = printed[next(i for i, x in enumerate(printed) if "all positions" in x):]
     for idx in ex.YEARS:
-        line = next(x for x in printed if x.strip().startswith(f"index {idx}"))
+        line = next(x for x in block if x.strip().startswith(f"index {idx}"))
         for year in ex.YEARS:
             part = [r for r in rows if r["index"] == idx]
             measured = sum(r[f"correct_{year}"] == "True" for r in part) / len(part)
@@ -191,8 +223,8 @@ def _fake_result(question: str) -> ex.ExperimentResult:
     for idx in ex.YEARS:
         for dec in ex.DECODINGS:
             answer = "Donald Trump" if idx == "2018" or dec == "rag-sequence" else "Hillary Clinton"
-            c16, c18 = ex.judge(answer, "Barack Obama", "Donald Trump")
-            rows.append({"position": "President of the United States", "country": "United States",
+            c16, c18, both = ex.judge(answer, "Barack Obama", "Donald Trump")
+            rows.append({"ambiguous": both, "position": "President of the United States", "country": "United States",
                          "holder_2016": "Barack Obama", "holder_2018": "Donald Trump", "question": question,
                          "index": idx, "decoding": dec, "answer": answer, "correct_2016": c16, "correct_2018": c18,
                          "p_answer": 0.5, "closed_book": "Barack Obama", "passages_name_2016": 2,
@@ -221,10 +253,17 @@ def test_index_swap_page_shows_both_answers(swap_app):
     for year in ex.YEARS:
         answer = labels.get(f"RAG-Token ({year} index)")
         assert answer and answer != "(empty)", labels
-    assert labels["RAG-Token (2016 index)"] != labels["RAG-Token (2018 index)"]
-    # no cached run in this fixture's cache folder: the page offers to run the experiment
-    buttons = {b.label for b in at.button}
-    assert "Run the experiment" in buttons or "Resume the experiment" in buttons, buttons
+    # the same models read different passages on the two indexes (the answers may or may not differ)
+    differ = [c.value for c in at.caption if "passages differ between the two indexes" in c.value]
+    assert differ and int(differ[0].split()[0]) >= 1, differ
+    # no complete live run in the cache: the page shows the shipped reference table at once and
+    # offers to recompute it
+    assert any("paper 2016" in d.value.columns for d in at.dataframe), "no accuracy table is shown"
+    live = ex.cached_result(ex.experiment_config(), partial=True)
+    if live is None or not live.complete:  # a fresh machine: the shipped table, and the button to recompute it
+        assert any("shipped reference run" in i.value for i in at.info), [i.value for i in at.info]
+        buttons = {b.label for b in at.button}
+        assert "Run the experiment" in buttons or "Resume the experiment" in buttons, buttons
 
 
 def test_index_swap_explain_failure_switches_page(swap_app, monkeypatch):

