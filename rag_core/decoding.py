@@ -184,6 +184,8 @@ class _Search:
                 new_done.append((self._norm(score, step + 1), child))
             elif not ends and len(running) < self.s.beams:
                 running.append(self.alive[src].child(tok, score, logp[src], forced is not None, False, a))
+            if len(running) == self.s.beams and rank + 1 >= self.s.beams:
+                break  # later candidates can neither finish (rank >= B) nor run (B are running): exact
         full = len(self.done) >= self.s.beams
         if self.improvable and not (self.s.early_stopping and full):
             merged = self.done + new_done  # stable sort: on a tie the earlier finished stays first
