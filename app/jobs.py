@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import streamlit as st
 
-Progress = Callable[[str, float], None]
+from rag_core.config import Progress
 
 
 @dataclass

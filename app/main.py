@@ -1,18 +1,13 @@
 """RAG Loupe: `streamlit run app/main.py`. Navigation and the shared sidebar; pages only present."""
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import streamlit as st
 
-import streamlit as st  # noqa: E402
-
-from app import state  # noqa: E402
+from app import state
 
 st.set_page_config(page_title="RAG Loupe", page_icon=":material/search:", layout="wide")
 
-PAGES = ROOT / "pages"
+PAGES = Path(__file__).resolve().parent.parent / "pages"
 nav = st.navigation([
     st.Page(PAGES / "ask.py", title="Ask", icon=":material/help:", default=True),
     st.Page(PAGES / "map.py", title="Map", icon=":material/scatter_plot:"),

@@ -1,34 +1,36 @@
 """Small presentation helpers shared by pages: answer cards, passage lists, the CSV download.
 
 Passage text is always shown as plain text (st.text / dataframes), never as Markdown or HTML.
+The pages' plotly figures are built in `app.charts`.
 """
 from __future__ import annotations
 
-import math
+import html
+import re
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
+from app import state
 from rag_core import marginals
+from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.marginals import prob
 from rag_core.trace import Trace
-
-
-def prob(logp: float) -> float:
-    return math.exp(logp) if logp > float("-inf") else 0.0
 
 
 def answer_cards(trace: Trace) -> None:
     cols = st.columns(2)
-    for col, decoding, label in zip(cols, ("rag-token", "rag-sequence"), ("RAG-Token", "RAG-Sequence")):
+    for col, decoding, label in zip(cols, (RAG_TOKEN, RAG_SEQUENCE), ("RAG-Token", "RAG-Sequence")):
         best = trace.answer(decoding)
         with col:
             if best is None:
                 st.caption(f"{label}: not decoded")
                 continue
-            main = best.log_p_tok(trace.log_prior) if decoding == "rag-token" else best.log_p_seq(trace.log_prior)
+            main = best.log_p_tok(trace.log_prior) if decoding == RAG_TOKEN else best.log_p_seq(trace.log_prior)
             st.metric(label, best.answer or "(empty)", f"p = {prob(main):.3f}", delta_color="off", delta_arrow="off")
-            other = "p_seq" if decoding == "rag-token" else "p_tok"
-            other_p = best.log_p_seq(trace.log_prior) if decoding == "rag-token" else best.log_p_tok(trace.log_prior)
+            other = "p_seq" if decoding == RAG_TOKEN else "p_tok"
+            other_p = best.log_p_seq(trace.log_prior) if decoding == RAG_TOKEN else best.log_p_tok(trace.log_prior)
             st.caption(f"{other} of the same answer: {prob(other_p):.3f}" + "".join(f" · {n}" for n in ending_notes(best)))
 
 
@@ -43,10 +45,15 @@ def ending_notes(c) -> list[str]:
     return notes
 
 
+def citation(log_prior, cand) -> np.ndarray:
+    """The posterior p(z|x,y) over the K passages after the whole answer of `cand`: (K,)."""
+    return marginals.citation(log_prior, cand.token_logp).numpy()
+
+
 def passages_frame(trace: Trace) -> pd.DataFrame:
     rows = []
     posts = {d: marginals.citation(trace.log_prior, trace.answer(d).token_logp).tolist()
-             for d in ("rag-token", "rag-sequence") if trace.answer(d) is not None}
+             for d in (RAG_TOKEN, RAG_SEQUENCE) if trace.answer(d) is not None}
     for i, (h, p) in enumerate(zip(trace.hits, trace.prior)):
         row = {"rank": h.rank, "title": h.passage.title, "score s(z)": round(h.score, 4), "prior p(z|x)": float(p)}
         for d, post in posts.items():
@@ -71,8 +78,6 @@ def csv_download(trace: Trace, key: str) -> None:
 
 def need_trace():
     """The current question's trace, or a hint to ask one first (then the page stops)."""
-    from app import state
-
     trace = state.current_trace()
     if trace is None:
         st.info("Ask a question on the Ask page first.")
@@ -95,8 +100,6 @@ def token_label(token: str) -> str:
 def plot_text(text: str, width: int | None = None) -> str:
     """Text for a plotly label or hover: cut to `width` characters and HTML-escaped (plotly reads a
     few HTML tags in labels; escaped, a passage title shows exactly as written)."""
-    import html
-
     text = str(text)
     if width is not None and len(text) > width:
         text = text[: width - 1] + "…"
@@ -115,22 +118,6 @@ def passage_color(z: int) -> str:
     return PASSAGE_COLORS[z % len(PASSAGE_COLORS)]
 
 
-def slope_chart(labels: list[str], titles: list[str], prior, posterior, heading: str, height: int = 360):
-    """Prior p(z|x) on the left, posterior p(z|x,y) on the right, one line per passage."""
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
-    for z, (label, title, a, b) in enumerate(zip(labels, titles, prior, posterior)):
-        # hovertext, not hovertemplate: a title holding "%{...}" must not be read as a template.
-        hover = f"{plot_text(title)}<br>prior p(z|x) = {float(a):.3f}<br>posterior p(z|x,y) = {float(b):.3f}"
-        fig.add_trace(go.Scatter(x=["prior p(z|x)", "posterior p(z|x,y)"], y=[float(a), float(b)], mode="lines+markers",
-                                 name=plot_text(label, 34), line=dict(color=passage_color(z), width=3),
-                                 marker=dict(size=10), hovertext=[hover, hover], hoverinfo="text"))
-    fig.update_layout(title=dict(text=plot_text(heading, 70)), height=height, margin=dict(l=10, r=10, t=50, b=10),
-                      yaxis=dict(range=[-0.03, 1.03], title="probability"), legend=dict(font=dict(size=11)))
-    return fig
-
-
 def passage_tick(trace: Trace, z: int, width: int = 12) -> str:
     """A two-line, escaped axis label for plotly: 'z1<br>Herman Melv…'."""
     return f"z{trace.hits[z].rank}<br>{plot_text(trace.hits[z].passage.title, width)}"
@@ -143,6 +130,4 @@ def md_text(text: str) -> str:
     >>> md_text("born <other> *1*")
     'born \\\\<other\\\\> \\\\*1\\\\*'
     """
-    import re
-
     return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])", r"\\\1", str(text))

@@ -3,13 +3,10 @@ from __future__ import annotations
 
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 QUESTIONS = [
     "Who wrote Moby-Dick?",

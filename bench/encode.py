@@ -1,6 +1,5 @@
 """Index build throughput: our encoder (length-sorted batches, direct mean pooling) vs plain
 sentence-transformers `encode` on the same passages, side by side, plus FAISS build time."""
-import time
 
 import numpy as np
 import torch

@@ -10,16 +10,15 @@ import sys
 import time
 
 import torch
-from common import ROOT, emit
+from common import emit
 
-sys.path.insert(0, str(ROOT / "tests"))
 K, NEW_TOKENS, REPEATS = 10, 16, 10
 
 
 def main(small: bool):
     import random
 
-    from tiny_models import bart_tokenizer, corpus_rows, sentences
+    from rag_core.tiny_models import bart_tokenizer, corpus_rows, sentences
     from transformers import (BartConfig, BartForConditionalGeneration, DPRConfig, DPRQuestionEncoder, RagConfig,
                               RagSequenceForGeneration, RagTokenForGeneration)
 

@@ -20,7 +20,6 @@ from common import ROOT, emit
 OURS = """
 import sys, time, json, numpy as np
 t0 = time.perf_counter()
-sys.path.insert(0, {root!r})
 from rag_core.projection import fit_map
 from rag_core.index import PassageIndex
 idx = PassageIndex.load({folder!r})

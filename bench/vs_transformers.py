@@ -12,20 +12,17 @@ context is cut to exactly 300 tokens, so no padding reaches RagSequenceForGenera
 runs each passage's search with `attention_mask=None`). The ratio is reported only when both
 answers equal transformers' token for token; otherwise the benchmark says they differ.
 """
-import sys
 import tempfile
 from pathlib import Path
 
 import torch
-from common import ROOT, emit, median, timed
-
-sys.path.insert(0, str(ROOT / "tests"))
+from common import emit, median, timed
 
 K, NEW_TOKENS, REPEATS = 5, 16, 3
 
 
 def build(folder: Path):
-    from tiny_models import bart_tokenizer, corpus_rows, dpr_tokenizers, sentences
+    from rag_core.tiny_models import bart_tokenizer, corpus_rows, dpr_tokenizers, sentences
     from transformers import BartConfig, BartForConditionalGeneration, DPRConfig, DPRQuestionEncoder
     import random
 

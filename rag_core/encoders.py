@@ -13,16 +13,14 @@ checks both agree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 import torch
 
+from .config import Progress
 from .corpus import Passage
 from .sources import TOKENIZER_LOCK, ModelSourceError, Source, model_type, resolve
-
-Progress = Callable[[int, int], None]  # (done, total)
-
 
 class Encoder(Protocol):
     id: str  # what the manifest records
@@ -77,7 +75,7 @@ class MeanPoolEncoder:
             out[idx] = pooled.cpu().numpy()
             done += len(idx)
             if progress:
-                progress(done, len(texts))
+                progress(f"Encoding passages {done}/{len(texts)}", done / len(texts))
         return out
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
@@ -130,7 +128,7 @@ class DPREncoder:
             out[idx] = self.ctx_model(**enc).pooler_output.float().cpu().numpy()  # (B, D)
             done += len(idx)
             if progress:
-                progress(done, len(passages))
+                progress(f"Encoding passages {done}/{len(passages)}", done / len(passages))
         return out
 
 

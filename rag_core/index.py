@@ -19,7 +19,6 @@ build killed midway leaves the previous index untouched.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
+from ._fs import replace_dir
 from .corpus import Passage, ids_checksum, read_passages_jsonl, write_jsonl
 
 MANIFEST_VERSION = 1
@@ -187,14 +187,3 @@ def check_output_folder(folder: str | Path, force: bool = False) -> Path:
     if not force:
         raise IndexLoadError(f"{folder} is an existing index: add --force to replace it")
     return folder
-
-
-def replace_dir(src: Path, dst: Path) -> None:
-    """Move folder `src` to `dst`, replacing any old `dst` with two renames (never a half state)."""
-    old = None
-    if dst.exists():
-        old = dst.with_name(f".{dst.name}.old-{os.getpid()}-{time.time_ns()}")
-        os.rename(dst, old)
-    os.rename(src, dst)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

@@ -18,9 +18,20 @@ This module imports nothing of the project's.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 NEG_INF = float("-inf")
+
+
+def prob(logp: float) -> float:
+    """A probability for display and tables: exp(log p), with -inf and NaN (never scored) as 0.
+
+    >>> prob(0.0), prob(NEG_INF), prob(float("nan"))
+    (1.0, 0.0, 0.0)
+    """
+    return math.exp(logp) if logp > NEG_INF else 0.0
 
 
 def log_prior(scores: torch.Tensor, scale: float = 1.0) -> torch.Tensor:

@@ -14,20 +14,17 @@ import torch
 
 from . import marginals
 from .catalog import build_corpus_index, corpus_cache_folder, resolve_index
-from .config import Config
+from .config import MAX_QUESTION_CHARS, RAG_SEQUENCE, RAG_TOKEN, Config
 from .corpus import read_corpus_file
 from .decoding import (Scored, SearchSettings, closed_book_decode, decode_both, rag_sequence_decode,
                        rag_token_decode)
 from .encoders import Encoder, load_encoder
 from .generators import Generator, load_generator
 from .generators.base import GenState
-from .index import PassageIndex
+from .index import IndexLoadError, PassageIndex
 from .retriever import Retriever
 from .sources import offline_unless_allowed, pick_device, set_threads
 from .trace import Candidate, Hit, Trace
-
-MAX_QUESTION_CHARS = 2000  # longer questions are cut (the encoders read 256 tokens at most anyway)
-
 
 class QuestionError(ValueError):
     """A question a user typed cannot be answered as given; the message says why."""
@@ -84,8 +81,6 @@ def open_index(cfg: Config, encoder: Encoder, progress=None) -> tuple[str, Passa
     if cfg.corpus:
         parsed = read_corpus_file(cfg.corpus)
         folder = corpus_cache_folder(parsed.passages, encoder)
-        from .index import IndexLoadError
-
         try:
             return cfg.corpus, PassageIndex.load(folder, encoder_id=encoder.id, dim=encoder.dim)
         except IndexLoadError:
@@ -118,7 +113,7 @@ def analyse(gen: Generator, question: str, hits: list[Hit], log_pz: torch.Tensor
         token_scored = rag_token_decode(gen, state0, log_pz, search)
     else:
         seq = rag_sequence_decode(gen, state0, log_pz, search, cfg.rescore)
-    candidates = to_candidates(gen, "rag-token", token_scored) + to_candidates(gen, "rag-sequence", seq)
+    candidates = to_candidates(gen, RAG_TOKEN, token_scored) + to_candidates(gen, RAG_SEQUENCE, seq)
     settings = {"k": len(hits), "beams": cfg.beams, "rescore": cfg.rescore, "decode": cfg.decode,
                 "max_new_tokens": cfg.max_new_tokens, "length_penalty": cfg.length_penalty,
                 "early_stopping": cfg.early_stopping, "generator": gen.id}
@@ -132,6 +127,14 @@ def trace_config(base: Config, trace: Trace) -> Config:
     """The config a trace was decoded with (its recorded settings over `base`), so a follow-up
     search (closed-book, a rerun) searches the same way."""
     return base.with_(**{name: trace.settings[name] for name in DECODE_SETTINGS if name in trace.settings})
+
+
+@dataclass
+class PreparedRun:
+    """A trace and the prepared prompt state it was decoded from (reused for teacher forcing)."""
+
+    trace: Trace
+    state0: GenState
 
 
 @dataclass
@@ -160,18 +163,36 @@ class Pipeline:
         with self.models.lock:
             return self.retriever.retrieve(question, k)
 
-    def run(self, question: str, cfg: Config | None = None) -> Trace:
-        cfg = (cfg or self.cfg).validate()
+    def run(self, question: str, cfg: Config | None = None, keep_state: bool = False) -> Trace | PreparedRun:
+        """Retrieve, prepare the K prompts once, decode: the trace (with `keep_state`, the trace and
+        the prepared prompts, so gold answers can be teacher-forced with no new prompt pass)."""
+        run = self.run_settings(question, [cfg or self.cfg])[0]
+        return run if keep_state else run.trace
+
+    def run_settings(self, question: str, cfgs: list[Config]) -> list[PreparedRun]:
+        """One question under several settings (K, scale, decoding) from one retrieval and one
+        prompt pass for the largest K: a smaller K decodes from the first K rows of that state.
+
+        The one path every caller takes (Ask, diagnosis, eval, the index swap), under the models'
+        lock: the shared generator serves one query at a time."""
+        cfgs = [c.validate() for c in cfgs]
         question, notices = clean_question(question)
+        gen = self.models.generator
+        runs = []
         with self.models.lock:
-            hits = self.retrieve(question, cfg.k)
+            hits = self.retrieve(question, max(c.k for c in cfgs))
             if not hits:
                 raise QuestionError("the index returned no passages")
-            scale = self.scale_for(cfg)
-            log_pz = marginals.log_prior(torch.tensor([h.score for h in hits]), scale)  # (K,)
-            trace = analyse(self.models.generator, question, hits, log_pz, cfg, self.index_name, scale)
-        trace.settings["notices"] = notices
-        return trace
+            state_all = gen.prepare(question, [h.passage for h in hits])  # one batched pass over the K prompts
+            for cfg in cfgs:
+                sub = hits[: cfg.k]
+                state = state_all if len(sub) == len(hits) else gen.select(state_all, torch.arange(len(sub)))
+                scale = self.scale_for(cfg)
+                log_pz = marginals.log_prior(torch.tensor([h.score for h in sub]), scale)  # (k,)
+                trace = analyse(gen, question, sub, log_pz, cfg, self.index_name, scale, state)
+                trace.settings["notices"] = notices
+                runs.append(PreparedRun(trace, state))
+        return runs
 
     def closed_book(self, question: str, cfg: Config | None = None) -> str:
         """The generator alone, with no passage: what it "knows" by itself, searched as the RAG

@@ -20,19 +20,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import threading
 import time
 import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from .config import ASSETS, DEFAULT_ENCODER, cache_dir
+from ._fs import write_atomic
+from .config import ASSETS, DEFAULT_ENCODER, Progress, cache_dir
 from .corpus import load_wiki, passage_checksum
 from .index import PassageIndex
 
@@ -54,8 +52,6 @@ MIN_BASE_SHARE = 0.5  # reuse the shipped layout only for indexes mostly made of
 # Rough UMAP fit cost (one core: a fixed seed turns off UMAP's threads), for the progress bar
 # only: seconds = a + b · N; 12.3k passages took 65-105 s on the machines we tried.
 EST_SECONDS = (10.0, 0.0075)
-
-Progress = Callable[[str, float], None]  # (message, fraction done)
 
 
 class ProjectionError(ValueError):
@@ -258,8 +254,6 @@ def from_shipped_base(index: PassageIndex, x: np.ndarray, dims: int) -> PassageM
 
 
 # ---------------------------------------------------------------- the disk cache
-
-
 def vectors_digest(vectors: np.ndarray) -> str:
     """A short digest of the stored (float16) vectors: same ids with new vectors -> a new map."""
     v = np.ascontiguousarray(vectors, dtype=np.float16)
@@ -267,30 +261,22 @@ def vectors_digest(vectors: np.ndarray) -> str:
 
 
 def cache_path(meta: dict) -> Path:
-    name = f"{meta['ids_checksum'] or 'noids'}-{meta['vectors']}-{meta['method']}-{meta['dims']}.npz"
-    return cache_dir() / "maps" / name
-
-
-def _save(path: Path, pmap: PassageMap, meta: dict) -> None:
-    """Write atomically (temp file in the same folder, then os.replace): never a half-written map."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    arrays = {"coords": pmap.coords, "meta": np.array(json.dumps(dict(meta, fit_seconds=pmap.fit_seconds)))}
-    if pmap.method == "pca":
-        arrays.update(mean=pmap.mean, components=pmap.components)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return cache_dir() / "maps" / f"{meta['ids_checksum'] or 'noids'}-{meta['vectors']}-{meta['method']}-{meta['dims']}.npz"
 
 
 def _try_save(path: Path, pmap: PassageMap, meta: dict) -> None:
-    """Cache the map if the disk lets us (full, read-only): an uncached map is still a map."""
+    """Cache the map atomically (never a half-written file) if the disk lets us (full, read-only):
+    an uncached map is still a map."""
+    arrays = {"coords": pmap.coords, "meta": np.array(json.dumps(dict(meta, fit_seconds=pmap.fit_seconds)))}
+    if pmap.method == "pca":
+        arrays.update(mean=pmap.mean, components=pmap.components)
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+
     try:
-        _save(path, pmap, meta)
+        write_atomic(path, write)
     except OSError as e:
         pmap.note = (pmap.note + "; " if pmap.note else "") + f"not cached on disk ({e.strerror or e})"
 

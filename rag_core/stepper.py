@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from . import marginals
+from .config import RAG_SEQUENCE, RAG_TOKEN
 from .trace import Candidate, Trace
 
 MIN_SHIFT = 0.05  # a step counts as evidence of its source when it moves r_i(z) this far from the prior
@@ -120,7 +121,7 @@ class SequenceTable:
 def sequence_table(trace: Trace) -> SequenceTable:
     """Fast scores derived from the thorough ones: zero out (log -inf) every passage whose own beam
     did not produce the hypothesis. No model call; a fast-rescored trace yields NaN thorough cells."""
-    cands = trace.of("rag-sequence")
+    cands = trace.of(RAG_SEQUENCE)
     k = trace.k
     lpz = trace.log_prior.double()  # (K,)
     thorough = np.full((len(cands), k), np.nan)  # (N, K)
@@ -143,24 +144,26 @@ def sequence_table(trace: Trace) -> SequenceTable:
 
 
 @dataclass
-class Verdict:
+class Agreement:
+    """Whether RAG-Token and RAG-Sequence agree on a trace (not a diagnosis verdict)."""
+
     kind: str  # "different answers", "same answer, different p" or "agree"
     token_answer: str
     sequence_answer: str
     log_ratio: float  # log p_seq - log p_tok of the RAG-Sequence answer (same answer) or NaN
 
 
-def compare(trace: Trace, factor: float = 2.0) -> Verdict | None:
+def compare(trace: Trace, factor: float = 2.0) -> Agreement | None:
     """Do the two models disagree? Different answers, or the same answer with p_seq and p_tok more
     than `factor` apart. None when one of the two decodings is missing."""
-    tok, seq = trace.answer("rag-token"), trace.answer("rag-sequence")
+    tok, seq = trace.answer(RAG_TOKEN), trace.answer(RAG_SEQUENCE)
     if tok is None or seq is None:
         return None
     if tok.token_ids != seq.token_ids:
-        return Verdict("different answers", tok.answer, seq.answer, float("nan"))
+        return Agreement("different answers", tok.answer, seq.answer, float("nan"))
     ratio = seq.log_p_seq(trace.log_prior) - seq.log_p_tok(trace.log_prior)
     kind = "same answer, different p" if abs(ratio) > np.log(factor) else "agree"
-    return Verdict(kind, tok.answer, seq.answer, ratio)
+    return Agreement(kind, tok.answer, seq.answer, ratio)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from . import marginals
-from .config import ASSETS, Config
+from .config import ASSETS, RAG_SEQUENCE, RAG_TOKEN, Config
 from .corpus import Passage
 from .decoding import Scored, score_answers
 from .generators.toy import ToyGenerator
@@ -116,7 +116,7 @@ def run_spec(spec: dict) -> ToyResult:
     if answers:
         lp, mask, ids, vals = score_answers(gen, state0, answers)  # (N, K, T)
         scored = [Scored(a, lp[n, :, : len(a)], ids[n, :, : len(a)], vals[n, :, : len(a)]) for n, a in enumerate(answers)]
-        for decoding, fn in (("rag-token", marginals.rag_token), ("rag-sequence", marginals.rag_sequence)):
+        for decoding, fn in ((RAG_TOKEN, marginals.rag_token), (RAG_SEQUENCE, marginals.rag_sequence)):
             ranked = sorted(scored, key=lambda s: float(fn(log_pz, s.token_logp)), reverse=True)
             candidates += to_candidates(gen, decoding, ranked)
     trace = Trace(question, f"toy:{spec.get('name', 'toy')}", hits, log_pz, 1.0, candidates)
@@ -136,7 +136,7 @@ def summary_lines(result: ToyResult) -> list[str]:
         c = result.trace.candidates[0]
         return [" ".join(f"{p:.3f}" for p in marginals.citation(result.log_prior, c.token_logp).tolist())]
     lines = []
-    for c in result.trace.of("rag-sequence"):
+    for c in result.trace.of(RAG_SEQUENCE):
         p_seq = math.exp(c.log_p_seq(result.log_prior))
         p_tok = math.exp(c.log_p_tok(result.log_prior))
         lines.append(f"{c.answer}\tp_seq={p_seq:.3f}\tp_tok={p_tok:.3f}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -167,10 +166,6 @@ def write_csv(frame: pd.DataFrame, path_or_buf=None) -> str | None:
         return buf.getvalue()
     safe.to_csv(path_or_buf, index=False, quoting=csv.QUOTE_NONNUMERIC)
     return None
-
-
-def fmt_prob(logp: float) -> str:
-    return f"{math.exp(logp):.3f}" if logp > float("-inf") else "0.000"
 
 
 # ------------------------------------------------------------------ a trace as plain JSON data

@@ -1,14 +1,10 @@
 """Shared fixtures. Converted models, indexes and maps go to the cache folder ($RAG_LOUPE_CACHE or
 ~/.cache/rag-loupe), so tests never write into the repository."""
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 
 @pytest.fixture(scope="session")

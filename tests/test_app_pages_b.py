@@ -2,7 +2,7 @@
 
 Map: PCA (instant) on the `wiki` index; the chart holds every passage, the question's marker and
 its K ringed passages. Corpus: AppTest cannot upload files, so the test calls what the Build button
-calls (`app.corpus_actions`), in a throw-away cache folder, then asks a question on the new index.
+calls (`rag_core.catalog_actions`), in a throw-away cache folder, then asks a question on the new index.
 """
 import base64
 import json
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import corpus_actions as actions
+from rag_core import catalog_actions as actions
 from rag_core import catalog
 from rag_core.config import cache_dir
 from rag_core.corpus import CorpusError

@@ -69,10 +69,11 @@ def test_user_errors_exit_2_with_one_line(args, message):
 
 
 def test_a_failed_bench_script_fails_the_run(monkeypatch, capsys):
-    from rag_core import bench_cli
+    from rag_core import cli
+    from rag_core.cli import bench
 
-    monkeypatch.setattr(bench_cli, "run_script", lambda name, args: {f"{name}_error": "AssertionError: boom"})
-    assert bench_cli.main(["--only", "ann"]) == 1
+    monkeypatch.setattr(bench, "run_script", lambda name, args: {f"{name}_error": "AssertionError: boom"})
+    assert cli.main(["bench", "--only", "ann"]) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1] == "error: bench script(s) failed: ann"
 
 

@@ -20,23 +20,20 @@ definition (generate() passes True, which drops the first step when every candid
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-from tiny_models import build_tiny_stack  # noqa: E402
-
-from rag_core import marginals  # noqa: E402
-from rag_core.catalog import build_corpus_index  # noqa: E402
-from rag_core.corpus import read_corpus_file  # noqa: E402
-from rag_core.decoding import SearchSettings, decode_both, rag_sequence_decode, rag_token_decode  # noqa: E402
-from rag_core.encoders import load_encoder  # noqa: E402
-from rag_core.generators import load_generator  # noqa: E402
-from rag_core.retriever import Retriever  # noqa: E402
+from rag_core import marginals
+from rag_core.tiny_models import build_tiny_stack
+from rag_core.catalog import build_corpus_index
+from rag_core.corpus import read_corpus_file
+from rag_core.decoding import SearchSettings, decode_both, rag_sequence_decode, rag_token_decode
+from rag_core.encoders import load_encoder
+from rag_core.generators import load_generator
+from rag_core.retriever import Retriever
 
 CPU = torch.device("cpu")
 K = 4
@@ -117,7 +114,7 @@ def answer_of(gen, seq: torch.Tensor) -> list[int]:
 
 def questions(stack) -> list[str]:
     """The tiny stack's questions and a few more of the same shape about its corpus."""
-    from tiny_models import PLACES, THINGS, VERBS
+    from rag_core.tiny_models import PLACES, THINGS, VERBS
 
     more = [f"Who {v} the {t} of {p}?" for v, t, p in zip(VERBS, THINGS[3:] + THINGS[:3], PLACES[5:] + PLACES[:5])]
     return list(stack.paths["questions"]) + more

@@ -8,7 +8,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rag_core import diagnosis as dg
+from rag_core.analysis import counterfactual
+from rag_core.analysis import deep_search
+from rag_core.analysis import scoring
+from rag_core.analysis import verdicts
 from rag_core import marginals
 from rag_core.config import Config
 from rag_core.corpus import Passage
@@ -38,8 +41,8 @@ def toy(passages, closed=None, cfg=GREEDY, question="q?"):
 
 
 def diagnose(gen, trace, state0, expected, deep=None, decoding=None):
-    forced = dg.score_texts(gen, trace, [expected] if isinstance(expected, str) else expected, state0) if expected else None
-    return dg.diagnose(trace, expected, decoding, forced=forced, deep=deep)
+    forced = scoring.score_texts(gen, trace, [expected] if isinstance(expected, str) else expected, state0) if expected else None
+    return verdicts.diagnose(trace, expected, decoding, forced=forced, deep=deep)
 
 
 # ------------------------------------------------------------------------------ retrieval miss
@@ -53,7 +56,7 @@ class FakeRetriever:
 
 def test_retrieval_miss_fires_with_the_rank_and_score_gap_of_the_best_passage():
     gen, trace, st = toy([("Italy is in Europe.", 0.6, {"": {"Rome": 0.9}}), ("Milan is big.", 0.4, {"": {"Rome": 0.5}})])
-    deep = dg.deep_search(FakeRetriever(["x"] * 6 + ["Interpol sits in Lyon."] + ["y"] * 93), trace, ["Lyon"])
+    deep = deep_search.deep_search(FakeRetriever(["x"] * 6 + ["Interpol sits in Lyon."] + ["y"] * 93), trace, ["Lyon"])
     d = diagnose(gen, trace, st, "Lyon", deep)
     v = d.verdict("retrieval-miss")
     assert v.fired is True and d.correct is False
@@ -65,7 +68,7 @@ def test_retrieval_miss_fires_with_the_rank_and_score_gap_of_the_best_passage():
 
 def test_retrieval_miss_reports_an_answer_found_nowhere():
     gen, trace, st = toy([("Rome.", 1.0, {"": {"Rome": 0.9}})])
-    d = diagnose(gen, trace, st, "Lyon", dg.deep_search(FakeRetriever(["nothing"] * 100), trace, ["Lyon"]))
+    d = diagnose(gen, trace, st, "Lyon", deep_search.deep_search(FakeRetriever(["nothing"] * 100), trace, ["Lyon"]))
     assert d.verdict("retrieval-miss").fired and d.verdict("retrieval-miss").evidence["rank"] is None
 
 
@@ -100,7 +103,7 @@ def test_evidence_ignored_does_not_fire_when_the_evidence_passage_prefers_the_ex
 
 def test_evidence_ignored_needs_the_teacher_forced_pass():
     gen, trace, st = toy([("Paris is the capital.", 1.0, {"": {"Lyon": 0.7}})])
-    assert dg.diagnose(trace, "Paris").verdict("evidence-ignored").fired is None
+    assert verdicts.diagnose(trace, "Paris").verdict("evidence-ignored").fired is None
 
 
 # ------------------------------------------------------------------------------ parametric
@@ -126,7 +129,7 @@ def test_parametric_does_not_fire(tables, closed):
 
 def test_parametric_without_closed_book_cannot_be_decided():
     gen, trace, st = toy([("a", 0.5, {"": {"Rome": 0.6}}), ("b", 0.5, {"": {"Rome": 0.6}})])
-    assert dg.diagnose(trace, None).verdict("parametric").fired is None
+    assert verdicts.diagnose(trace, None).verdict("parametric").fired is None
 
 
 # ------------------------------------------------------------------------------ Frankenstein
@@ -145,14 +148,14 @@ def test_frankenstein_fires_when_rag_token_stitches_two_passages():
     v = d.verdict("frankenstein")
     assert v.fired is True and v.evidence["sources"] == [1, 2]
     assert [s["rank"] for s in v.evidence["steps"] if s["decided"]] == [1, 2]  # the end token decides nothing
-    assert dg.diagnose(trace, None, "rag-token").verdict("frankenstein").fired is True  # no expected answer needed
+    assert verdicts.diagnose(trace, None, "rag-token").verdict("frankenstein").fired is True  # no expected answer needed
 
 
 def test_frankenstein_does_not_fire_when_both_decodings_agree_or_the_answer_is_right():
     gen, trace, st = toy([("p", 0.7, {"": {"born": 0.8, "Chicago": 0.1}, "born": {"Hawaii": 0.9}, "Chicago": {"Hawaii": 0.5}}),
                           ("q", 0.3, {"": {"born": 0.4, "Chicago": 0.5}, "born": {"Hawaii": 0.1}, "Chicago": {"Hawaii": 0.2}})])
     assert trace.answer("rag-token").answer == trace.answer("rag-sequence").answer == "born Hawaii"
-    assert dg.diagnose(trace, None, "rag-token").verdict("frankenstein").fired is False
+    assert verdicts.diagnose(trace, None, "rag-token").verdict("frankenstein").fired is False
     gen, trace, st = toy(STITCH)
     d = diagnose(gen, trace, st, "A y", decoding="rag-token")  # the stitched answer happens to be right
     assert d.correct and d.fired == []
@@ -163,7 +166,7 @@ def test_frankenstein_does_not_fire_for_an_answer_from_one_passage():
     gen, trace, st = toy([("p", 0.5, {"": {"A": 0.6, "B": 0.4}, "A": {"x": 0.9}, "B": {"y": 0.9}}),
                           ("q", 0.5, {"": {"A": 0.45, "B": 0.55}, "A": {"x": 0.1, "w": 0.9}, "B": {"y": 1.0}})])
     assert (trace.answer("rag-token").answer, trace.answer("rag-sequence").answer) == ("A x", "B y")
-    v = dg.diagnose(trace, None, "rag-token").verdict("frankenstein")
+    v = verdicts.diagnose(trace, None, "rag-token").verdict("frankenstein")
     assert v.fired is False and v.evidence["sources"] == [1]
     assert [s["rank"] for s in v.evidence["steps"] if s["decided"]] == [1, 1]
 
@@ -191,7 +194,7 @@ def test_a_correct_answer_fires_nothing_and_no_expected_answer_leaves_three_verd
     gen, trace, st = toy([("Interpol is headquartered in Lyon.", 1.0, {"": {"Lyon": 0.9}})])
     d = diagnose(gen, trace, st, "lyon")
     assert d.correct and d.fired == []
-    d = dg.diagnose(trace, None)
+    d = verdicts.diagnose(trace, None)
     assert d.correct is None
     assert {v.code for v in d.verdicts if v.fired is None} == {"retrieval-miss", "evidence-ignored", "misleading-passage",
                                                                 "search-error", "parametric"}  # K=1: flatness means nothing
@@ -199,15 +202,15 @@ def test_a_correct_answer_fires_nothing_and_no_expected_answer_leaves_three_verd
 
 def test_expected_aliases_split_on_bars_and_forced_scores_match_decoding():
     gen, trace, st = toy(STITCH)
-    forced = dg.score_texts(gen, trace, ["B x", "A y"], st)
+    forced = scoring.score_texts(gen, trace, ["B x", "A y"], st)
     tok = trace.answer("rag-token")
     got = next(a for a in forced.expected if a.text == "A y")
     assert torch.allclose(got.token_logp, tok.token_logp.double())
     # re-preparing the prompts (the app's path, no stored state) gives the same numbers, one more call
-    again = dg.force_answers(SimpleNamespace(models=SimpleNamespace(generator=gen, lock=threading.RLock())), trace, ["A y"])
+    again = scoring.force_answers(SimpleNamespace(models=SimpleNamespace(generator=gen, lock=threading.RLock())), trace, ["A y"])
     assert again.calls == forced.calls + 1
     assert torch.allclose(again.expected[0].token_logp, got.token_logp)
-    d = dg.diagnose(trace, "A  y | B x", "rag-token", forced=forced)
+    d = verdicts.diagnose(trace, "A  y | B x", "rag-token", forced=forced)
     assert d.expected == ["A  y", "B x"] and d.correct
 
 
@@ -253,18 +256,18 @@ def check_against_rerun(gen, trace, cf, cfg=GREEDY):
 
 def test_counterfactual_prior_matches_marginals():
     gen, trace, st = toy(STITCH + [("third", 0.25, {"": {"B": 0.9}})])
-    lpz, keep, scale = dg.counterfactual_prior(trace, drop_ranks=[2])
+    lpz, keep, scale = counterfactual.counterfactual_prior(trace, drop_ranks=[2])
     assert keep == [True, False, True] and scale == 1.0
     assert torch.allclose(lpz, marginals.drop_passages(trace.log_prior, torch.tensor(keep)))
-    lpz, keep, _ = dg.counterfactual_prior(trace, k=2)
+    lpz, keep, _ = counterfactual.counterfactual_prior(trace, k=2)
     assert keep == [True, True, False] and lpz.exp()[:2].sum().item() == pytest.approx(1.0)
     with pytest.raises(ValueError):
-        dg.counterfactual_prior(trace, drop_ranks=[1, 2, 3])
+        counterfactual.counterfactual_prior(trace, drop_ranks=[1, 2, 3])
 
 
 def test_removing_a_passage_flips_the_stitched_answer_and_says_a_rerun_is_needed():
     gen, trace, st = toy(STITCH)
-    cf = dg.counterfactual(trace, drop_ranks=[2])
+    cf = counterfactual.counterfactual(trace, drop_ranks=[2])
     assert cf.answers["rag-sequence"].answer == "A x"  # passage 1's own hypothesis, exact
     assert cf.answers["rag-token"].exact is False and "now wins step 1" in cf.answers["rag-token"].note
     check_against_rerun(gen, trace, cf)
@@ -292,7 +295,7 @@ def test_counterfactuals_equal_a_full_recomputation():
         variants = [dict(drop_ranks=[r]) for r in range(1, 5)] + [dict(k=k) for k in (1, 2, 3)]
         variants += [dict(scale=s) for s in (0.3, 2.0, 6.0)] + [dict(drop_ranks=[1], scale=3.0)]
         for v in variants:
-            cf = dg.counterfactual(trace, **v)
+            cf = counterfactual.counterfactual(trace, **v)
             check_against_rerun(gen, trace, cf, cfg)
             note = cf.answers["rag-token"].note
             exact.append("exact" if cf.answers["rag-token"].exact else "diverges" if "now wins" in note else "uncertain")
@@ -303,8 +306,8 @@ def test_counterfactuals_equal_a_full_recomputation():
 
 def test_counterfactual_table_carries_the_forced_expected_answer():
     gen, trace, st = toy(STITCH)
-    forced = dg.score_texts(gen, trace, ["B y"], st)
-    cf = dg.counterfactual(trace, k=1, forced=forced)
+    forced = scoring.score_texts(gen, trace, ["B y"], st)
+    cf = counterfactual.counterfactual(trace, k=1, forced=forced)
     row = next(r for r in cf.table if r["kind"] == "expected")
     assert row["answer"] == "B y"
     assert row["p_seq"] == pytest.approx(0.1 * 1.0)  # only passage 1: p(B)=0.1, p(y|B)=1
@@ -372,19 +375,19 @@ def test_verdicts_on_the_shipped_example_questions(default_pipeline):
     import json
 
     from conftest import ROOT
-    from rag_core.evaluation import contains_answer, exact_match, passage_text
+    from rag_core.analysis.matching import contains_answer, exact_match, passage_text
 
     examples = json.loads((ROOT / "assets" / "examples" / "questions.json").read_text())
     wrong = 0
     for ex in examples:
         expected = [a.strip() for a in ex["expected"].split("|")]
-        run = dg.run_with_state(default_pipeline, ex["question"])
+        run = default_pipeline.run(ex["question"], keep_state=True)
         trace = run.trace
-        forced = dg.score_texts(default_pipeline.models.generator, trace, expected, run.state0)
-        deep = dg.deep_search(default_pipeline, trace, expected)
+        forced = scoring.score_texts(default_pipeline.models.generator, trace, expected, run.state0)
+        deep = deep_search.deep_search(default_pipeline, trace, expected)
         closed = default_pipeline.closed_book(ex["question"])
         for decoding in ("rag-token", "rag-sequence"):
-            d = dg.diagnose(trace, expected, decoding, forced=forced, deep=deep, closed_book=closed)
+            d = verdicts.diagnose(trace, expected, decoding, forced=forced, deep=deep, closed_book=closed)
             right = exact_match(trace.answer(decoding).answer, expected)
             assert d.correct == right
             if right:

@@ -9,11 +9,14 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from rag_core import evaluation as ev
+from rag_core.analysis import evaluation as ev
+from rag_core.analysis import matching
+from rag_core.analysis import questions as question_file
 from rag_core.config import Config
 from rag_core.corpus import Passage
 from rag_core.decoding import SearchSettings, closed_book_decode
 from rag_core.generators.toy import ToyGenerator
+from rag_core.pipeline import Models, Pipeline
 from rag_core.trace import Hit
 
 
@@ -30,23 +33,23 @@ from rag_core.trace import Hit
     ("", ""),
 ])
 def test_squad_normalisation(text, norm):
-    assert ev.normalize_answer(text) == norm
+    assert matching.normalize_answer(text) == norm
 
 
 def test_exact_match_and_contained_against_any_answer():
-    assert ev.exact_match("the Magic Flute.", ["The Magic Flute", "Magic Flute"])
-    assert ev.exact_match("melville", ["Herman Melville", "Melville"])
-    assert not ev.exact_match("Herman Melville, novelist", ["Herman Melville"])
-    assert ev.contains_answer("Herman Melville, novelist", ["Herman Melville"])
-    assert not ev.contains_answer("Austenite", ["Austen"])  # whole words only
-    assert not ev.exact_match(None, ["x"]) and not ev.contains_answer("", ["x"])
+    assert matching.exact_match("the Magic Flute.", ["The Magic Flute", "Magic Flute"])
+    assert matching.exact_match("melville", ["Herman Melville", "Melville"])
+    assert not matching.exact_match("Herman Melville, novelist", ["Herman Melville"])
+    assert matching.contains_answer("Herman Melville, novelist", ["Herman Melville"])
+    assert not matching.contains_answer("Austenite", ["Austen"])  # whole words only
+    assert not matching.exact_match(None, ["x"]) and not matching.contains_answer("", ["x"])
 
 
 def test_read_questions_skips_and_counts_malformed_lines(tmp_path):
     path = tmp_path / "q.jsonl"
     path.write_bytes(b'{"question": "Who?", "answers": ["Ann", "a"]}\n\nnot json\n{"question": "Q?", "answers": []}\n'
                      b'[1, 2]\n{"question": "Where?", "answers": "B", "title": "T"}\n\xff\xfe\n')
-    rows, skipped = ev.read_questions(path)
+    rows, skipped = question_file.read_questions(path)
     assert [(r.question, r.answers, r.line) for r in rows] == [("Who?", ["Ann", "a"], 1), ("Where?", ["B"], 6)]
     assert skipped == 4
 
@@ -56,20 +59,21 @@ def test_read_questions_errors(tmp_path, content, message):
     path = tmp_path / "q.jsonl"
     if content is not None:
         path.write_bytes(content)
-    with pytest.raises(ev.EvalDataError, match=message):
-        ev.read_questions(path)
+    with pytest.raises(question_file.EvalDataError, match=message):
+        question_file.read_questions(path)
 
 
 # ------------------------------------------------------------------------------ toy pipeline
 class ToyPipe:
-    """The parts of a Pipeline an eval run uses, over a toy generator: per question a list of
-    (passage, prior) and per passage a next-word table."""
+    """A Pipeline over a toy generator and a fixed retrieval: per question a list of (passage,
+    prior) and per passage a next-word table. `run` is the real `Pipeline.run`."""
 
     index_name = "toy"
+    run, run_settings = Pipeline.run, Pipeline.run_settings
 
     def __init__(self, retrieval, tables, closed):
         self.retrieval = retrieval
-        self.models = type("M", (), {"generator": ToyGenerator(tables, closed)})()
+        self.models = Models(None, ToyGenerator(tables, closed), None)
         self.cfg = Config(beams=1, max_new_tokens=6)
 
     def retrieve(self, question, k):
@@ -96,8 +100,8 @@ def toy_pipe():
     return ToyPipe(retrieval, tables, closed={"": {"Rome": 0.9}})
 
 
-QUESTIONS = [ev.EvalQuestion("Where is Interpol?", ["Lyon"], "Interpol"),
-             ev.EvalQuestion("Where is the Shroud?", ["Turin", "Torino"], "Shroud")]
+QUESTIONS = [question_file.EvalQuestion("Where is Interpol?", ["Lyon"], "Interpol"),
+             question_file.EvalQuestion("Where is the Shroud?", ["Turin", "Torino"], "Shroud")]
 
 
 def test_a_run_on_a_toy_pipeline_scores_modes_recall_and_verdicts(tmp_path):
@@ -127,7 +131,7 @@ def test_a_run_on_a_toy_pipeline_scores_modes_recall_and_verdicts(tmp_path):
 
 
 def test_sweep_over_stored_traces_reproduces_the_run(tmp_path):
-    from rag_core.eval_sweep import load_traces, sweep
+    from rag_core.analysis.sweep import load_traces, sweep
 
     run = ev.run_eval(toy_pipe(), QUESTIONS, Config(k=2, max_new_tokens=6), trace_dir=tmp_path / "tr")
     frame = sweep(load_traces(tmp_path / "tr"), [1, 2], [1.0])

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from rag_core import experiments as ex
-from rag_core.config import Config
+from rag_core.hotswap import cache
+from rag_core.hotswap import judge
+from rag_core.hotswap import results
+from rag_core.hotswap import run as hotswap
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = dict(k=3, max_new_tokens=8, decode="token")  # the test settings, shared by the toggle and CLI tests
@@ -46,26 +48,26 @@ SAMPLE = ["President of the United States", "President of Chile", "Prime Ministe
     ("Jugnauth", "Pravind Jugnauth", "Anerood Jugnauth", False),
 ])
 def test_names_holder(answer, name, other, expected):
-    assert ex.names_holder(answer, name, other) is expected
+    assert judge.names_holder(answer, name, other) is expected
 
 
 def test_judge_both_years():
-    assert ex.judge("Barack Obama", "Barack Obama", "Donald Trump") == (True, False, False)
+    assert judge.judge("Barack Obama", "Barack Obama", "Donald Trump") == (True, False, False)
     # naming both holders is ambiguous: right in neither cell
-    assert ex.judge("Donald Trump, after Barack Obama", "Barack Obama", "Donald Trump") == (False, False, True)
-    assert ex.judge("Hillary Clinton", "Barack Obama", "Donald Trump") == (False, False, False)
+    assert judge.judge("Donald Trump, after Barack Obama", "Barack Obama", "Donald Trump") == (False, False, True)
+    assert judge.judge("Hillary Clinton", "Barack Obama", "Donald Trump") == (False, False, False)
 
 
 def test_table_and_summary_from_rows():
     """The 2×2 table is the mean of the judged cells: rows = index, columns = leaders' year."""
     rows = []
     for idx, c16, c18 in (("2016", True, False), ("2016", True, False), ("2018", False, True), ("2018", True, False)):
-        rows.append({c: "" for c in ex.ROW_COLUMNS} | {"index": idx, "decoding": "rag-token", "correct_2016": c16,
+        rows.append({c: "" for c in results.ROW_COLUMNS} | {"index": idx, "decoding": "rag-token", "correct_2016": c16,
                                                         "correct_2018": c18, "passages_name_2016": 1,
                                                         "passages_name_2018": 1, "position": f"p{len(rows) % 2}"})
     closed = [{"position": "p0", "correct_2016": False, "correct_2018": True},
               {"position": "p1", "correct_2016": False, "correct_2018": False}]
-    r = ex.ExperimentResult(rows, closed, {}, "k", complete=True)
+    r = results.ExperimentResult(rows, closed, {}, "k", complete=True)
     t = r.table("rag-token")
     assert t.loc["index 2016", "leaders 2016"] == 1.0 and t.loc["index 2016", "leaders 2018"] == 0.0
     assert t.loc["index 2018", "leaders 2018"] == 0.5 and t.loc["index 2018", "leaders 2016"] == 0.5
@@ -76,11 +78,11 @@ def test_table_and_summary_from_rows():
     assert r.finding("rag-token").startswith("1 of 4 answers") and "copy the other holder from the retrieved passages" in r.finding("rag-token")
     closed[1]["correct_2016"] = True  # now the closed-book model gives that same holder: one each way
     assert "Neither copying from the passages nor the model's memory" in \
-        ex.ExperimentResult(rows, closed, {}, "k", complete=True).finding("rag-token")
+        results.ExperimentResult(rows, closed, {}, "k", complete=True).finding("rag-token")
     for row in rows:  # drop the passages' names: only memory is left
         row["passages_name_2016"] = row["passages_name_2018"] = 0
     assert "the model's memory overrides the passages" in \
-        ex.ExperimentResult(rows, closed, {}, "k", complete=True).finding("rag-token")
+        results.ExperimentResult(rows, closed, {}, "k", complete=True).finding("rag-token")
 
 
 # ------------------------------------------------------------------------------------------ the indexes
@@ -89,23 +91,23 @@ def test_table_and_summary_from_rows():
 def named():
     from rag_core.catalog import named_passages
 
-    return {y: named_passages(y)[0] for y in ex.YEARS}
+    return {y: named_passages(y)[0] for y in results.YEARS}
 
 
 def test_every_position_has_passages_in_both_indexes(named):
     """Each index holds, for every position, a passage naming the position and that year's holder."""
-    leaders = ex.leaders_frame()
-    for year in ex.YEARS:
+    leaders = cache.leaders_frame()
+    for year in results.YEARS:
         texts = [p.title + "\n" + p.text for p in named[year] if p.id.startswith(f"l{year}-")]
         folded = [t.lower() for t in texts]
         for row in leaders.itertuples():
             holder, other = getattr(row, f"holder_{year}"), getattr(row, f"holder_{4034 - int(year)}")
-            has = [t for t, f in zip(texts, folded) if row.position.lower() in f and ex.names_holder(t, holder, other)]
+            has = [t for t, f in zip(texts, folded) if row.position.lower() in f and judge.names_holder(t, holder, other)]
             assert has, f"index {year}: no passage on {row.position} naming {holder}"
 
 
 def test_indexes_differ_only_in_snapshots(named):
-    ids = {y: {p.id for p in named[y]} for y in ex.YEARS}
+    ids = {y: {p.id for p in named[y]} for y in results.YEARS}
     base16 = {i for i in ids["2016"] if not i.startswith("l2016-")}
     base18 = {i for i in ids["2018"] if not i.startswith("l2018-")}
     assert base16 == base18  # the same base passages (stale ones removed from both)
@@ -126,7 +128,7 @@ def pipes(default_pipeline):
     threads = torch.get_num_threads()
     if os.getloadavg()[0] >= (os.cpu_count() or 1):
         torch.set_num_threads(1)
-    yield ex.year_pipelines(lambda: default_pipeline)
+    yield hotswap.year_pipelines(lambda: default_pipeline)
     torch.set_num_threads(threads)
 
 
@@ -141,16 +143,16 @@ def test_toggle_changes_passages_and_answer(pipes):
     judge, and for some sample positions the answer changes with the index and names that index's
     holder (the data is fair, so the small model is not right everywhere: which ones is measured,
     not assumed)."""
-    cfg = ex.experiment_config(**FAST)
-    wanted = SAMPLE + [p for p in ex.leaders_frame(2)["position"] if p not in SAMPLE]
-    result = ex.run_experiment(cfg, lambda: pipes, positions=wanted, use_cache=False)
+    cfg = hotswap.experiment_config(**FAST)
+    wanted = SAMPLE + [p for p in cache.leaders_frame(2)["position"] if p not in SAMPLE]
+    result = hotswap.run_experiment(cfg, lambda: pipes, positions=wanted, use_cache=False)
     frame = {(r["position"], r["index"]): r for r in result.rows}
     changed = right = 0
     for position in SAMPLE:
         old, new = frame[(position, "2016")], frame[(position, "2018")]
         assert set(old["passages"]) != set(new["passages"]), position
         for r in (old, new):
-            assert (r["correct_2016"], r["correct_2018"], r["ambiguous"]) == ex.judge(r["answer"], r["holder_2016"], r["holder_2018"])
+            assert (r["correct_2016"], r["correct_2018"], r["ambiguous"]) == judge.judge(r["answer"], r["holder_2016"], r["holder_2018"])
         changed += old["answer"] != new["answer"]
         right += bool(old["correct_2016"]) + bool(new["correct_2018"])
     shown = [(p, frame[(p, "2016")]["answer"], frame[(p, "2018")]["answer"]) for p in SAMPLE]
@@ -162,13 +164,13 @@ def test_the_shipped_run_is_this_code_and_data(pipes):
     """assets/leaders_run.json is what the Index swap page shows at first start. Its fingerprint must
     equal today's key (models, prompt, snapshots, leaders.csv, settings, judge, decoder), and a
     sample of positions recomputed now gives the same answers and verdicts."""
-    cfg = ex.experiment_config()
-    shipped = ex.shipped_result(cfg)
+    cfg = hotswap.experiment_config()
+    shipped = cache.shipped_result(cfg)
     assert shipped is not None, "the shipped run is stale: rerun `python -m rag_core leaders --ship`"
-    assert shipped.complete and shipped.positions == len(ex.leaders_frame())
-    positions = list(ex.leaders_frame()["position"])
-    sample = [positions[0]] + [next(p for p in positions if ex.position_split(p) == s) for s in ex.SPLITS]
-    live = ex.run_experiment(cfg, lambda: pipes, positions=sample, use_cache=False)
+    assert shipped.complete and shipped.positions == len(cache.leaders_frame())
+    positions = list(cache.leaders_frame()["position"])
+    sample = [positions[0]] + [next(p for p in positions if results.position_split(p) == s) for s in results.SPLITS]
+    live = hotswap.run_experiment(cfg, lambda: pipes, positions=sample, use_cache=False)
     keep = ("answer", "correct_2016", "correct_2018", "ambiguous", "passages")
     want = {(r["position"], r["index"], r["decoding"]): {k: r[k] for k in keep} for r in shipped.rows if r["position"] in sample}
     got = {(r["position"], r["index"], r["decoding"]): {k: r[k] for k in keep} for r in live.rows}
@@ -176,35 +178,27 @@ def test_the_shipped_run_is_this_code_and_data(pipes):
 
 
 def test_cli_limit_csv(tmp_path, capsys):
-    from rag_core import leaders_cli
+    from rag_core import cli
+    from rag_core.cli import leaders as leaders_cli
 
     out = tmp_path / "leaders.csv"
-    assert leaders_cli.main(["--limit", "2", "--csv", str(out)] + FAST_ARGS) == 0
+    assert cli.main(["leaders", "--limit", "2", "--csv", str(out)] + FAST_ARGS) == 0
     printed = capsys.readouterr().out.splitlines()
     with open(out, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     # each printed cell is the accuracy measured in the CSV's rows, beside the paper's figure
     block = printed[next(i for i, x in enumerate(printed) if "all positions" in x):]
-    for idx in ex.YEARS:
+    for idx in results.YEARS:
         line = next(x for x in block if x.strip().startswith(f"index {idx}"))
-        for year in ex.YEARS:
+        for year in results.YEARS:
             part = [r for r in rows if r["index"] == idx]
             measured = sum(r[f"correct_{year}"] == "True" for r in part) / len(part)
-            assert f"{leaders_cli._pct(measured)} | {leaders_cli._pct(ex.PAPER[(idx, year)])}" in line, (line, measured)
+            assert f"{leaders_cli._pct(measured)} | {leaders_cli._pct(results.PAPER[(idx, year)])}" in line, (line, measured)
     assert any(x.startswith("closed-book (no passage)") for x in printed)
     assert len(rows) == 2 * 2  # 2 positions × 2 indexes × 1 decoding
     for col in ("position", "holder_2016", "holder_2018", "index", "decoding", "answer", "correct_2016", "correct_2018"):
         assert col in rows[0], col
     assert {r["index"] for r in rows} == {"2016", "2018"} and {r["decoding"] for r in rows} == {"rag-token"}
-
-
-def test_python_m_rag_core_leaders_dispatch(tmp_path, capsys):
-    """`python -m rag_core leaders --limit 2 --csv FILE` goes through the main CLI's dispatch."""
-    from rag_core import cli
-
-    out = tmp_path / "via-main.csv"
-    assert cli.main(["leaders", "--limit", "2", "--csv", str(out)] + FAST_ARGS) == 0
-    assert out.is_file()
 
 
 def test_cli_bad_flag_is_one_line_error(capsys):
@@ -217,13 +211,13 @@ def test_cli_bad_flag_is_one_line_error(capsys):
 
 # ------------------------------------------------------------------------------------------ the page
 
-def _fake_result(question: str) -> ex.ExperimentResult:
+def _fake_result(question: str) -> results.ExperimentResult:
     """A cached-looking result with one failure on the 2016 index, for the page's table and button."""
     rows = []
-    for idx in ex.YEARS:
-        for dec in ex.DECODINGS:
+    for idx in results.YEARS:
+        for dec in results.DECODINGS:
             answer = "Donald Trump" if idx == "2018" or dec == "rag-sequence" else "Hillary Clinton"
-            c16, c18, both = ex.judge(answer, "Barack Obama", "Donald Trump")
+            c16, c18, both = judge.judge(answer, "Barack Obama", "Donald Trump")
             rows.append({"ambiguous": both, "position": "President of the United States", "country": "United States",
                          "holder_2016": "Barack Obama", "holder_2018": "Donald Trump", "question": question,
                          "index": idx, "decoding": dec, "answer": answer, "correct_2016": c16, "correct_2018": c18,
@@ -231,7 +225,7 @@ def _fake_result(question: str) -> ex.ExperimentResult:
                          "passages_name_2018": 2, "top_passage": "President of the United States", "passages": []})
     closed = [{"position": "President of the United States", "answer": "Barack Obama", "correct_2016": True,
                "correct_2018": False}]
-    return ex.ExperimentResult(rows, closed, {}, "fake", 60.0, complete=True)
+    return results.ExperimentResult(rows, closed, {}, "fake", 60.0, complete=True)
 
 
 @pytest.fixture(scope="module")
@@ -250,7 +244,7 @@ def test_index_swap_page_shows_both_answers(swap_app):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     labels = {m.label: m.value for m in at.metric}
-    for year in ex.YEARS:
+    for year in results.YEARS:
         answer = labels.get(f"RAG-Token ({year} index)")
         assert answer and answer != "(empty)", labels
     # the same models read different passages on the two indexes (the answers may or may not differ)
@@ -259,7 +253,7 @@ def test_index_swap_page_shows_both_answers(swap_app):
     # no complete live run in the cache: the page shows the shipped reference table at once and
     # offers to recompute it
     assert any("paper 2016" in d.value.columns for d in at.dataframe), "no accuracy table is shown"
-    live = ex.cached_result(ex.experiment_config(), partial=True)
+    live = cache.cached_result(hotswap.experiment_config(), partial=True)
     if live is None or not live.complete:  # a fresh machine: the shipped table, and the button to recompute it
         assert any("shipped reference run" in i.value for i in at.info), [i.value for i in at.info]
         buttons = {b.label for b in at.button}
@@ -269,7 +263,7 @@ def test_index_swap_page_shows_both_answers(swap_app):
 def test_index_swap_explain_failure_switches_page(swap_app, monkeypatch):
     at = swap_app
     question = "Who is the President of the United States?"
-    monkeypatch.setattr(ex, "cached_result", lambda *a, **k: _fake_result(question))
+    monkeypatch.setattr(cache, "cached_result", lambda *a, **k: _fake_result(question))
     at.switch_page(str(ROOT / "pages/index_swap.py"))
     at.run()
     assert not at.exception, [e.value for e in at.exception]

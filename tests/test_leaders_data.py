@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rag_core.experiments import names_holder
+from rag_core.hotswap.judge import names_holder
 
 from rag_core.snapshots import (
     LEADER_COLUMNS,

@@ -28,17 +28,15 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-from tiny_models import build_tiny_stack  # noqa: E402
-
-from rag_core import marginals  # noqa: E402
-from rag_core.catalog import build_corpus_index  # noqa: E402
-from rag_core.corpus import read_corpus_file  # noqa: E402
-from rag_core.decoding import SearchSettings, rag_sequence_beams, rag_token_decode, score_answers  # noqa: E402
-from rag_core.encoders import DPREncoder, load_encoder  # noqa: E402
-from rag_core.generators import load_generator  # noqa: E402
-from rag_core.generators.seq2seq import Seq2SeqGenerator, rag_input  # noqa: E402
-from rag_core.retriever import Retriever  # noqa: E402
+from rag_core import marginals
+from rag_core.tiny_models import build_tiny_stack
+from rag_core.catalog import build_corpus_index
+from rag_core.corpus import read_corpus_file
+from rag_core.decoding import SearchSettings, rag_sequence_beams, rag_token_decode, score_answers
+from rag_core.encoders import DPREncoder, load_encoder
+from rag_core.generators import load_generator
+from rag_core.generators.seq2seq import Seq2SeqGenerator, rag_input
+from rag_core.retriever import Retriever
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = torch.device("cpu")

@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT
 from rag_core.config import Config
 from rag_core.corpus import Passage, write_jsonl
-from rag_core.index import IndexLoadError, PassageIndex
+from rag_core.index import PassageIndex
 from rag_core.pipeline import MAX_QUESTION_CHARS, QuestionError, clean_question
 
 

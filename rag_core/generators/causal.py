@@ -16,6 +16,7 @@ from typing import Sequence
 
 import torch
 
+from ..config import MAX_QUESTION_CHARS
 from ..corpus import Passage
 from ..sources import TOKENIZER_LOCK
 from .base import ForwardCounter, GenState, forced_ids
@@ -57,7 +58,6 @@ FEW_SHOT = [
 INSTRUCTION = "Answer each question with a short phrase copied from the passage."
 CLOSED_INSTRUCTION = "Answer each question with a short phrase."
 MAX_PASSAGE_WORDS = 160  # a user passage longer than this is cut in the prompt (ours are 100 words)
-MAX_QUESTION_CHARS = 1000
 
 
 def clean_question(question: str) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 
 from ..config import DEFAULT_GENERATOR, cache_dir
-from ..index import replace_dir
+from .._fs import replace_dir
 from ..sources import ModelSourceError, Source, model_type, package_path, resolve
 from .causal import CausalGenerator
 from .seq2seq import Seq2SeqGenerator

@@ -13,7 +13,6 @@ goes to a catch-all token "<other>"; after a prefix with no table, the answer en
 """
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import torch
@@ -49,9 +48,6 @@ class ToyGenerator:
                 probs[self._index[w]] += p
             probs[1] += max(0.0, 1.0 - float(probs.sum()))
         return torch.log(probs.clamp(min=0))  # (V,) float64: the toy numbers stay exact
-
-    def _tables(self, state: GenState) -> list[dict]:
-        return state.cache["tables"]
 
     def _logprobs(self, tables: list[dict], rows: torch.Tensor, prefixes: list[tuple[int, ...]]) -> torch.Tensor:
         ForwardCounter.tick()
@@ -89,7 +85,3 @@ class ToyGenerator:
 
     def token_text(self, token_id: int) -> str:
         return self.vocab[int(token_id)]
-
-
-def prob_round(x: float) -> float:
-    return round(math.exp(x), 3)

@@ -16,11 +16,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rag_core import catalog
-from rag_core.config import cache_dir
-from rag_core.corpus import CorpusError, ParsedCorpus, Passage, parse_corpus_bytes
-from rag_core.encoders import Encoder
-from rag_core.index import PassageIndex
+from . import catalog
+from .config import cache_dir
+from .corpus import CorpusError, ParsedCorpus, Passage, parse_corpus_bytes
+from .encoders import Encoder
+from .index import PassageIndex
 
 
 @dataclass

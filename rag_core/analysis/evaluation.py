@@ -1,16 +1,5 @@
-"""Evaluation: answer matching, the questions file, and running a set under all three modes.
-
-Matching follows SQuAD (Rajpurkar et al. 2016): lowercase, drop punctuation, drop the articles
-a/an/the, collapse spaces; exact match (EM) against *any* gold answer.
-
->>> normalize_answer("The  Hobbit!"), exact_match("the Hobbit", ["Hobbit"])
-('hobbit', True)
->>> contains_answer("Jane Austen wrote it", ["Austen"]), contains_answer("Austenite", ["Austen"])
-(True, False)
-
-"Contained" counts a prediction as right when a normalised gold answer occurs in it as whole words
-("Herman Melville, the novelist" contains "Herman Melville"); answer-recall@K counts a question as
-retrieved when one of its K passages (title + text) contains a gold answer the same way.
+"""Evaluation: a set of questions under all three modes, with EM, contained and answer-recall@K
+(`matching` defines them), the verdicts of every wrong answer, and saved runs.
 
 Modes (the CSV's `mode` column): `closed-book` (the generator with no passage), `rag-token`,
 `rag-sequence`. A run keeps one `QuestionResult` per question; `EvalRun.rows()` is the long table,
@@ -19,133 +8,31 @@ Eval page shows the latest run without recomputing it.
 """
 from __future__ import annotations
 
+import gzip
 import json
-import math
-import os
-import re
-import string
-import tempfile
 import time
-import unicodedata
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 import pandas as pd
 
-from .config import cache_dir
-from .decoding import DECODER_VERSION
+from .._fs import write_atomic, write_bytes_atomic, write_text_atomic
+from ..config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN, cache_dir
+from ..decoding import DECODER_VERSION
+from ..marginals import prob
+from ..trace import neutralise, trace_to_dict
+from .deep_search import deep_search
+from .matching import contains_answer, exact_match, passage_text
+from .questions import EvalQuestion
+from .scoring import score_texts
+from .verdicts import VERDICTS, diagnose as diagnose_answer
 
-MODES = ("closed-book", "rag-token", "rag-sequence")
-RAG_MODES = ("rag-token", "rag-sequence")
+MODES = (CLOSED_BOOK, RAG_TOKEN, RAG_SEQUENCE)
+RAG_MODES = (RAG_TOKEN, RAG_SEQUENCE)
 CSV_COLUMNS = ["question", "mode", "answer", "em", "contained", "answers", "title", "recall", "answer_rank",
                "p_seq", "p_tok", "verdicts"]
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_ASCII_PUNCT = set(string.punctuation)
-
-
-# --------------------------------------------------------------------------------------- matching
-def normalize_answer(text: str) -> str:
-    """SQuAD normalisation. Besides ASCII punctuation (SQuAD's set) every Unicode punctuation mark
-    goes too (– ’ « »), so typographic quotes and dashes never decide a match.
-
-    >>> normalize_answer("Secker & Warburg"), normalize_answer("Beuve-Méry"), normalize_answer("An  Apple.")
-    ('secker warburg', 'beuveméry', 'apple')
-    """
-    text = str(text).lower()
-    text = "".join(ch for ch in text if ch not in _ASCII_PUNCT and not unicodedata.category(ch).startswith("P"))
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
-
-
-def exact_match(prediction: str | None, answers: Iterable[str]) -> bool:
-    if prediction is None:
-        return False
-    pred = normalize_answer(prediction)
-    return any(pred == normalize_answer(a) for a in answers)
-
-
-def _contains_norm(haystack: str, needle: str) -> bool:
-    return bool(needle) and f" {needle} " in f" {haystack} "
-
-
-def contains_answer(text: str | None, answers: Iterable[str]) -> bool:
-    """Some normalised answer occurs in the normalised text as whole words."""
-    if not text:
-        return False
-    hay = normalize_answer(text)
-    return any(_contains_norm(hay, normalize_answer(a)) for a in answers)
-
-
-def passage_text(passage) -> str:
-    """What the generator reads of a passage: its title and its text."""
-    return f"{passage.title}. {passage.text}"
-
-
-# --------------------------------------------------------------------------------- questions file
-class EvalDataError(ValueError):
-    """A questions file cannot be used; the message says why."""
-
-
-@dataclass
-class EvalQuestion:
-    question: str
-    answers: list[str]
-    title: str = ""  # the source article, when the file names it
-    line: int = 0  # 1-based line in the file
-
-
-def parse_question_line(raw: bytes | str) -> EvalQuestion | None:
-    """One JSONL line -> a question, or None when the line is malformed."""
-    try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        row = json.loads(text)
-    except (UnicodeDecodeError, ValueError):
-        return None
-    if not isinstance(row, dict):
-        return None
-    q, answers = row.get("question"), row.get("answers")
-    if isinstance(answers, str):
-        answers = [answers]
-    if not isinstance(q, str) or not q.strip() or not isinstance(answers, list):
-        return None
-    answers = [a.strip() for a in answers if isinstance(a, str) and a.strip()]
-    if not answers or not any(normalize_answer(a) for a in answers):
-        return None
-    title = row.get("title") if isinstance(row.get("title"), str) else ""
-    return EvalQuestion(" ".join(q.split()), answers, title)
-
-
-def read_questions(path: str | Path) -> tuple[list[EvalQuestion], int]:
-    """Questions of a JSONL file and the number of malformed lines skipped.
-
-    Raises EvalDataError for a missing, unreadable or empty file, or one with no usable line.
-    """
-    p = Path(path)
-    if not p.exists():
-        raise EvalDataError(f"questions file not found: {path}")
-    if p.is_dir():
-        raise EvalDataError(f"{path} is a folder, not a questions JSONL file")
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise EvalDataError(f"cannot read {path}: {e.strerror or e}") from None
-    lines = [(n, line) for n, line in enumerate(data.splitlines(), 1) if line.strip()]
-    if not lines:
-        raise EvalDataError(f"{path} is empty: expected one JSON object a line with 'question' and 'answers'")
-    out, skipped = [], 0
-    for n, line in lines:
-        q = parse_question_line(line)
-        if q is None:
-            skipped += 1
-            continue
-        q.line = n
-        out.append(q)
-    if not out:
-        raise EvalDataError(f"no usable question in {path}: all {skipped} lines are malformed "
-                            "(each needs a JSON object with 'question' and a list of 'answers')")
-    return out, skipped
 
 
 # ------------------------------------------------------------------------------------ one question
@@ -179,23 +66,17 @@ class QuestionResult:
                    d.get("seconds", 0.0))
 
 
-def _p(logp: float) -> float:
-    return math.exp(logp) if logp > float("-inf") else 0.0
-
-
 def evaluate_question(pipe, q: EvalQuestion, cfg, diagnose: bool = True, depth: int = 100,
                       trace_path: Path | None = None) -> QuestionResult:
     """Closed-book, RAG-Token and RAG-Sequence on one question; the K prompts are prepared once and
     reused for decoding both ways and for the teacher-forced pass of the gold answers."""
-    from . import diagnosis
-
     t0 = time.perf_counter()
-    run = diagnosis.run_with_state(pipe, q.question, cfg)
+    run = pipe.run(q.question, cfg, keep_state=True)
     trace = run.trace
     trace.closed_book = pipe.closed_book(trace.query, cfg)
     ranks = [h.rank for h in trace.hits if contains_answer(passage_text(h.passage), q.answers)]
     recall = bool(ranks)
-    modes = {"closed-book": ModeResult(trace.closed_book, exact_match(trace.closed_book, q.answers),
+    modes = {CLOSED_BOOK: ModeResult(trace.closed_book, exact_match(trace.closed_book, q.answers),
                                        contains_answer(trace.closed_book, q.answers))}
     wrong = []
     for mode in RAG_MODES:
@@ -203,24 +84,21 @@ def evaluate_question(pipe, q: EvalQuestion, cfg, diagnose: bool = True, depth: 
         if c is None:
             continue
         modes[mode] = ModeResult(c.answer, exact_match(c.answer, q.answers), contains_answer(c.answer, q.answers),
-                                 _p(c.log_p_seq(trace.log_prior)), _p(c.log_p_tok(trace.log_prior)))
+                                 prob(c.log_p_seq(trace.log_prior)), prob(c.log_p_tok(trace.log_prior)))
         if not modes[mode].em:
             wrong.append(mode)
     deep = None
     if diagnose and wrong:
-        forced = diagnosis.score_texts(pipe.models.generator, trace, q.answers, run.state0)
-        deep = None if recall else diagnosis.deep_search(pipe, trace, q.answers, depth)
+        with pipe.models.lock:  # the shared generator, as every path uses it
+            forced = score_texts(pipe.models.generator, trace, q.answers, run.state0)
+        deep = None if recall else deep_search(pipe, trace, q.answers, depth)
         for mode in wrong:
-            d = diagnosis.diagnose(trace, q.answers, mode, forced=forced, deep=deep, closed_book=trace.closed_book)
+            d = diagnose_answer(trace, q.answers, mode, forced=forced, deep=deep, closed_book=trace.closed_book)
             modes[mode].verdicts = d.fired
     rank = ranks[0] if ranks else (deep.rank if deep is not None and deep.rank else None)
     if trace_path is not None:  # for offline counterfactuals (K, scale) on the stored conditionals
-        import gzip
-
-        from .trace import trace_to_dict
-
         data = {"question": asdict(q), "trace": trace_to_dict(trace)}
-        _atomic_write(trace_path, lambda p: Path(p).write_bytes(gzip.compress(json.dumps(data).encode("utf-8"))))
+        write_bytes_atomic(trace_path, gzip.compress(json.dumps(data).encode("utf-8")))
     return QuestionResult(trace.query, q.answers, q.title, modes, recall, rank, time.perf_counter() - t0)
 
 
@@ -245,9 +123,7 @@ class EvalRun:
                 continue
             out["modes"][mode] = {"n": len(got), "em": sum(m.em for m in got) / len(got),
                                   "contained": sum(m.contained for m in got) / len(got),
-                                  "recall": None if mode == "closed-book" else recall}
-        from .diagnosis import VERDICTS
-
+                                  "recall": None if mode == CLOSED_BOOK else recall}
         for mode in RAG_MODES:
             wrong = [r.modes[mode] for r in self.results if mode in r.modes and not r.modes[mode].em]
             counts = Counter(v for m in wrong for v in m.verdicts)
@@ -264,7 +140,7 @@ class EvalRun:
                     continue
                 rows.append({"question": r.question, "mode": mode, "answer": m.answer, "em": int(m.em),
                              "contained": int(m.contained), "answers": " | ".join(r.answers), "title": r.title,
-                             "recall": "" if mode == "closed-book" else int(r.recall),
+                             "recall": "" if mode == CLOSED_BOOK else int(r.recall),
                              "answer_rank": "" if r.answer_rank is None else r.answer_rank,
                              "p_seq": "" if m.p_seq is None else round(m.p_seq, 6),
                              "p_tok": "" if m.p_tok is None else round(m.p_tok, 6),
@@ -275,8 +151,6 @@ class EvalRun:
         return pd.DataFrame(self.rows(), columns=CSV_COLUMNS)
 
     def to_csv(self, path) -> None:
-        from .trace import neutralise
-
         frame = self.frame()
         for col in ("question", "answer", "answers", "title"):
             frame[col] = frame[col].map(neutralise)
@@ -303,8 +177,6 @@ class EvalRun:
             cont = f"{100 * m['contained']:.1f}%"
             rec = "—" if m["recall"] is None else f"{100 * m['recall']:.1f}%"
             lines.append(f"{mode:<14}{em:>14}{cont:>16}{rec:>12}")
-        from .diagnosis import VERDICTS
-
         lines += ["", f"{'why RAG answers were wrong (verdicts overlap)':<46}{'rag-token':>10}{'rag-sequence':>14}"]
         v = s["verdicts"]
         for code in ["wrong", *VERDICTS, "no verdict"]:
@@ -340,25 +212,14 @@ def eval_folder() -> Path:
     return path
 
 
-def _atomic_write(path: Path, write: Callable[[str], None]) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def save_run(run: EvalRun, name: str | None = None, folder: Path | None = None) -> Path:
     """Write `<name>.json` + `<name>.csv` (default name: a timestamp) and the `latest` pair."""
     folder = folder or eval_folder()
     name = name or time.strftime("run-%Y%m%d-%H%M%S")
     data = json.dumps(run.to_json(), ensure_ascii=False, indent=1)
     for stem in (name, "latest"):
-        _atomic_write(folder / f"{stem}.json", lambda p: Path(p).write_text(data, encoding="utf-8"))
-        _atomic_write(folder / f"{stem}.csv", run.to_csv)
+        write_text_atomic(folder / f"{stem}.json", data)
+        write_atomic(folder / f"{stem}.csv", run.to_csv)
     return folder / f"{name}.json"
 
 

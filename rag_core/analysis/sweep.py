@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from .diagnosis import counterfactual
-from .evaluation import exact_match
-from .trace import trace_from_dict
+from ..config import RAG_SEQUENCE, RAG_TOKEN
+from ..trace import trace_from_dict
+from .counterfactual import counterfactual
+from .matching import exact_match
 
 
 def sweep_grid(ks, scales) -> list[tuple[int, float]]:
@@ -45,7 +46,7 @@ def sweep(items, ks, scales) -> pd.DataFrame:
     could not be settled without a model call."""
     rows = []
     for k, scale in sweep_grid(ks, scales):
-        em = {"rag-token": 0, "rag-sequence": 0}
+        em = {RAG_TOKEN: 0, RAG_SEQUENCE: 0}
         unsettled = 0
         n = 0
         for answers, trace in items:
@@ -55,7 +56,7 @@ def sweep(items, ks, scales) -> pd.DataFrame:
             cf = counterfactual(trace, k=k, scale=scale)
             for mode, a in cf.answers.items():
                 em[mode] += exact_match(a.answer, answers)
-                unsettled += mode == "rag-token" and not a.exact
-        rows.append({"k": k, "scale": scale, "questions": n, "rag-token EM": em["rag-token"] / max(n, 1),
-                     "rag-sequence EM": em["rag-sequence"] / max(n, 1), "rag-token not exact": unsettled})
+                unsettled += mode == RAG_TOKEN and not a.exact
+        rows.append({"k": k, "scale": scale, "questions": n, "rag-token EM": em[RAG_TOKEN] / max(n, 1),
+                     "rag-sequence EM": em[RAG_SEQUENCE] / max(n, 1), "rag-token not exact": unsettled})
     return pd.DataFrame(rows)

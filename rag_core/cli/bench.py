@@ -9,9 +9,9 @@ import argparse
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-from .config import REPO_ROOT
+from ..config import REPO_ROOT
+from .common import progress_bar
 
 SCRIPTS = ["trace_floor", "vs_transformers", "map", "app_calls", "encode", "cold_start", "app_cold", "soak", "ann"]
 GOALS = {
@@ -46,27 +46,26 @@ def verdicts(result: dict) -> dict:
     return out
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # a bad flag is a user error: one `error:` line and exit 2 (the CLI's rule)
-        raise ValueError(message)
+HELP = "the performance figures"
 
 
-def main(argv: list[str]) -> int:
-    p = _Parser(prog="python -m rag_core bench")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--only", nargs="*", choices=SCRIPTS, default=None)
     p.add_argument("--quick", action="store_true", help="ANN on 200k vectors instead of 1M (minutes less)")
-    args = p.parse_args(argv)
-    from tqdm import tqdm
 
+
+def run(args: argparse.Namespace) -> int:
     result: dict = {}
     names = args.only or SCRIPTS
     tty = sys.stderr.isatty()
-    for i, name in enumerate(tqdm(names, desc="bench", file=sys.stderr, disable=not tty)):
-        if not tty:  # a log file gets one line per script instead of a bar
-            print(f"bench: {name} ({i + 1}/{len(names)})", file=sys.stderr, flush=True)
-        extra = ["200000"] if (name == "ann" and args.quick) else []
-        result.update(run_script(name, extra))
+    with progress_bar() as progress:
+        for i, name in enumerate(names):
+            progress(f"bench: {name} ({i + 1}/{len(names)})", i / len(names))
+            if not tty:  # a log file gets one line per script
+                print(f"bench: {name} ({i + 1}/{len(names)})", file=sys.stderr, flush=True)
+            extra = ["200000"] if (name == "ann" and args.quick) else []
+            result.update(run_script(name, extra))
     result["goals_met"] = verdicts(result)
     if args.json:
         print(json.dumps(result, indent=1))

@@ -1,7 +1,7 @@
 """`python -m rag_core leaders`: the 2016/2018 index hot-swap experiment (paper §4.5).
 
-    python -m rag_core leaders [--csv FILE] [--decode token|sequence|both] [--limit N]
-                               [-k K] [--scale S] [--max-new-tokens N] [--no-cache] [--json]
+    python -m rag_core leaders [--csv FILE] [--decode token|sequence|both] [--limit N] [--split tune|test]
+                               [-k K] [--scale S] [--also K[:SCALE] ...] [--no-cache] [--json] [--ship]
 
 Prints the 2×2 accuracy table (index year × leaders year) per decoding beside the paper's numbers,
 and the closed-book accuracy against both years. Results are cached (see `experiments`), so a
@@ -15,30 +15,28 @@ import math
 import os
 import sys
 
-from .cli import CliError, _model_args, _Parser, _positive_float, _positive_int, _config
+from ..hotswap.cache import cached_result, leaders_frame, write_shipped
+from ..hotswap.results import GOAL_MATCHED, GOAL_MISMATCHED, PAPER, SPLITS, YEARS, position_split
+from ..hotswap.run import experiment_config, run_experiment
+from ..pipeline import load_pipeline
+from .common import CliError, add_decoding_args, add_model_args, config_from, decoding_fields, positive_int, progress_bar
+
+HELP = "the 2016/2018 index hot-swap experiment"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m rag_core leaders",
-                description="The index hot-swap experiment: the same model on a 2016 and a 2018 index.")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--csv", default=None, help="write one row per (position, index, decoding) here")
-    p.add_argument("--decode", choices=["token", "sequence", "both"], default="both")
-    p.add_argument("--limit", type=_positive_int, default=None, help="only the first N positions of leaders.csv")
-    p.add_argument("-k", type=_positive_int, default=5, help="passages retrieved per question")
-    p.add_argument("--scale", type=_positive_float, default=None, help="retriever scale (default: the encoder's)")
-    p.add_argument("--max-new-tokens", type=_positive_int, default=16)
-    p.add_argument("--beams", type=_positive_int, default=1)
+    p.add_argument("--limit", type=positive_int, default=None, help="only the first N positions of leaders.csv")
+    p.add_argument("--split", choices=SPLITS, default=None,
+                   help="only one half of the positions (tune: for choosing settings; test: the held-out half)")
+    add_decoding_args(p)
     p.add_argument("--ship", action="store_true",
                    help="after a complete run, store it as the shipped reference run (assets/leaders_run.json)")
-    p.add_argument("--length-penalty", type=float, default=1.0,
-                    help="beam search: finished beams rank by sum log p / T ** this (default 1.0)")
-    p.add_argument("--rescore", choices=["thorough", "fast"], default="thorough")
     p.add_argument("--also", nargs="+", default=[], metavar="K[:SCALE]",
                    help="other settings computed alongside from the same prompts, e.g. --also 3 1 5:50 (K <= -k)")
     p.add_argument("--no-cache", action="store_true", help="recompute every position (the cache is refreshed)")
     p.add_argument("--json", action="store_true", help="print the tables as JSON")
-    _model_args(p)
-    return p
+    add_model_args(p)
 
 
 def _pct(x: float) -> str:
@@ -46,14 +44,11 @@ def _pct(x: float) -> str:
 
 
 def report_lines(result) -> list[str]:
-    from .experiments import GOAL_MATCHED, GOAL_MISMATCHED, PAPER, YEARS
-    from .experiments import position_split as ex_split
-
     lines = [f"{result.positions} positions; settings: " + ", ".join(f"{k}={v}" for k, v in result.settings.items())]
     for d in result.decodings():
         for split, label in (("test", "held-out half"), ("tune", "tuning half"), (None, "all positions")):
             t = result.table(d, split)
-            n = len({r["position"] for r in result.rows if split is None or ex_split(r["position"]) == split})
+            n = len({r["position"] for r in result.rows if split is None or position_split(r["position"]) == split})
             lines.append("")
             lines.append(f"{d}, {label} ({n}): accuracy (measured | paper)   leaders 2016     leaders 2018")
             for idx in YEARS:
@@ -91,51 +86,30 @@ def _variant(text: str, cfg):
     return cfg.with_(k=k, scale=scale).validate()
 
 
-def main(argv: list[str] | None = None) -> int:
-    from .experiments import experiment_config, run_experiment
-    from .pipeline import load_pipeline
-
-    args = build_parser().parse_args(argv)
-    base = _config(argparse.Namespace(**{**vars(args), "index": "2018", "corpus": None}))
-    cfg = experiment_config(base, k=args.k, scale=args.scale, max_new_tokens=args.max_new_tokens,
-                            beams=args.beams, length_penalty=args.length_penalty, rescore=args.rescore,
-                            decode=args.decode)
+def run(args: argparse.Namespace) -> int:
+    cfg = experiment_config(config_from(args, **decoding_fields(args), index="2018", corpus=None))
     variants = [_variant(v, cfg) for v in args.also]
     if args.csv and os.path.isdir(args.csv):
         raise CliError(f"--csv {args.csv} is a folder; give a file name")
-
-    from tqdm import tqdm
-
-    bar = tqdm(total=1000, file=sys.stderr, bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}",
-               mininterval=1.0, disable=os.environ.get("RAG_LOUPE_PROGRESS") == "0")
-
-    def progress(message: str, fraction: float) -> None:
-        bar.set_description_str(message[:70])
-        bar.n = int(1000 * max(0.0, min(1.0, fraction)))
-        bar.refresh()
-
-    try:
+    positions = None
+    if args.split:
+        positions = [p for p in leaders_frame(args.limit)["position"] if position_split(p) == args.split]
+    with progress_bar() as progress:
         result = run_experiment(cfg, lambda: load_pipeline(cfg), limit=args.limit, progress=progress,
-                                use_cache=not args.no_cache, variants=variants)
-    finally:
-        bar.close()
+                                use_cache=not args.no_cache, variants=variants, positions=positions)
     if args.csv:
         result.to_csv(args.csv)
     if args.ship:
-        from .experiments import write_shipped
-
         print(f"shipped: {write_shipped(result)}", file=sys.stderr)
     if args.json:
         out = {d: {split or "all": result.table(d, split).to_dict() for split in ("test", "tune", None)}
                for d in result.decodings()}
         print(json.dumps({"tables": out, "closed_book": result.closed_book_accuracy(), "settings": result.settings,
                           "positions": result.positions}, indent=1))
-    else:
-        print("\n".join(report_lines(result)))
-        from .experiments import cached_result
-
-        for v in variants:
-            other = cached_result(v, limit=args.limit)
-            if other is not None:
-                print("\n" + "-" * 72 + "\n" + "\n".join(report_lines(other)))
+        return 0
+    print("\n".join(report_lines(result)))
+    for v in variants:
+        other = cached_result(v, limit=args.limit, partial=positions is not None)
+        if other is not None:
+            print("\n" + "-" * 72 + "\n" + "\n".join(report_lines(other)))
     return 0

@@ -1,14 +1,10 @@
 """Plain-text and JSON summaries of a trace, for the command line."""
 from __future__ import annotations
 
-import math
-
-from . import marginals
-from .trace import Trace
-
-
-def _p(logp: float) -> float:
-    return math.exp(logp) if logp > float("-inf") else 0.0
+from ..config import RAG_SEQUENCE, RAG_TOKEN
+from .. import marginals
+from ..marginals import prob
+from ..trace import Trace
 
 
 def ask_json(trace: Trace) -> dict:
@@ -17,8 +13,8 @@ def ask_json(trace: Trace) -> dict:
     for c in trace.candidates:
         answers.setdefault(c.decoding, []).append({
             "answer": c.answer,
-            "p_seq": _p(c.log_p_seq(lpz)),
-            "p_tok": _p(c.log_p_tok(lpz)),
+            "p_seq": prob(c.log_p_seq(lpz)),
+            "p_tok": prob(c.log_p_tok(lpz)),
             "finished": c.finished,
             "posterior": marginals.citation(lpz, c.token_logp).tolist(),
         })
@@ -42,16 +38,16 @@ def ask_text(trace: Trace) -> str:
     for notice in trace.settings.get("notices", []):
         lines.append(f"note: {notice}")
     posts = {}
-    for decoding in ("rag-token", "rag-sequence"):
+    for decoding in (RAG_TOKEN, RAG_SEQUENCE):
         cands = trace.of(decoding)
         if not cands:
             continue
         best = cands[0]
         posts[decoding] = marginals.citation(lpz, best.token_logp).tolist()
-        lines.append(f"{decoding:>13}: {best.answer!s:<30} p_seq={_p(best.log_p_seq(lpz)):.3f} p_tok={_p(best.log_p_tok(lpz)):.3f}"
+        lines.append(f"{decoding:>13}: {best.answer!s:<30} p_seq={prob(best.log_p_seq(lpz)):.3f} p_tok={prob(best.log_p_tok(lpz)):.3f}"
                      + ("" if best.finished else " (cut at max-new-tokens)"))
         for c in cands[1:4]:
-            lines.append(f"{'':>13}  also {c.answer!s:<25} p_seq={_p(c.log_p_seq(lpz)):.3f} p_tok={_p(c.log_p_tok(lpz)):.3f}")
+            lines.append(f"{'':>13}  also {c.answer!s:<25} p_seq={prob(c.log_p_seq(lpz)):.3f} p_tok={prob(c.log_p_tok(lpz)):.3f}")
     if trace.closed_book is not None:
         lines.append(f"{'closed-book':>13}: {trace.closed_book}")
     head = f"{'rank':>4} {'score':>7} {'prior':>6}" + "".join(f" {'post/' + d[4:7]:>8}" for d in posts) + "  passage"

@@ -1,0 +1,240 @@
+"""The pages' plotly figures. Each builder is a plain function that returns a `go.Figure`; the page
+draws it with `st.plotly_chart`. Nothing here calls Streamlit.
+
+Text that comes from users, corpora or models (titles, tokens, answers) goes through
+`views.plot_text`, which HTML-escapes it: plotly reads a few HTML tags in labels and hovers.
+Hovers use `hovertext`, never `hovertemplate`, so a "%{...}" in a title is not read as a template.
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from app.views import passage_color, plot_text, token_label
+
+NO_BAR = {"displayModeBar": False}  # the plotly_chart config of the small charts
+
+
+def slope_chart(labels: list[str], titles: list[str], prior, posterior, heading: str, height: int = 360) -> go.Figure:
+    """Prior p(z|x) on the left, posterior p(z|x,y) on the right, one line per passage."""
+    fig = go.Figure()
+    for z, (label, title, a, b) in enumerate(zip(labels, titles, prior, posterior)):
+        # hovertext, not hovertemplate: a title holding "%{...}" must not be read as a template.
+        hover = f"{plot_text(title)}<br>prior p(z|x) = {float(a):.3f}<br>posterior p(z|x,y) = {float(b):.3f}"
+        fig.add_trace(go.Scatter(x=["prior p(z|x)", "posterior p(z|x,y)"], y=[float(a), float(b)], mode="lines+markers",
+                                 name=plot_text(label, 34), line=dict(color=passage_color(z), width=3),
+                                 marker=dict(size=10), hovertext=[hover, hover], hoverinfo="text"))
+    fig.update_layout(title=dict(text=plot_text(heading, 70)), height=height, margin=dict(l=10, r=10, t=50, b=10),
+                      yaxis=dict(range=[-0.03, 1.03], title="probability"), legend=dict(font=dict(size=11)))
+    return fig
+
+
+# ---------------- Token vs Sequence ----------------
+
+def token_strip(tokens: list[str], resp: np.ndarray, sources: list[int | None], labels: list[str], step: int) -> go.Figure:
+    """The answer as boxes coloured by the top-responsibility passage (resp: (K, T) r_i(z)); faded
+    where `sources` is None (r_i(z) stays near the prior); the box of `step` outlined."""
+    T = len(tokens)
+    top = resp.argmax(axis=0)  # (T,)
+    colors = [passage_color(int(z)) for z in top]
+    hover = [f"step {i}: {plot_text(token_label(t))}<br>top r_i(z): {plot_text(labels[top[i]])} "
+             f"({resp[top[i], i]:.2f})" + ("" if sources[i] is not None else "<br>responsibility ≈ prior: little evidence")
+             for i, t in enumerate(tokens)]
+    fig = go.Figure(go.Bar(x=list(range(T)), y=[1] * T, marker=dict(color=colors, opacity=[
+        1.0 if z is not None else 0.35 for z in sources], line=dict(
+        color=["black" if i == step else "white" for i in range(T)], width=[4 if i == step else 1 for i in range(T)])),
+        text=[plot_text(token_label(t)) for t in tokens], textposition="inside", insidetextanchor="middle",
+        hovertext=hover, hoverinfo="text", width=0.96))
+    fig.update_layout(height=110, margin=dict(l=5, r=5, t=5, b=5), bargap=0.02, showlegend=False,
+                      xaxis=dict(visible=False), yaxis=dict(visible=False), uniformtext=dict(minsize=10, mode="show"))
+    return fig
+
+
+AXIS_Z = dict(tickangle=0, tickfont=dict(size=11))  # the x axis of the per-passage bar charts
+
+
+def step_bars(ticks: list[str], titles: list[str], p_doc, prior, alts: list[str], mixture: float) -> go.Figure:
+    """p(y_i|x,z,y_<i) per passage at one step (p_doc: (K,), NaN = never scored, drawn as 0), with
+    the RAG-Token mixture as a dashed line; `alts` are each passage's top tokens, for the hover."""
+    K = len(ticks)
+    hover = [f"{plot_text(titles[z])}<br>p(y_i|x,z,y_&lt;i) = {p_doc[z]:.3f}<br>prior {prior[z]:.3f}"
+             f"<br>top tokens: {plot_text(alts[z])}" for z in range(K)]
+    fig = go.Figure(go.Bar(x=ticks, y=np.nan_to_num(p_doc),
+                           marker_color=[passage_color(z) for z in range(K)], hovertext=hover, hoverinfo="text"))
+    fig.add_hline(y=float(mixture), line_dash="dash", annotation_text=f"mixture {mixture:.3f}")
+    fig.update_layout(height=320, showlegend=False, margin=dict(l=10, r=10, t=30, b=10), yaxis=dict(range=[0, 1.05]),
+                      xaxis=AXIS_Z)
+    return fig
+
+
+def credit_bars(ticks: list[str], titles: list[str], prior, resp, posterior) -> go.Figure:
+    """Per passage at one step: the prior, the responsibility r_i(z) and the prefix posterior, grouped."""
+    K = len(ticks)
+    fig = go.Figure()
+    for name, vals, color in (("prior p(z|x)", prior, "#bbbbbb"), ("responsibility r_i(z)", resp, "#636EFA"),
+                              ("prefix posterior p(z|x,y_≤i)", posterior, "#EF553B")):
+        fig.add_trace(go.Bar(name=name, x=ticks, y=vals, marker_color=color,
+                             hovertext=[f"{plot_text(titles[z])}<br>{name}: {vals[z]:.3f}" for z in range(K)],
+                             hoverinfo="text"))
+    fig.update_layout(barmode="group", height=320, yaxis=dict(range=[0, 1.05]), xaxis=AXIS_Z,
+                      margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0))
+    return fig
+
+
+def over_steps(values: np.ndarray, labels: list[str], titles: list[str], tokens: list[str], step: int, title: str,
+               ytitle: str, log: bool = False) -> go.Figure:
+    """One line per passage over the answer's steps (values: (K, T)), a dotted line at `step`."""
+    T = len(tokens)
+    ticks = dict(tickmode="array", tickvals=list(range(T)),
+                 ticktext=[plot_text(f"{j} {token_label(t)}", 14) for j, t in enumerate(tokens)])
+    fig = go.Figure()
+    for z in range(len(labels)):
+        fig.add_trace(go.Scatter(x=list(range(T)), y=values[z], mode="lines+markers", name=plot_text(labels[z]),
+                                 line=dict(color=passage_color(z)), hoverinfo="text",
+                                 hovertext=[f"{plot_text(titles[z])}<br>step {j} {plot_text(token_label(t))}"
+                                            f"<br>{ytitle} = {v:.4g}" for j, (t, v) in enumerate(zip(tokens, values[z]))]))
+    fig.add_vline(x=step, line_dash="dot", line_color="black")
+    fig.update_layout(title=title, height=360, xaxis=ticks, margin=dict(l=10, r=10, t=50, b=10),
+                      yaxis=dict(title=ytitle, type="log" if log else "linear"))
+    return fig
+
+
+# ---------------- Citations ----------------
+
+def responsibility_heatmap(tokens: list[str], resp: np.ndarray, p_doc: np.ndarray, prior, titles: list[str],
+                           labels: list[str]) -> go.Figure:
+    """r_i(z) as a heatmap: passages down (K rows), tokens across (T columns), the value in each cell."""
+    K, T = len(labels), len(tokens)
+    toks = [token_label(t) for t in tokens]
+    hover = [[f"token {i}: {plot_text(toks[i])}<br>{plot_text(titles[z])}<br>r_i(z) = {resp[z, i]:.3f}"
+              f"<br>p(y_i|x,z,y_&lt;i) = {p_doc[z, i]:.3f}<br>prior p(z|x) = {prior[z]:.3f}"
+              for i in range(T)] for z in range(K)]
+    fig = go.Figure(go.Heatmap(z=resp, x=list(range(T)), y=list(range(K)), zmin=0, zmax=1, colorscale="Blues",
+                               hovertext=hover, hoverinfo="text", colorbar=dict(title="r_i(z)"),
+                               text=np.round(resp, 2), texttemplate="%{text}"))
+    fig.update_layout(height=90 + 38 * K, margin=dict(l=10, r=10, t=20, b=10),
+                      xaxis=dict(tickmode="array", tickvals=list(range(T)),
+                                 ticktext=[plot_text(t, 14) for t in toks], side="top"),
+                      yaxis=dict(tickmode="array", tickvals=list(range(K)), ticktext=[plot_text(l) for l in labels],
+                                 autorange="reversed"))
+    return fig
+
+
+def drop_chart(headings: list[str], before: list, after: list, ticks: list[str], titles: list[str],
+               keep: list[bool]) -> go.Figure:
+    """One panel per answer (`headings`): its posterior over the passages before and after removing
+    the passages not in `keep`, grouped bars."""
+    K = len(ticks)
+    fig = make_subplots(rows=1, cols=len(headings), subplot_titles=[plot_text(h, 40) for h in headings],
+                        shared_yaxes=True)
+    for j, (b, a) in enumerate(zip(before, after), start=1):
+        for series, vals, color in (("posterior before", b, "#c6cbf7"), ("posterior after", a, "#636EFA")):
+            fig.add_trace(go.Bar(name=series, x=ticks, y=vals, marker_color=color,
+                                 showlegend=j == 1, legendgroup=series, hoverinfo="text",
+                                 hovertext=[f"{plot_text(titles[z])}<br>{series}: {vals[z]:.3f}"
+                                            + ("<br>(removed)" if not keep[z] else "") for z in range(K)]), row=1, col=j)
+    fig.update_xaxes(tickangle=0, tickfont=dict(size=11))
+    fig.update_layout(barmode="group", height=380, margin=dict(l=10, r=10, t=70, b=10), yaxis=dict(range=[0, 1.05]),
+                      legend=dict(orientation="h", y=1.08, yanchor="bottom", x=0))
+    return fig
+
+
+# ---------------- By hand ----------------
+
+def answer_bars(rows: list[dict]) -> go.Figure:
+    """p_seq and p_tok of each answer side by side (rows: `by_hand.answer_rows`)."""
+    fig = go.Figure([go.Bar(name=n, x=[plot_text(r["answer"]) for r in rows], y=[r[n] for r in rows], marker_color=col,
+                            text=[f"{r[n]:.3f}" for r in rows], textposition="outside", hoverinfo="text",
+                            hovertext=[f"{plot_text(r['answer'])}: {n} = {r[n]:.3f}" for r in rows])
+                     for n, col in (("p_seq", "#EF553B"), ("p_tok", "#636EFA"))])
+    fig.update_layout(barmode="group", height=300, margin=dict(l=10, r=10, t=30, b=10), yaxis=dict(range=[0, 1]),
+                      legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0))
+    return fig
+
+
+def retriever_plane(hits: list, probs: list[float], vectors: list, query: list) -> go.Figure:
+    """Passage vectors (one [x, y] per hit) and the query vector as arrows from the origin; a
+    passage's marker grows with its p(z|x) in `probs`; the hover gives its score s(z)."""
+    fig = go.Figure()
+    for j, (h, p) in enumerate(zip(hits, probs)):
+        pid, s = h.passage.id, h.score
+        x, y = vectors[j]
+        fig.add_trace(go.Scatter(x=[0, x], y=[0, y], mode="lines+markers+text", name=plot_text(pid),
+                                 line=dict(color=passage_color(j), width=2), marker=dict(size=[0, 10 + 40 * p]),
+                                 text=["", plot_text(f"{pid}  p={p:.3f}")], textposition="top right",
+                                 hoverinfo="text", hovertext=["", f"{plot_text(pid)} ({x:g}, {y:g})<br>"
+                                                                  f"s = {s:.3f}<br>p(z|x) = {p:.3f}"]))
+    q = query
+    fig.add_trace(go.Scatter(x=[0, q[0]], y=[0, q[1]], mode="lines+markers+text", name="query q",
+                             line=dict(color="black", width=3, dash="dash"), marker=dict(size=[0, 14], symbol="star"),
+                             text=["", "q"], textposition="bottom right", hoverinfo="text",
+                             hovertext=["", f"query q ({q[0]:g}, {q[1]:g})"]))
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=10, b=10), legend=dict(orientation="h", y=1.0, yanchor="bottom"),
+                      yaxis=dict(scaleanchor="x", scaleratio=1, zeroline=True), xaxis=dict(zeroline=True))
+    return fig
+
+
+# ---------------- Map ----------------
+
+# Tableau-10 less its red (red is the question) and grey (kept for passages without a topic), plus four more.
+PALETTE = ["#4E79A7", "#F28E2B", "#76B7B2", "#59A14F", "#EDC948", "#B07AA1", "#FF9DA7", "#9C755F", "#17BECF",
+           "#000075", "#808000", "#911EB4"]
+NO_TOPIC = ("Uncategorized", "(no topic)", "passages")
+
+
+def passage_map(coords: np.ndarray, hover: np.ndarray, topic: np.ndarray, hits: list, rows: list[int], qpos,
+                question: str, dims: int, zoom: bool, uirevision: str) -> go.Figure:
+    """Every passage (coords: (N, dims)) coloured by topic, with its escaped `hover` text; the
+    question at `qpos` (or None), lines to its top-K `hits` (at map rows `rows`) and numbered rings
+    on them. `hover` is already escaped; the question is escaped here. 2-D draws WebGL points and,
+    with `zoom`, frames the question and its top-K; 3-D draws scatter3d."""
+    C = coords
+    Scatter = go.Scattergl if dims == 2 else go.Scatter3d
+
+    def xyz(points: np.ndarray) -> dict:
+        axes = {"x": points[:, 0], "y": points[:, 1]}
+        if dims == 3:
+            axes["z"] = points[:, 2]
+        return axes
+
+    fig = go.Figure()
+    topics = sorted(set(topic), key=lambda t: (t in NO_TOPIC, t))
+    for i, t in enumerate(topics):
+        sel = np.flatnonzero(topic == t)
+        colour = "#9A948F" if t in NO_TOPIC else PALETTE[i % len(PALETTE)]
+        fig.add_trace(Scatter(**xyz(C[sel]), mode="markers", name=t, text=hover[sel],
+                              hovertemplate="%{text}<extra></extra>", legendgroup="topics",
+                              marker={"size": 4 if dims == 2 else 2, "opacity": 0.55, "color": colour}))
+    if qpos is not None and rows:
+        ends = C[rows]  # (K, dims)
+        seg = [v for end in ends for v in (qpos.tolist(), end.tolist(), [None] * dims)]  # query -> passage, gap
+        fig.add_trace(Scatter(**{a: [p[i] for p in seg] for i, a in enumerate("xyz"[:dims])}, mode="lines",
+                              name="query → top-K", hoverinfo="skip",
+                              line={"color": "rgba(20,20,20,0.55)", "width": 1.5}))
+        rank_hover = [f"<b>rank {h.rank}</b> · s(z) = {h.score:.3f}<br>{hover[r]}" for h, r in zip(hits, rows)]
+        fig.add_trace(Scatter(**xyz(ends), mode="markers+text", name=f"top-{len(rows)} (rings)",
+                              text=[str(h.rank) for h in hits], textposition="top center",
+                              textfont={"size": 14, "color": "#111"}, hovertext=rank_hover, hoverinfo="text",
+                              marker={"symbol": "circle-open", "size": 16 if dims == 2 else 9, "color": "#111",
+                                      "line": {"width": 2.5, "color": "#111"}}))
+    if qpos is not None:  # drawn last: the question stays visible above everything
+        fig.add_trace(Scatter(**xyz(qpos[None, :]), mode="markers", name="question",
+                              hovertext=[f"<b>question</b><br>{plot_text(question)}"], hoverinfo="text",
+                              marker={"symbol": "star" if dims == 2 else "diamond", "size": 18 if dims == 2 else 8,
+                                      "color": "#e4002b", "line": {"width": 1.5, "color": "white"}}))
+    fig.update_layout(height=640, margin={"l": 0, "r": 0, "t": 36, "b": 0}, legend={"itemsizing": "constant"},
+                      hoverlabel={"align": "left"}, uirevision=uirevision)
+    if dims == 2:
+        fig.update_xaxes(showticklabels=False, title=None, zeroline=False, showgrid=False)
+        fig.update_yaxes(showticklabels=False, title=None, zeroline=False, showgrid=False)
+        if zoom and qpos is not None and rows:
+            box = np.vstack([C[rows], qpos[None, :]])  # (K + 1, 2)
+            lo, hi = box.min(0), box.max(0)
+            pad = np.maximum(0.15 * (hi - lo), 0.03 * (C.max(0) - C.min(0)))
+            fig.update_xaxes(range=[lo[0] - pad[0], hi[0] + pad[0]])
+            fig.update_yaxes(range=[lo[1] - pad[1], hi[1] + pad[1]])
+    else:
+        blank = {"showticklabels": False, "title": ""}
+        fig.update_layout(scene={"xaxis": blank, "yaxis": blank, "zaxis": blank})
+    return fig

@@ -1,0 +1,80 @@
+"""Pieces of the Index swap page: one index's answers with the judge's verdict, and the text and
+tables of the experiment's result. Answers and passages go into metrics and dataframes as plain
+text, never into Markdown.
+"""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app import views
+from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.hotswap import judge, results
+from rag_core.marginals import prob
+from rag_core.trace import Trace
+
+LABELS = {RAG_TOKEN: "RAG-Token", RAG_SEQUENCE: "RAG-Sequence"}
+POSITION_COLUMNS = ["position", "split", "index", "answer", "holder_2016", "holder_2018", "correct_2016",
+                    "correct_2018", "ambiguous", "closed_book", "p_answer", "top_passage"]  # the per-position table
+
+
+def verdict(answer: str, known: tuple[str, str] | None) -> str:
+    """Which holder an answer names, given the (2016, 2018) holders; "" when they are not known."""
+    if not known:
+        return ""
+    c16, c18, both = judge.judge(answer, *known)
+    return ("names the 2016 holder" if c16 else "names the 2018 holder" if c18
+            else "names both holders (ambiguous)" if both else "names neither holder")
+
+
+def answers_on(trace: Trace, year: str, known: tuple[str, str] | None) -> None:
+    """Both decodings' answers on one index as metrics, each with its verdict, then the passages."""
+    for decoding, label in LABELS.items():
+        best = trace.answer(decoding)
+        if best is None:
+            continue
+        logp = best.log_p_tok(trace.log_prior) if decoding == RAG_TOKEN else best.log_p_seq(trace.log_prior)
+        said = verdict(best.answer, known)
+        st.metric(f"{label} ({year} index)", best.answer or "(empty)", f"p = {prob(logp):.3f}",
+                  delta_color="off", help=said or None)
+        if said:
+            st.caption(f"{label}: {said}")
+    views.passages_table(trace)
+
+
+def difference_note(traces: dict[str, Trace]) -> str:
+    """How many of the retrieved passages differ between the 2016 and the 2018 index."""
+    ids = {y: {h.passage.id for h in t.hits} for y, t in traces.items()}
+    shared = len(ids["2016"] & ids["2018"])
+    return (f"{traces['2016'].k - shared} of the {traces['2016'].k} passages differ between the two indexes; "
+            "the models are the same objects in memory (no reload).")
+
+
+def accuracy_frame(t: pd.DataFrame) -> pd.DataFrame:
+    """An accuracy table (rows: index year) as percentages, next to the paper's numbers."""
+    return pd.DataFrame({
+        "leaders 2016": t["leaders 2016"].map(lambda x: f"{100 * x:.0f}%"),
+        "paper 2016": [f"{100 * results.PAPER[(y, '2016')]:.0f}%" for y in results.YEARS],
+        "leaders 2018": t["leaders 2018"].map(lambda x: f"{100 * x:.0f}%"),
+        "paper 2018": [f"{100 * results.PAPER[(y, '2018')]:.0f}%" for y in results.YEARS],
+    }, index=t.index)
+
+
+def split_positions(result, split: str) -> int:
+    """How many positions fall in `split` ("test" or "tune")."""
+    return int(result.frame()["split"].eq(split).sum() / max(1, 2 * len(result.decodings())))
+
+
+def override_note(result, decoding: str) -> str:
+    """The caption under the accuracy tables: how often an answer names the other year's holder, and the goal."""
+    o = result.override(decoding)
+    return (f"Answers naming the other year's holder: {o['other_year']} of {o['total']} "
+            f"({o['other_year_in_passages']} of them named in the retrieved passages, "
+            f"{o['other_year_closed_book']} also the model's closed-book answer); naming both "
+            f"(ambiguous): {o['ambiguous']}; naming neither holder: {o['neither']}. Goal (matched ≥ {results.GOAL_MATCHED:.0%}, "
+            f"mismatched ≤ {results.GOAL_MISMATCHED:.0%}): {'met' if result.goal_met(decoding) else 'not met'}.")
+
+
+def failure_labels(fails: pd.DataFrame) -> list[str]:
+    """'President of the United States · 2016 index → Barack Obama' for each failing row."""
+    return [f"{r.position} · {r.index} index → {r.answer or '(empty)'}" for r in fails.itertuples()]

@@ -1,0 +1,283 @@
+"""Why is this answer wrong? Verdicts, each with the evidence that decided it.
+
+Five verdicts, each a check on numbers the trace (or one teacher-forced pass) already holds; they
+can overlap, and each carries the evidence that decided it:
+
+- `retrieval-miss`: no retrieved passage contains the expected answer. A deeper search (top 100)
+  finds the best passage that does: its rank and how far its score s(z) is below the top one.
+- `evidence-ignored`: a retrieved passage contains the expected answer, yet under that passage the
+  generator prefers the produced answer: log p(produced|x,z) > log p(expected|x,z).
+- `parametric`: the produced answer is about as likely under every passage (p(y|x,z) varies by at
+  most a factor FLAT_RATIO over the K passages, so its responsibilities stay at the prior: the
+  passages did not move it) and closed-book gives it too.
+- `frankenstein`: RAG-Token's answer takes tokens from different passages (the top responsibility
+  r_i(z) of a step that moves r_i away from the prior, as `stepper.top_sources` reads it), and
+  RAG-Sequence answers something else and scores it higher: p_seq(its answer) > p_seq(RAG-Token's).
+- `misleading-passage`: the passage with the highest posterior p(z|x,y) does not contain the
+  expected answer but does contain the produced one.
+- `search-error` (beyond the five of the issue, because real traces need it): the model itself
+  scores the expected answer higher than the produced one under the decoding's own marginal
+  (p_seq for RAG-Sequence, p_tok for RAG-Token), so the model was right and greedy/beam search
+  missed it; more beams may find it.
+
+An answer that matches the expected one (SQuAD exact match) is not diagnosed: nothing fires.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+
+from ..config import RAG_SEQUENCE, RAG_TOKEN
+from .. import marginals, stepper
+from ..marginals import prob
+from ..trace import Trace
+from .deep_search import DeepHit
+from .matching import contains_answer, contains_words, exact_match, normalize_answer, passage_text
+from .scoring import AnswerScores, ForcedAnswers, total_variation
+
+VERDICTS = {  # code -> title, in the order the UI lists them
+    "retrieval-miss": "Retrieval miss",
+    "evidence-ignored": "Evidence ignored",
+    "parametric": "Parametric answer",
+    "frankenstein": "Frankenstein answer",
+    "misleading-passage": "Misleading passage",
+    "search-error": "Search error",
+}
+FLAT_RATIO = 5.0  # p(y|x,z) within this factor over all K passages = "flat responsibilities"
+
+
+@dataclass
+class Verdict:
+    code: str
+    fired: bool | None  # None: could not be judged (the note says what is missing)
+    summary: str
+    evidence: dict = field(default_factory=dict)
+
+    @property
+    def title(self) -> str:
+        return VERDICTS[self.code]
+
+
+@dataclass
+class Diagnosis:
+    question: str
+    decoding: str  # the answer diagnosed: "rag-token" or "rag-sequence"
+    answer: str
+    expected: list[str]
+    correct: bool | None  # None when no expected answer was given
+    verdicts: list[Verdict]
+    scores: list[AnswerScores]  # the produced answers and the teacher-forced expected ones
+
+    @property
+    def fired(self) -> list[str]:
+        return [v.code for v in self.verdicts if v.fired]
+
+    def verdict(self, code: str) -> Verdict:
+        return next(v for v in self.verdicts if v.code == code)
+
+
+def _best_expected(expected: list[AnswerScores], z: int) -> AnswerScores:
+    return max(expected, key=lambda a: float(a.doc_logp()[z]))
+
+
+def check_retrieval_miss(trace: Trace, expected: list[str], deep: DeepHit | None) -> Verdict:
+    ranks = [h.rank for h in trace.hits if contains_answer(passage_text(h.passage), expected)]
+    if ranks:
+        return Verdict("retrieval-miss", False, f"retrieved passage(s) {', '.join(map(str, ranks))} contain the expected "
+                       "answer", {"containing_ranks": ranks})
+    ev = {"containing_ranks": [], "k": trace.k}
+    if deep is None:
+        return Verdict("retrieval-miss", True, f"none of the {trace.k} retrieved passages contains the expected answer "
+                       "(no deeper search was run)", ev)
+    ev.update({"depth": deep.depth, "rank": deep.rank, "score": deep.score, "title": deep.title, "text": deep.text,
+               "top_score": deep.top_score, "kth_score": deep.kth_score, "gap_top": deep.gap_top, "gap_kth": deep.gap_kth})
+    if deep.rank is None:
+        return Verdict("retrieval-miss", True, f"none of the {trace.k} retrieved passages contains the expected answer, "
+                       f"nor any of the top {deep.depth}", ev)
+    return Verdict("retrieval-miss", True,
+                   f"none of the {trace.k} retrieved passages contains the expected answer; the best passage that does "
+                   f"is rank {deep.rank} ({deep.title!r}), score {deep.score:.3f}: {deep.gap_top:.3f} below the top "
+                   f"passage and {deep.gap_kth:.3f} below passage {trace.k}", ev)
+
+
+def check_evidence_ignored(trace: Trace, expected: list[str], produced: AnswerScores,
+                           forced: list[AnswerScores] | None) -> Verdict:
+    have = [i for i, h in enumerate(trace.hits) if contains_answer(passage_text(h.passage), expected)]
+    if not have:
+        return Verdict("evidence-ignored", False, "no retrieved passage contains the expected answer to ignore")
+    if not forced:
+        return Verdict("evidence-ignored", None, "needs the teacher-forced pass of the expected answer")
+    post = produced.posterior(trace.log_prior)
+    rows, ignored = [], []
+    for z in have:
+        best = _best_expected(forced, z)
+        lp_exp, lp_prod = float(best.doc_logp()[z]), float(produced.doc_logp()[z])
+        rows.append({"rank": z + 1, "title": trace.hits[z].passage.title, "prior": float(trace.prior[z]),
+                     "posterior": float(post[z]), "expected": best.text, "p_expected": prob(lp_exp),
+                     "p_produced": prob(lp_prod), "prefers": "produced" if lp_prod > lp_exp else "expected"})
+        if lp_prod > lp_exp:
+            ignored.append(z)
+    ev = {"passages": rows}
+    if not ignored:
+        return Verdict("evidence-ignored", False, "under every passage that contains it, the generator prefers the "
+                       "expected answer to the produced one (the mixture lost it elsewhere)", ev)
+    z = max(ignored, key=lambda i: trace.prior[i])
+    r = next(row for row in rows if row["rank"] == z + 1)
+    return Verdict("evidence-ignored", True,
+                   f"passage {z + 1} ({r['title']!r}) contains {r['expected']!r}, yet under it the generator gives "
+                   f"{produced.text!r} p={r['p_produced']:.3g} against p={r['p_expected']:.3g} for {r['expected']!r}", ev)
+
+
+def check_parametric(trace: Trace, produced: AnswerScores, closed_book: str | None) -> Verdict:
+    prior = torch.as_tensor(trace.prior, dtype=torch.float64)
+    post = produced.posterior(trace.log_prior)
+    doc_lp = produced.doc_logp()  # (K,) log p(y|x,z)
+    doc_p = [prob(float(v)) for v in doc_lp]
+    spread = float(doc_lp.max() - doc_lp.min())  # log of the max/min ratio over passages
+    ratio = math.exp(spread) if math.isfinite(spread) else math.inf
+    ev = {"ratio": ratio, "p_answer_given_passage": doc_p, "posterior": post.tolist(), "prior": prior.tolist(),
+          "tv_posterior_prior": total_variation(post, prior), "closed_book": closed_book, "threshold": FLAT_RATIO}
+    if trace.k < 2:
+        return Verdict("parametric", None, "with one passage, flat responsibilities cannot be told apart", ev)
+    lo, hi = min(doc_p), max(doc_p)
+    if not (produced.complete and ratio <= FLAT_RATIO):
+        return Verdict("parametric", False, f"the passages move the answer: p(y|x,z) ranges from {lo:.3g} to {hi:.3g} "
+                       "over the passages", ev)
+    if closed_book is None:
+        return Verdict("parametric", None, f"the answer is about as likely under every passage (p(y|x,z) from {lo:.3g} "
+                       f"to {hi:.3g}); closed-book was not run", ev)
+    same = exact_match(closed_book, [produced.text]) or contains_answer(closed_book, [produced.text])
+    ev["closed_book_agrees"] = same
+    if not same:
+        return Verdict("parametric", False, f"the answer is about as likely under every passage, but closed-book says "
+                       f"{closed_book!r}", ev)
+    return Verdict("parametric", True, f"{produced.text!r} is about as likely under every passage (p(y|x,z) from "
+                   f"{lo:.3g} to {hi:.3g}, a factor {ratio:.1f}) and closed-book gives it too", ev)
+
+
+def check_frankenstein(trace: Trace, decoding: str) -> Verdict:
+    tok, seq = trace.answer(RAG_TOKEN), trace.answer(RAG_SEQUENCE)
+    if decoding != RAG_TOKEN:
+        return Verdict("frankenstein", False, "a Frankenstein answer is a RAG-Token answer")
+    if tok is None or seq is None:
+        return Verdict("frankenstein", None, "needs both RAG-Token and RAG-Sequence answers")
+    lpz = trace.log_prior
+    ev = {"rag_token": tok.answer, "rag_sequence": seq.answer,
+          "p_tok_token": prob(tok.log_p_tok(lpz)), "p_seq_token": prob(tok.log_p_seq(lpz)),
+          "p_tok_sequence": prob(seq.log_p_tok(lpz)), "p_seq_sequence": prob(seq.log_p_seq(lpz))}
+    if normalize_answer(tok.answer) == normalize_answer(seq.answer):
+        return Verdict("frankenstein", False, "RAG-Token and RAG-Sequence give the same answer", ev)
+    resp = marginals.responsibilities(lpz, tok.token_logp)  # (K, T)
+    prior = lpz.double().exp()  # (K,)
+    # The same rule as the Token vs Sequence page: a step names its source only when it moves the
+    # responsibilities away from the prior (an end token, or a word every passage predicts, does not).
+    top = stepper.top_sources(lpz, tok.token_logp)
+    steps, sources = [], []
+    for i, z in enumerate(top):
+        zz = int(resp[:, i].argmax())
+        steps.append({"step": i, "token": tok.tokens[i], "rank": zz + 1, "responsibility": float(resp[zz, i]),
+                      "prior": float(prior[zz]), "decided": z is not None})
+        if z is not None and z not in sources:
+            sources.append(z)
+    ev["steps"] = steps
+    ev["sources"] = [z + 1 for z in sources]
+    if tok.log_p_seq(lpz) >= seq.log_p_seq(lpz):
+        return Verdict("frankenstein", False, "RAG-Sequence scores the RAG-Token answer at least as high as its own "
+                       "(a search difference, not a stitched answer)", ev)
+    if len(sources) < 2:
+        return Verdict("frankenstein", False, "RAG-Token's answer draws on one passage only", ev)
+    parts = "; ".join(f"{s['token'].strip()!r} from passage {s['rank']} (r={s['responsibility']:.2f})"
+                      for s in steps if s["decided"])
+    return Verdict("frankenstein", True,
+                   f"RAG-Token stitched {tok.answer!r} from passages {', '.join(map(str, ev['sources']))}: {parts}. "
+                   f"RAG-Sequence says {seq.answer!r} (p_seq {ev['p_seq_sequence']:.3f} against "
+                   f"{ev['p_seq_token']:.3f} for the stitched answer, whose p_tok is {ev['p_tok_token']:.3f})", ev)
+
+
+def check_misleading(trace: Trace, expected: list[str], produced: AnswerScores,
+                     forced: list[AnswerScores] | None) -> Verdict:
+    post = produced.posterior(trace.log_prior)
+    z = int(post.argmax())
+    h = trace.hits[z]
+    text = passage_text(h.passage)
+    has_exp = contains_answer(text, expected)
+    has_prod = bool(normalize_answer(produced.text)) and contains_words(text, produced.text)
+    ev = {"rank": z + 1, "title": h.passage.title, "prior": float(trace.prior[z]), "posterior": float(post[z]),
+          "contains_expected": has_exp, "contains_produced": has_prod, "text": h.passage.text,
+          "p_produced": prob(float(produced.doc_logp()[z]))}
+    if forced:
+        ev["p_expected"] = prob(float(_best_expected(forced, z).doc_logp()[z]))
+    if has_exp:
+        return Verdict("misleading-passage", False, f"the top-posterior passage {z + 1} ({h.passage.title!r}) contains "
+                       "the expected answer", ev)
+    if not has_prod:
+        return Verdict("misleading-passage", False, f"the top-posterior passage {z + 1} ({h.passage.title!r}) says "
+                       "neither the expected nor the produced answer", ev)
+    return Verdict("misleading-passage", True,
+                   f"the passage the answer leans on most, {z + 1} ({h.passage.title!r}, posterior {post[z]:.2f}), "
+                   f"says {produced.text!r}, not the expected answer", ev)
+
+
+def check_search_error(trace: Trace, decoding: str, produced: AnswerScores,
+                       forced: list[AnswerScores] | None) -> Verdict:
+    if not forced:
+        return Verdict("search-error", None, "needs the teacher-forced pass of the expected answer")
+    lpz = trace.log_prior
+    score = (lambda a: a.log_p_seq(lpz)) if decoding == RAG_SEQUENCE else (lambda a: a.log_p_tok(lpz))
+    name = "p_seq" if decoding == RAG_SEQUENCE else "p_tok"
+    best = max(forced, key=score)
+    lp_exp, lp_prod = score(best), score(produced)
+    ev = {"marginal": name, "expected": best.text, "p_expected": prob(lp_exp), "p_produced": prob(lp_prod),
+          "beams": trace.settings.get("beams", 1)}
+    if lp_exp <= lp_prod:
+        return Verdict("search-error", False, f"the model itself prefers the produced answer ({name} {prob(lp_prod):.3g} "
+                       f"against {prob(lp_exp):.3g} for {best.text!r})", ev)
+    return Verdict("search-error", True, f"the model scores {best.text!r} higher ({name} {prob(lp_exp):.3g}) than the "
+                   f"produced {produced.text!r} ({prob(lp_prod):.3g}): decoding missed it; more beams may find it", ev)
+
+
+def diagnose(trace: Trace, expected: str | Sequence[str] | None = None, decoding: str | None = None,
+             forced: ForcedAnswers | None = None, deep: DeepHit | None = None, closed_book: str | None = None) -> Diagnosis:
+    """Every verdict on one answer of a trace.
+
+    `expected`: the right answer(s) (a string may list aliases separated by "|"). `decoding`: the
+    answer to diagnose; by default the first wrong one of RAG-Sequence, RAG-Token. `forced`: the
+    teacher-forced expected answers (`score_texts`/`force_answers`); `deep`: `deep_search`'s result;
+    `closed_book`: the generator's answer with no passage (default: the trace's, if it has one).
+    """
+    if isinstance(expected, str):
+        expected = [a.strip() for a in expected.split("|")]
+    expected = [a for a in (expected or []) if a and normalize_answer(a)]
+    closed_book = closed_book if closed_book is not None else trace.closed_book
+    decodings = [d for d in (RAG_SEQUENCE, RAG_TOKEN) if trace.answer(d) is not None]
+    if not decodings:
+        raise ValueError("the trace has no decoded answer to diagnose")
+    if decoding is None:
+        wrong = [d for d in decodings if expected and not exact_match(trace.answer(d).answer, expected)]
+        decoding = (wrong or decodings)[0]
+    cand = trace.answer(decoding)
+    if cand is None:
+        raise ValueError(f"the trace has no {decoding} answer")
+    produced = AnswerScores.of(cand)
+    if forced is not None and not produced.complete:
+        produced = next((a for a in forced.by_label(decoding)), produced)
+    forced_exp = forced.expected if forced is not None else None
+    scores = [AnswerScores.of(c) for c in (trace.answer(d) for d in (RAG_TOKEN, RAG_SEQUENCE)) if c is not None]
+    scores += forced_exp or []
+    correct = exact_match(cand.answer, expected) if expected else None
+    if correct:
+        verdicts = [Verdict(code, False, "the answer matches the expected answer") for code in VERDICTS]
+    else:
+        need = "needs an expected answer"
+        verdicts = [
+            check_retrieval_miss(trace, expected, deep) if expected else Verdict("retrieval-miss", None, need),
+            check_evidence_ignored(trace, expected, produced, forced_exp) if expected else Verdict("evidence-ignored", None, need),
+            check_parametric(trace, produced, closed_book),
+            check_frankenstein(trace, decoding),
+            check_misleading(trace, expected, produced, forced_exp) if expected else Verdict("misleading-passage", None, need),
+            check_search_error(trace, decoding, produced, forced_exp) if expected else Verdict("search-error", None, need),
+        ]
+    return Diagnosis(trace.query, decoding, cand.answer, list(expected), correct, verdicts, scores)

@@ -1,0 +1,36 @@
+"""`python -m rag_core ask QUESTION`: RAG-Token and RAG-Sequence answers, their probabilities and
+the retrieved passages; `--csv` writes the per-token trace (docs/trace-schema.md)."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from ..pipeline import clean_question, load_pipeline
+from .common import add_decoding_args, add_model_args, config_from, decoding_fields, progress_bar
+from .report import ask_json, ask_text
+
+HELP = "answer a question with RAG-Token and RAG-Sequence"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("question")
+    p.add_argument("--index", default=None, help="wiki, 2016, 2018, a user index name or a folder")
+    add_decoding_args(p)
+    p.add_argument("--csv", default=None, help="write the trace CSV here")
+    p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
+    p.add_argument("--corpus", default=None, help="a JSONL corpus to index and search instead")
+    p.add_argument("--closed-book", action="store_true", help="also answer with no passage")
+    add_model_args(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = config_from(args, **decoding_fields(args), index=args.index, corpus=args.corpus)
+    clean_question(args.question)  # a bad question fails now, not after a model load
+    with progress_bar() as progress:
+        pipe = load_pipeline(cfg, progress)
+    trace = pipe.run(args.question, cfg)
+    trace.closed_book = pipe.closed_book(args.question, cfg) if args.closed_book else None
+    if args.csv:
+        trace.to_csv(args.csv)
+    print(json.dumps(ask_json(trace), indent=1, ensure_ascii=False) if args.json else ask_text(trace))
+    return 0

@@ -1,0 +1,154 @@
+"""The index hot-swap experiment of the RAG paper (Lewis et al. 2020, §4.5), on any model stack.
+
+One frozen model, two indexes (`2016`, `2018`: the same base passages plus world-leader passages
+written as of 31 December of that year), and for each position of `assets/leaders.csv` the
+question "Who is {position}?". Every question is answered on both indexes, swapped under the same
+loaded models (`Pipeline.with_index`, no reload), with RAG-Token and RAG-Sequence decoded from one
+prepared state per (position, index); and once closed-book (no passage), to see what the
+generator "knows" by itself.
+
+An answer is correct for a year when it names that year's holder (`names_holder`). The result is
+a 2×2 table per decoding: rows = the index, columns = the leaders' year; the diagonal is matched
+accuracy (the paper: 70% on 2016/2016, 68% on 2018/2018), the off-diagonal mismatched accuracy
+(12% for the 2018 index asked for 2016 leaders, 4% for the 2016 index asked for 2018 leaders).
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Callable
+
+from .._fs import write_json_atomic
+from ..catalog import load_named
+from ..config import DECODE_NAMES, RAG_TOKEN, Config, Progress
+from ..marginals import NEG_INF, prob
+from ..pipeline import Pipeline, clean_question
+from ..trace import Trace
+from .cache import (assemble, cache_folder, experiment_key, index_checksums, known_rows, leaders_frame,
+                    settings_of)
+from .judge import judge, names_holder
+from .results import YEARS, ExperimentResult, position_split
+
+
+def _answer_rows(trace: Trace, leader: dict, cfg: Config) -> list[dict]:
+    """The judged rows of one trace (one position on one index), one per decoding."""
+    h16, h18 = leader["holder_2016"], leader["holder_2018"]
+    base = {k: leader[k] for k in ("position", "country", "holder_2016", "holder_2018", "question")}
+    blobs = [h.passage.title + "\n" + h.passage.text for h in trace.hits]
+    named = {"2016": sum(names_holder(b, h16, h18) for b in blobs), "2018": sum(names_holder(b, h18, h16) for b in blobs)}
+    rows = []
+    for decoding in DECODE_NAMES[cfg.decode]:
+        best = trace.answer(decoding)
+        answer = best.answer if best is not None else ""
+        logp = NEG_INF
+        if best is not None:
+            logp = best.log_p_tok(trace.log_prior) if decoding == RAG_TOKEN else best.log_p_seq(trace.log_prior)
+        c16, c18, both = judge(answer, h16, h18)
+        rows.append({**base, "index": trace.index, "decoding": decoding, "answer": answer, "correct_2016": c16,
+                     "correct_2018": c18, "ambiguous": both, "split": position_split(leader["position"]), "p_answer": prob(logp),
+                     "passages_name_2016": named["2016"], "passages_name_2018": named["2018"],
+                     "top_passage": trace.hits[0].passage.title if trace.hits else "",
+                     "passages": [h.passage.id for h in trace.hits]})
+    return rows
+
+
+def position_records(pipes: dict[str, Pipeline], leader: dict, cfgs: list[Config]) -> list[dict]:
+    """Answers for one position under each of `cfgs`: both indexes × the decodings, plus closed-book.
+
+    Per index the question is retrieved and its K prompts prepared once, for the largest K
+    (`Pipeline.run_settings`), so settings that differ in K or scale cost a decoding each, not
+    another prompt pass.
+    """
+    t0 = time.perf_counter()
+    rows: list[list[dict]] = [[] for _ in cfgs]
+    question, _ = clean_question(leader["question"])
+    for year in YEARS:
+        for i, run in enumerate(pipes[year].run_settings(question, cfgs)):
+            rows[i] += _answer_rows(run.trace, leader, cfgs[i])
+    closed_answer = pipes[YEARS[0]].closed_book(question, cfgs[0])
+    c16, c18, both = judge(closed_answer, leader["holder_2016"], leader["holder_2018"])
+    base = {k: leader[k] for k in ("position", "country", "holder_2016", "holder_2018", "question")}
+    closed = {**base, "answer": closed_answer, "correct_2016": c16, "correct_2018": c18, "ambiguous": both,
+              "split": position_split(leader["position"])}
+    seconds = time.perf_counter() - t0
+    out = []
+    for cfg_rows in rows:
+        for r in cfg_rows:
+            r["closed_book"] = closed_answer
+        out.append({"position": leader["position"], "rows": cfg_rows, "closed": closed, "seconds": seconds,
+                    "shared_with": len(cfgs)})
+    return out
+
+
+def experiment_config(base: Config | None = None, **changes) -> Config:
+    """The settings the experiment runs with by default: the app's defaults (K=5, scale 20, greedy)."""
+    cfg = (base or Config()).with_(**{k: v for k, v in changes.items() if v is not None})
+    return cfg.validate()
+
+
+def run_experiment(cfg: Config, pipeline_factory: Callable[[], object] | None = None, limit: int | None = None,
+                   progress: Progress | None = None, use_cache: bool = True, positions: list[str] | None = None,
+                   checksums: dict[str, str] | None = None, variants: list[Config] = ()) -> ExperimentResult:
+    """Run (or resume) the hot-swap experiment; returns the result for the chosen positions.
+
+    `pipeline_factory()` returns a loaded `Pipeline` (its index does not matter: both year indexes
+    are swapped in under its models) or a dict {"2016": pipeline, "2018": pipeline}; it is called
+    only when some position still has to be computed, so a fully cached run loads no model.
+    `use_cache=False` recomputes every position (the fresh answers replace the cached ones).
+    `variants`: other settings (K, scale, ...) computed alongside from the same prepared prompts and
+    cached under their own keys (see `cached_result`); the result returned is `cfg`'s.
+    """
+    progress = progress or (lambda m, f: None)
+    checksums = checksums or index_checksums()
+    cfgs = [cfg] + [v for v in variants if v != cfg]
+    folders = [cache_folder(experiment_key(c, checksums)) for c in cfgs]
+    leaders = leaders_frame(limit)
+    if positions is not None:
+        unknown = set(positions) - set(leaders["position"])
+        if unknown:
+            raise ValueError(f"unknown positions: {sorted(unknown)}")
+        leaders = leaders[leaders["position"].isin(positions)]
+    known = [known_rows(c, checksums) if use_cache else {} for c in cfgs]
+    todo = [r for r in leaders.to_dict("records") if any(r["position"] not in k for k in known)]
+    if todo:
+        pipes = year_pipelines(pipeline_factory, progress)
+        for folder in folders:
+            folder.mkdir(parents=True, exist_ok=True)
+        t_start = time.perf_counter()
+        for i, leader in enumerate(todo):
+            eta = ""
+            if i:
+                per = (time.perf_counter() - t_start) / i
+                eta = f", about {per * (len(todo) - i) / 60:.0f} min left"
+            progress(f"{leader['position']} ({i + 1}/{len(todo)}{eta})", i / len(todo))
+            with pipes[YEARS[0]].models.lock:  # one position at a time through the shared models, as every path
+                records = position_records(pipes, leader, cfgs)
+            for rec, folder, done in zip(records, folders, known):
+                done[leader["position"]] = rec
+                with open(folder / "rows.jsonl", "a", encoding="utf-8") as f:  # one line per position: resumable
+                    f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+        progress("done", 1.0)
+    results = []
+    for c, folder, done in zip(cfgs, folders, known):
+        records = [done[p] for p in leaders["position"]]
+        complete = positions is None and len(records) == len(leaders_frame())
+        result = assemble(records, settings_of(c), folder.name, complete)
+        if complete:
+            write_json_atomic(folder / "result.json", result.to_json())
+        results.append(result)
+    return results[0]
+
+
+def year_pipelines(pipeline_factory, progress: Progress | None = None) -> dict:
+    """The 2016 and 2018 pipelines: one set of loaded models, two indexes swapped under them."""
+    if pipeline_factory is None:
+        raise ValueError("no cached result for these settings, and no models to compute one")
+    progress = progress or (lambda m, f: None)
+    progress("Loading the models", 0.0)
+    pipe = pipeline_factory()
+    if isinstance(pipe, dict):  # the caller has both year pipelines already (the app's cached indexes)
+        return {year: pipe[year] for year in YEARS}
+    out = {}
+    for year in YEARS:
+        out[year] = pipe if pipe.index_name == year else pipe.with_index(year, load_named(year, pipe.models.encoder, progress))
+    return out

@@ -1,0 +1,61 @@
+"""The structure is a checked contract: import-linter's layers (pyproject.toml) hold, an upward or
+circular import breaks them (imports inside functions included), and the size limits hold."""
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+LINT = Path(sys.executable).with_name("lint-imports")
+FILE_LINES, FUNCTION_LINES, PAGE_LINES = 300, 60, 150
+
+
+def lint(cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(LINT), "--no-cache"], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(cwd)})
+
+
+def test_the_layers_hold():
+    out = lint(ROOT)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "0 broken" in out.stdout
+
+
+@pytest.mark.parametrize("module,line", [
+    ("rag_core/marginals.py", "from rag_core.cli import main\n"),  # the bottom layer importing the top
+    ("rag_core/pipeline.py", "from rag_core.analysis import verdicts\n"),  # the pipeline importing analysis
+    ("app/state.py", "import pages.ask\n"),  # app importing a page
+    ("rag_core/trace.py", "import streamlit\n"),  # the engine importing Streamlit
+    # a cycle hidden in a function: matching <- verdicts already, so this closes a circle
+    ("rag_core/analysis/matching.py", "def _f():\n    from rag_core.analysis import verdicts\n    return verdicts\n"),
+])
+def test_an_upward_or_circular_import_breaks_them(tmp_path, module, line):
+    for part in ("rag_core", "app", "pages"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    with open(tmp_path / module, "a", encoding="utf-8") as f:
+        f.write("\n" + line)
+    out = lint(tmp_path)
+    assert out.returncode != 0 and "BROKEN" in out.stdout, out.stdout[-3000:]
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+def test_no_engine_file_or_function_and_no_page_is_over_the_size_limits():
+    too_long = [f"{p.relative_to(ROOT)}: {_lines(p)} lines" for p in sorted((ROOT / "rag_core").rglob("*.py"))
+                if _lines(p) > FILE_LINES]
+    too_long += [f"{p.relative_to(ROOT)}: {_lines(p)} lines" for p in sorted((ROOT / "pages").glob("*.py"))
+                 if _lines(p) > PAGE_LINES]
+    for p in sorted((ROOT / "rag_core").rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > FUNCTION_LINES:
+                    too_long.append(f"{p.relative_to(ROOT)}:{node.lineno} {node.name}(): {n} lines")
+    assert not too_long, too_long
