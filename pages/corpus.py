@@ -2,8 +2,9 @@
 import pandas as pd
 import streamlit as st
 
+from app import state, views
+from rag_core import caches
 from rag_core import catalog_actions as actions
-from app import state
 from rag_core.corpus import CorpusError
 from rag_core.index import IndexLoadError
 
@@ -111,3 +112,10 @@ else:
                 st.rerun()
             except (CorpusError, OSError) as e:
                 st.error(_say(e, "the delete did not work"))
+
+with st.expander("Disk used by caches"):
+    usage = caches.usage()
+    st.dataframe(pd.DataFrame([{"cache": u.kind, "size": caches.human(u.bytes), "entries": u.entries, "holds": u.what}
+                               for u in usage]), hide_index=True, width="stretch")
+    st.caption(f"All under {views.md_text(str(usage[0].path.parent))}; `python -m rag_core cache clear KIND` empties one "
+               "(everything but your indexes is rebuilt when needed).")

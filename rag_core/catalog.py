@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import snapshots
-from .config import ASSETS, DEFAULT_ENCODER, Progress, cache_dir
+from . import caches, snapshots
+from .config import ASSETS, DEFAULT_ENCODER, Progress
 from .corpus import Passage, load_wiki, passage_checksum
 from .encoders import Encoder
 from .index import FLAT, IndexLoadError, PassageIndex
@@ -44,9 +44,7 @@ def available_indexes() -> list[str]:
 
 
 def user_root() -> Path:
-    path = cache_dir() / "user-indexes"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return caches.folder("user-indexes")
 
 
 def _slug(encoder_id: str) -> str:
@@ -94,7 +92,7 @@ def encode_named(name: str, encoder: Encoder, progress: Progress) -> tuple[np.nd
 
 
 def named_folder(name: str, encoder: Encoder) -> Path:
-    return cache_dir() / "indexes" / f"{name}-{_slug(encoder.id)}"
+    return caches.folder("indexes") / f"{name}-{_slug(encoder.id)}"
 
 
 def load_named(name: str, encoder: Encoder, progress: Progress = _noop) -> PassageIndex:
@@ -132,7 +130,7 @@ def build_corpus_index(passages: list[Passage], encoder: Encoder, folder: Path, 
 
 def corpus_cache_folder(passages: list[Passage], encoder: Encoder) -> Path:
     """Where `--corpus FILE` caches its index: keyed by the passages and the encoder."""
-    return cache_dir() / "corpus-indexes" / f"{passage_checksum(passages)}-{_slug(encoder.id)}"
+    return caches.folder("corpus-indexes") / f"{passage_checksum(passages)}-{_slug(encoder.id)}"
 
 
 def resolve_index(spec: str | None, encoder: Encoder, progress: Progress = _noop) -> tuple[str, PassageIndex]:

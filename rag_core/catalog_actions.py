@@ -16,8 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import catalog
-from .config import cache_dir
+from . import caches, catalog
 from .corpus import CorpusError, ParsedCorpus, Passage, parse_corpus_bytes
 from .encoders import Encoder
 from .index import PassageIndex
@@ -111,7 +110,7 @@ def delete_user_index(name: str) -> None:
     os.rename(folder, trash)
     shutil.rmtree(trash, ignore_errors=True)
     if ids and not any(_ids_of(f) == ids for f in catalog.user_root().glob("*")):
-        for cached in (cache_dir() / "maps").glob(f"{ids}-*.npz"):  # its fitted maps, unless another index shares them
+        for cached in caches.folder("maps").glob(f"{ids}-*.npz"):  # its fitted maps, unless another index shares them
             cached.unlink(missing_ok=True)
 
 

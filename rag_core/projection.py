@@ -29,8 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
+from . import caches
 from ._fs import write_atomic
-from .config import ASSETS, DEFAULT_ENCODER, Progress, cache_dir
+from .config import ASSETS, DEFAULT_ENCODER, Progress
 from .corpus import load_wiki, passage_checksum
 from .index import PassageIndex
 
@@ -49,8 +50,8 @@ FORMAT_VERSION = 1  # bump when the cached file layout or the fit parameters cha
 SHIPPED_BASE_MAP = ASSETS / "vectors" / "wiki-umap-{dims}d-f16.npy"
 SHIPPED_BASE_META = ASSETS / "vectors" / "wiki-minilm-f16.json"
 MIN_BASE_SHARE = 0.5  # reuse the shipped layout only for indexes mostly made of base passages
-# Rough UMAP fit cost (one core: a fixed seed turns off UMAP's threads), for the progress bar
-# only: seconds = a + b · N; 12.3k passages took 65-105 s on the machines we tried.
+# Rough UMAP fit cost for the progress bar only (one core: a fixed seed turns off UMAP's threads):
+# seconds = a + b · N; 12.3k passages took 65-105 s on the machines we tried.
 EST_SECONDS = (10.0, 0.0075)
 
 
@@ -100,7 +101,6 @@ class PassageMap:
 
 
 # ---------------------------------------------------------------- fitting
-
 
 def fit_pca(vectors: np.ndarray, dims: int = 2) -> PassageMap:
     """PCA: the top eigenvectors of the (D, D) scatter matrix of the centred vectors, in float64.
@@ -261,7 +261,7 @@ def vectors_digest(vectors: np.ndarray) -> str:
 
 
 def cache_path(meta: dict) -> Path:
-    return cache_dir() / "maps" / f"{meta['ids_checksum'] or 'noids'}-{meta['vectors']}-{meta['method']}-{meta['dims']}.npz"
+    return caches.folder("maps") / f"{meta['ids_checksum'] or 'noids'}-{meta['vectors']}-{meta['method']}-{meta['dims']}.npz"
 
 
 def _try_save(path: Path, pmap: PassageMap, meta: dict) -> None:

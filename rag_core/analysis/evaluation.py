@@ -18,8 +18,9 @@ from typing import Callable
 
 import pandas as pd
 
+from .. import caches
 from .._fs import write_atomic, write_bytes_atomic, write_text_atomic
-from ..config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN, cache_dir
+from ..config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN
 from ..decoding import DECODER_VERSION
 from ..marginals import prob
 from ..trace import neutralise, trace_to_dict
@@ -207,9 +208,7 @@ def run_eval(pipe, questions: list[EvalQuestion], cfg, progress: Callable[[int, 
 
 # --------------------------------------------------------------------------------- saved runs
 def eval_folder() -> Path:
-    path = cache_dir() / "eval"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return caches.folder("eval")
 
 
 def save_run(run: EvalRun, name: str | None = None, folder: Path | None = None) -> Path:

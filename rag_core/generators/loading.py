@@ -3,17 +3,21 @@ local folder, a hub id, or a RAG checkpoint whose `.generator` submodule is take
 """
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from pathlib import Path
 
 import torch
 
-from ..config import DEFAULT_GENERATOR, cache_dir
+from .. import caches
 from .._fs import replace_dir
+from ..config import DEFAULT_GENERATOR
 from ..sources import ModelSourceError, Source, model_type, package_path, resolve
 from .causal import CausalGenerator
 from .seq2seq import Seq2SeqGenerator
+
+log = logging.getLogger(__name__)
 
 SEQ2SEQ_TYPES = {"bart", "t5", "mt5", "pegasus", "mbart", "marian", "led", "blenderbot"}
 
@@ -25,7 +29,7 @@ def smollm_folder(progress=None) -> Path:
     copy is written to a temporary folder and renamed, so a killed conversion leaves nothing half-made.
     """
     gguf = package_path(DEFAULT_GENERATOR)
-    target = cache_dir() / "models" / f"smollm2-135m-instruct-{gguf.stat().st_size}"
+    target = caches.folder("models") / f"smollm2-135m-instruct-{gguf.stat().st_size}"
     if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
         return target
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -57,14 +61,21 @@ def _dtype(device: torch.device) -> torch.dtype:
 
 
 def load_generator(model_id: str, device: torch.device, allow_downloads: bool = False, progress=None):
-    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     if model_id == DEFAULT_GENERATOR:
-        source = Source(str(smollm_folder(progress)), True)
-        kind = "llama"
-    else:
-        source = resolve(model_id, allow_downloads)
-        kind = model_type(source, allow_downloads)
+        folder = smollm_folder(progress)
+        try:
+            return _causal(Source(str(folder), True), model_id, device, allow_downloads)
+        except Exception as e:  # noqa: BLE001 - a damaged converted copy (truncated, garbled): convert again, once
+            note = f"the converted generator in {folder} could not be read ({type(e).__name__}); converting it again"
+            log.warning(note)
+            if progress:
+                progress(note)
+            shutil.rmtree(folder, ignore_errors=True)
+            return _causal(Source(str(smollm_folder(progress)), True), model_id, device, allow_downloads)
+    source = resolve(model_id, allow_downloads)
+    kind = model_type(source, allow_downloads)
     kw = dict(source.kwargs(allow_downloads))
     try:
         if kind == "rag":
@@ -77,8 +88,15 @@ def load_generator(model_id: str, device: torch.device, allow_downloads: bool = 
             model = AutoModelForSeq2SeqLM.from_pretrained(source.ref, dtype=_dtype(device), **kw)
             tok = AutoTokenizer.from_pretrained(source.ref, **kw)
             return Seq2SeqGenerator(model.to(device).eval(), tok, model_id, device)
-        model = AutoModelForCausalLM.from_pretrained(source.ref, dtype=_dtype(device), **kw)
-        tok = AutoTokenizer.from_pretrained(source.ref, **kw)
-        return CausalGenerator(model.to(device).eval(), tok, model_id, device)
+        return _causal(source, model_id, device, allow_downloads)
     except (OSError, ValueError) as e:
         raise ModelSourceError(f"cannot load the generator {model_id}: {str(e).splitlines()[0][:200]}") from None
+
+
+def _causal(source: Source, model_id: str, device: torch.device, allow_downloads: bool) -> CausalGenerator:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kw = dict(source.kwargs(allow_downloads))
+    model = AutoModelForCausalLM.from_pretrained(source.ref, dtype=_dtype(device), **kw)
+    tok = AutoTokenizer.from_pretrained(source.ref, **kw)
+    return CausalGenerator(model.to(device).eval(), tok, model_id, device)

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import caches
 from .._fs import write_json_atomic
 from ..catalog import named_passages
-from ..config import ASSETS, DECODE_NAMES, Config, cache_dir
+from ..config import ASSETS, DECODE_NAMES, Config
 from ..corpus import Passage, passage_checksum
 from ..decoding import DECODER_VERSION
 from ..generators import causal, seq2seq
@@ -79,7 +80,7 @@ def _index_checksums(stamp: tuple) -> tuple:
 
 
 def cache_folder(key: str) -> Path:
-    return cache_dir() / "leaders" / key
+    return caches.folder("leaders") / key
 
 
 def _read_rows(folder: Path) -> dict[str, dict]:

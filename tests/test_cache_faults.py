@@ -1,0 +1,100 @@
+"""Damaged cache entries heal: each kind is truncated or garbled in a throw-away cache folder, and
+the next use detects it and rebuilds it (or falls back to what is intact), never a traceback."""
+import json
+import logging
+
+import numpy as np
+import pytest
+import torch
+
+from rag_core import caches, catalog, projection
+from rag_core.analysis import evaluation as ev
+from rag_core.config import DEFAULT_ENCODER, DEFAULT_GENERATOR, Config
+from rag_core.encoders import load_encoder
+from rag_core.generators import load_generator
+from rag_core.hotswap import cache as hotswap_cache
+from rag_core.hotswap.run import experiment_config
+from test_eval import QUESTIONS, toy_pipe
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return load_encoder(DEFAULT_ENCODER, None, torch.device("cpu"))
+
+
+def garble(path, keep: int = 0):
+    """Keep the first `keep` bytes and replace the rest with junk of the same length."""
+    data = path.read_bytes()
+    path.write_bytes(data[:keep] + b"\x00junk" * max(1, (len(data) - keep) // 5))
+
+
+@pytest.mark.parametrize("damaged", ["index.faiss", "manifest.json", "passages.jsonl"])
+def test_a_damaged_named_index_is_rebuilt(cache, encoder, damaged):
+    first = catalog.load_named("wiki", encoder)
+    folder = catalog.named_folder("wiki", encoder)
+    garble(folder / damaged, keep=10)
+    again = catalog.load_named("wiki", encoder)
+    assert len(again) == len(first) and [p.id for p in again.passages[:50]] == [p.id for p in first.passages[:50]]
+    assert json.loads((folder / "manifest.json").read_text())["count"] == len(first)
+
+
+def test_a_damaged_map_layout_is_refitted(cache, encoder):
+    index = catalog.load_named("wiki", encoder)
+    first = projection.fit_map(index, "pca", 2)
+    (path,) = caches.folder("maps").glob("*.npz")
+    garble(path, keep=30)
+    again = projection.fit_map(index, "pca", 2)
+    assert again.loaded_from is None  # refitted, not read from the damaged file
+    assert np.allclose(again.coords, first.coords, atol=1e-4)
+    assert projection.fit_map(index, "pca", 2).loaded_from == path  # and the rewritten file is whole
+
+
+def test_damaged_index_swap_results_fall_back_to_the_intact_rows(cache):
+    cfg = experiment_config()
+    shipped = hotswap_cache.shipped_result(cfg)
+    assert shipped is not None, "the shipped run no longer matches the code and data"
+    folder = hotswap_cache.cache_folder(shipped.key)
+    folder.mkdir(parents=True)
+    by_position = {}
+    for r in shipped.rows:
+        by_position.setdefault(r["position"], []).append(r)
+    lines = [json.dumps({"position": c["position"], "rows": by_position[c["position"]], "closed": c, "seconds": 1.0})
+             for c in shipped.closed]
+    (folder / "rows.jsonl").write_text("\n".join(lines) + '\n{"position": "torn li', encoding="utf-8")
+    (folder / "result.json").write_text('{"rows": [', encoding="utf-8")  # a half-written result
+    result = hotswap_cache.cached_result(cfg)
+    assert result is not None and result.complete
+    for decoding in shipped.decodings():
+        assert result.table(decoding, "test").equals(shipped.table(decoding, "test"))
+
+
+def test_a_damaged_saved_eval_run_reads_as_none(cache):
+    run = ev.run_eval(toy_pipe(), QUESTIONS, Config(k=2, max_new_tokens=6))
+    path = ev.save_run(run)
+    assert ev.load_run().summary() == run.summary()
+    garble(caches.folder("eval") / "latest.json", keep=20)
+    assert ev.load_run() is None  # the Eval page then shows "no run yet", not a traceback
+    assert ev.load_run(path).summary() == run.summary()  # the timestamped copy is intact
+
+
+@pytest.mark.slow
+def test_a_damaged_converted_generator_is_converted_again(cache, caplog):
+    """A garbled safetensors file in the converted-model cache: one warning line, then a fresh
+    conversion from the packaged GGUF (about 20 s), and the model answers as before."""
+    gen = load_generator(DEFAULT_GENERATOR, torch.device("cpu"))
+    ids = gen.encode_answer("Paris")
+    before = next(gen.model.parameters()).detach().clone()  # a copy: the loaded weights map the file itself
+    (folder,) = [p for p in caches.folder("models").iterdir() if not p.name.startswith(".")]
+    garble(folder / "model.safetensors", keep=8)
+    with caplog.at_level(logging.WARNING, logger="rag_core.generators.loading"):
+        again = load_generator(DEFAULT_GENERATOR, torch.device("cpu"))
+    notes = [r.getMessage() for r in caplog.records]
+    assert len(notes) == 1 and "could not be read" in notes[0] and "converting it again" in notes[0]
+    assert again.encode_answer("Paris") == ids
+    assert torch.equal(next(again.model.parameters()).detach(), before)
