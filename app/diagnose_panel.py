@@ -7,6 +7,7 @@ and is cached per (question, index, settings, expected answer), so reruns never 
 """
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pandas as pd
@@ -120,15 +121,41 @@ def _scores_table(trace: Trace, d: verdicts.Diagnosis) -> None:
                "the passage of rank r.")
 
 
+def cf_key(trace: Trace, name: str) -> str:
+    """The key of one counterfactual control for this trace: a new question (or index, K, scale)
+    starts from its own defaults instead of the last question's settings."""
+    ident = hashlib.sha1(f"{trace.query}\x00{trace.index}\x00{trace.k}\x00{trace.scale}".encode("utf-8")).hexdigest()
+    return f"cf_{name}_{ident[:12]}"
+
+
+def answer_p(trace: Trace, cand, decoding: str) -> float:
+    """A candidate's probability under its own decoding's marginal and the trace's prior."""
+    lpz = trace.log_prior
+    return prob(cand.log_p_tok(lpz) if decoding == RAG_TOKEN else cand.log_p_seq(lpz))
+
+
+def probability_delta(p: float, before: float | None) -> dict:
+    """`st.metric` delta arguments: a signed change with the arrow and colour of its direction, or
+    a neutral "p = …" when there is nothing to compare or nothing changed.
+
+    >>> probability_delta(0.072, 0.238)["delta"], probability_delta(0.5, 0.5)["delta_arrow"]
+    ('-0.166 (p 0.238 → 0.072)', 'off')
+    """
+    if before is None or abs(p - before) < 5e-4:
+        return {"delta": f"p = {p:.3f}" + ("" if before is None else ", unchanged"), "delta_color": "off",
+                "delta_arrow": "off"}
+    return {"delta": f"{p - before:+.3f} (p {before:.3f} → {p:.3f})", "delta_color": "normal"}
+
+
 def _counterfactuals(trace: Trace, forced: scoring.ForcedAnswers | None) -> None:
     st.markdown("**Counterfactuals** — from the stored conditionals, no model call")
     c1, c2, c3 = st.columns([2, 1, 1])
     options = [h.rank for h in trace.hits]
-    drop = c1.multiselect("Remove passages", options, key="cf_drop",
+    drop = c1.multiselect("Remove passages", options, key=cf_key(trace, "drop"),
                           format_func=lambda r: f"#{r} {trace.hits[r - 1].passage.title}")
-    k = c2.slider("Keep the top K", 1, trace.k, trace.k, key="cf_k") if trace.k > 1 else 1
+    k = c2.slider("Keep the top K", 1, trace.k, trace.k, key=cf_key(trace, "k")) if trace.k > 1 else 1
     scale = c3.number_input("Retriever scale", min_value=0.1, max_value=1000.0, value=float(trace.scale), step=1.0,
-                            key="cf_scale")
+                            key=cf_key(trace, "scale"))
     try:
         cf = counterfactual.counterfactual(trace, drop, k, scale, forced)
     except ValueError as e:
@@ -141,8 +168,8 @@ def _counterfactuals(trace: Trace, forced: scoring.ForcedAnswers | None) -> None
             continue
         before = trace.answer(d)
         p = prob(a.log_p)
-        col.metric(LABELS[d] + ("" if a.exact else " (approximate)"), a.answer or "(empty)", f"p = {p:.3f}",
-                   delta_color="off", help=a.note)
+        col.metric(LABELS[d] + ("" if a.exact else " (approximate)"), a.answer or "(empty)",
+                   **probability_delta(p, answer_p(trace, before, d) if before else None), help=a.note)
         col.caption(("same answer as before" if before and a.answer == before.answer else
                      f"was {before.answer!r}" if before else "") + f" · {a.note}")
     prior = pd.DataFrame({"rank": [h.rank for h in trace.hits], "title": [h.passage.title for h in trace.hits],

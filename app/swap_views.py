@@ -27,6 +27,26 @@ def verdict(answer: str, known: tuple[str, str] | None) -> str:
             else "names both holders (ambiguous)" if both else "names neither holder")
 
 
+def verdict_kind(answer: str, known: tuple[str, str] | None, year: str) -> str:
+    """How the answer reads on the `year` index: "right" (that year's holder), "other-year" (the
+    other year's holder: the index did not win), "unclear" (both or neither) or "" (not known).
+
+    >>> verdict_kind("Donald Trump", ("Barack Obama", "Donald Trump"), "2016")
+    'other-year'
+    """
+    if not known:
+        return ""
+    c16, c18, _ = judge.judge(answer, *known)
+    if (c16, c18) == (year == "2016", year == "2018"):
+        return "right"
+    return "other-year" if c16 or c18 else "unclear"
+
+
+# Colour by what the answer did. A wrong-year answer is red text, not an error box: the page works.
+# (The text is ours: which holder the answer names, never the answer itself.)
+SHOW = {"right": st.success, "other-year": lambda text: st.markdown(f":red[**{text}**]"), "unclear": st.warning}
+
+
 def answers_on(trace: Trace, year: str, known: tuple[str, str] | None) -> None:
     """Both decodings' answers on one index as metrics, each with its verdict, then the passages."""
     for decoding, label in LABELS.items():
@@ -36,9 +56,11 @@ def answers_on(trace: Trace, year: str, known: tuple[str, str] | None) -> None:
         logp = best.log_p_tok(trace.log_prior) if decoding == RAG_TOKEN else best.log_p_seq(trace.log_prior)
         said = verdict(best.answer, known)
         st.metric(f"{label} ({year} index)", best.answer or "(empty)", f"p = {prob(logp):.3f}",
-                  delta_color="off", help=said or None)
+                  delta_color="off", delta_arrow="off", help=said or None)
         if said:
-            st.caption(f"{label}: {said}")
+            kind = verdict_kind(best.answer, known, year)
+            extra = {"right": ": right for this index", "other-year": ", the other year's: wrong for this index"}
+            SHOW[kind](f"{label}: {said}{extra.get(kind, '')}")
     views.passages_table(trace)
 
 

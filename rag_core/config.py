@@ -21,7 +21,13 @@ CLOSED_BOOK = "closed-book"
 DECODINGS = (RAG_TOKEN, RAG_SEQUENCE)
 DECODE_NAMES = {"token": (RAG_TOKEN,), "sequence": (RAG_SEQUENCE,), "both": DECODINGS}  # Config.decode -> names
 
+# Tunables outside a query's Config: how inputs are cut and how traces are read. (The map's UMAP
+# fit parameters stay in `projection`: they are part of its cache format.)
 MAX_QUESTION_CHARS = 1000  # longer questions are cut, and the user is told (the encoders read 256 tokens anyway)
+MAX_PASSAGE_WORDS = 160  # a user passage longer than this is cut in the generator's prompt (ours are ~100 words)
+FLAT_RATIO = 5.0  # "parametric" verdict: p(y|x,z) within this factor over all K passages = flat responsibilities
+DEEP_DEPTH = 100  # how deep the retrieval-miss verdict searches for a passage holding the expected answer
+MIN_SHIFT = 0.05  # a step names its source passage when it moves r_i(z) this far (total variation) from the prior
 
 Progress = Callable[[str, float], None]  # how long work reports: (message, fraction done in [0, 1])
 

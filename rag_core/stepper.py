@@ -24,10 +24,9 @@ import numpy as np
 import torch
 
 from . import marginals
-from .config import RAG_SEQUENCE, RAG_TOKEN
+from .config import MIN_SHIFT, RAG_SEQUENCE, RAG_TOKEN
 from .trace import Candidate, Trace
 
-MIN_SHIFT = 0.05  # a step counts as evidence of its source when it moves r_i(z) this far from the prior
 
 
 @dataclass

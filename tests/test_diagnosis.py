@@ -315,14 +315,12 @@ def test_counterfactual_table_carries_the_forced_expected_answer():
 
 
 # ------------------------------------------------------------------------------ the app panel
-def _panel_app():
-    """A page that shows the Diagnose panel for the stitched toy (built once, cached)."""
+def _toy_trace(question: str = "Which letters?"):
+    """The stitched toy: RAG-Token takes "A" from passage 1 and "x" from passage 2."""
     import math
 
-    import streamlit as st
     import torch
 
-    from app import diagnose_panel
     from rag_core import marginals
     from rag_core.config import Config
     from rag_core.corpus import Passage
@@ -330,25 +328,37 @@ def _panel_app():
     from rag_core.pipeline import analyse
     from rag_core.trace import Hit
 
-    @st.cache_resource
-    def toy_trace():
-        tables = {"z1": {"": {"A": 0.9, "B": 0.1}, "A": {"x": 0.6, "y": 0.4}, "B": {"y": 1.0}},
-                  "z2": {"": {"A": 0.2, "B": 0.8}, "A": {"y": 0.9, "x": 0.1}, "B": {"x": 1.0}}}
-        hits = [Hit(1, Passage("z1", "First", "A x is here.", "toy"), math.log(0.5)),
-                Hit(2, Passage("z2", "Second", "B x is here.", "toy"), math.log(0.5))]
-        gen = ToyGenerator(tables)
-        lpz = marginals.log_prior(torch.tensor([h.score for h in hits]), 1.0)
-        return analyse(gen, "Which letters?", hits, lpz, Config(beams=1, max_new_tokens=8), "toy", 1.0)
+    tables = {"z1": {"": {"A": 0.9, "B": 0.1}, "A": {"x": 0.6, "y": 0.4}, "B": {"y": 1.0}},
+              "z2": {"": {"A": 0.2, "B": 0.8}, "A": {"y": 0.9, "x": 0.1}, "B": {"x": 1.0}}}
+    hits = [Hit(1, Passage("z1", "First", "A x is here.", "toy"), math.log(0.5)),
+            Hit(2, Passage("z2", "Second", "B x is here.", "toy"), math.log(0.5))]
+    lpz = marginals.log_prior(torch.tensor([h.score for h in hits]), 1.0)
+    return analyse(ToyGenerator(tables), question, hits, lpz, Config(beams=1, max_new_tokens=8), "toy", 1.0)
 
+
+def _panel_app():
+    """A page that shows the Diagnose panel for the stitched toy, asked as `toy_q` (cached per question)."""
+    import streamlit as st
+
+    from app import diagnose_panel
+    from test_diagnosis import _toy_trace
+
+    @st.cache_resource
+    def toy_trace(question):
+        return _toy_trace(question)
+
+    question = st.session_state.get("toy_q", "Which letters?")
     st.session_state.setdefault("expected_answers", {"Which letters?": "B x"})
-    diagnose_panel.render(toy_trace())
+    diagnose_panel.render(toy_trace(question))
 
 
 def test_the_diagnose_panel_shows_verdicts_and_counterfactuals_without_model_calls():
     from streamlit.testing.v1 import AppTest
 
+    from app.diagnose_panel import cf_key
     from rag_core.generators.base import ForwardCounter
 
+    trace = _toy_trace()
     at = AppTest.from_function(_panel_app, default_timeout=120)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
@@ -357,14 +367,37 @@ def test_the_diagnose_panel_shows_verdicts_and_counterfactuals_without_model_cal
     titles = [e.label for e in at.expander]
     assert any(t.startswith("🔴 Frankenstein answer") for t in titles), titles
     calls = ForwardCounter.count
-    at.multiselect(key="cf_drop").select(2).run()  # remove passage 2: RAG-Sequence -> "A x", exactly
+    at.multiselect(key=cf_key(trace, "drop")).select(2).run()  # remove passage 2: RAG-Sequence -> "A x", exactly
     assert not at.exception, [e.value for e in at.exception]
-    shown = {m.label: m.value for m in at.metric}
-    assert shown["RAG-Sequence"] == "A x" and shown["RAG-Token (approximate)"]
-    at.multiselect(key="cf_drop").unselect(2).run()
-    at.slider(key="cf_k").set_value(1).run()
+    shown = {m.label: m for m in at.metric}
+    assert shown["RAG-Sequence"].value == "A x" and shown["RAG-Token (approximate)"].value
+    # the badge is the signed change of p against the answer before, so a fall reads as a fall
+    before = trace.answer("rag-sequence").log_p_seq(trace.log_prior)
+    assert shown["RAG-Sequence"].delta == f"{0.9 * 0.6 - math.exp(before):+.3f} (p {math.exp(before):.3f} → 0.540)"
+    at.multiselect(key=cf_key(trace, "drop")).unselect(2).run()
+    at.slider(key=cf_key(trace, "k")).set_value(1).run()
     assert {m.label: m.value for m in at.metric}["RAG-Sequence"] == "A x"
     assert ForwardCounter.count == calls  # counterfactuals never call the model
+
+
+def test_counterfactual_controls_start_afresh_for_a_new_question():
+    """A scale set for one question must not silently change the next question's answer."""
+    from streamlit.testing.v1 import AppTest
+
+    from app.diagnose_panel import cf_key
+
+    at = AppTest.from_function(_panel_app, default_timeout=120)
+    at.run()
+    first, second = _toy_trace(), _toy_trace("Which other letters?")
+    at.number_input(key=cf_key(first, "scale")).set_value(2.0).run()
+    at.slider(key=cf_key(first, "k")).set_value(1).run()
+    at.session_state["toy_q"] = "Which other letters?"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.number_input(key=cf_key(second, "scale")).value == pytest.approx(1.0)
+    assert at.slider(key=cf_key(second, "k")).value == 2
+    unchanged = {m.label: m.delta for m in at.metric}
+    assert unchanged["RAG-Sequence"].endswith(", unchanged"), unchanged
 
 
 # ------------------------------------------------------------------------- the shipped examples

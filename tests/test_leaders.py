@@ -247,6 +247,15 @@ def test_index_swap_page_shows_both_answers(swap_app):
     for year in results.YEARS:
         answer = labels.get(f"RAG-Token ({year} index)")
         assert answer and answer != "(empty)", labels
+    # each answer's verdict reads in colour: green right for that index, red the other year's holder
+    judged = {e.value: kind for kind in ("success", "warning") for e in at.get(kind)
+              if e.value.startswith(("RAG-Token:", "RAG-Sequence:"))}
+    judged.update({m.value.removeprefix(":red[**").removesuffix("**]"): "red" for m in at.markdown
+                   if m.value.startswith((":red[**RAG-Token:", ":red[**RAG-Sequence:"))})
+    assert len(judged) >= 2, judged
+    for text, kind in judged.items():
+        assert (kind == "success") == text.endswith("right for this index"), (text, kind)
+        assert (kind == "red") == text.endswith("wrong for this index"), (text, kind)
     # the same models read different passages on the two indexes (the answers may or may not differ)
     differ = [c.value for c in at.caption if "passages differ between the two indexes" in c.value]
     assert differ and int(differ[0].split()[0]) >= 1, differ

@@ -4,10 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..config import DEEP_DEPTH
 from ..trace import Trace
 from .matching import contains_answer, passage_text
-
-DEEP_DEPTH = 100  # how deep the retrieval-miss search looks
 
 
 @dataclass

@@ -30,7 +30,7 @@ from typing import Sequence
 
 import torch
 
-from ..config import RAG_SEQUENCE, RAG_TOKEN
+from ..config import FLAT_RATIO, RAG_SEQUENCE, RAG_TOKEN
 from .. import marginals, stepper
 from ..marginals import prob
 from ..trace import Trace
@@ -46,7 +46,6 @@ VERDICTS = {  # code -> title, in the order the UI lists them
     "misleading-passage": "Misleading passage",
     "search-error": "Search error",
 }
-FLAT_RATIO = 5.0  # p(y|x,z) within this factor over all K passages = "flat responsibilities"
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import torch
 
-from ..config import MAX_QUESTION_CHARS
+from ..config import MAX_PASSAGE_WORDS, MAX_QUESTION_CHARS
 from ..corpus import Passage
 from ..sources import TOKENIZER_LOCK
 from .base import ForwardCounter, GenState, forced_ids
@@ -29,6 +29,10 @@ from .base import ForwardCounter, GenState, forced_ids
 # entity), a city where the passage also names the country, and a title of a work asked for
 # through its author. Measured on the dev set with the top passage alone, these six shots read
 # 89/143 answers right against 70/143 for the earlier three (Kilimanjaro, Starry Night, penicillin).
+# The seventh, an office whose article names earlier holders beside the current one, was chosen on
+# the index-swap experiment's tuning half only (RAG-Token matched 50% -> 67% on the 2016 index and
+# 45% -> 54% on the 2018 one; RAG-Sequence 60% -> 65% and 55% -> 58%). The IOC is not a position
+# of assets/leaders.csv (its president did not change between the two dates).
 FEW_SHOT = [
     ("Sydney Opera House",
      "The Sydney Opera House is a performing arts centre on Bennelong Point in Sydney, Australia. It was designed by "
@@ -54,10 +58,14 @@ FEW_SHOT = [
      "Apocalypse Now is a 1979 American war film directed by Francis Ford Coppola and starring Marlon Brando. Its "
      "story was inspired by Joseph Conrad's 1899 novella Heart of Darkness, moved from the Congo to the Vietnam War.",
      "Which 1899 novella by Joseph Conrad inspired the film Apocalypse Now?", "Heart of Darkness"),
+    ("President of the International Olympic Committee",
+     "The President of the International Olympic Committee heads the IOC and is elected by its members for an "
+     "eight-year term. Juan Antonio Samaranch led it from 1980 to 2001 and was followed by Jacques Rogge. Thomas "
+     "Bach, a former Olympic fencer from Germany, has been president since September 2013.",
+     "Who is the President of the International Olympic Committee?", "Thomas Bach"),
 ]
 INSTRUCTION = "Answer each question with a short phrase copied from the passage."
 CLOSED_INSTRUCTION = "Answer each question with a short phrase."
-MAX_PASSAGE_WORDS = 160  # a user passage longer than this is cut in the prompt (ours are 100 words)
 
 
 def clean_question(question: str) -> str:
