@@ -82,7 +82,8 @@ def brute(spec: dict, tables: dict, answer: str) -> dict:
 def check_rows(spec: dict, tables: dict, rows: list[dict], shown: list[str] | None = None) -> None:
     """`rows` are the spec's candidates in the spec's order (not the decoder's), each as brute force
     has it; `shown`: how the rows name them, where that differs from the candidate text."""
-    assert [r["answer"] for r in rows] == (shown or spec["candidates"])
+    expected = spec["candidates"] if shown is None else shown
+    assert [r["answer"] for r in rows] == expected
     for r, answer in zip(rows, spec["candidates"]):
         b = brute(spec, tables, answer)
         assert r["p_seq"] == pytest.approx(b["p_seq"], abs=1e-12)
