@@ -10,6 +10,7 @@ from dataclasses import asdict
 
 import streamlit as st
 
+from app import jobs
 from rag_core.catalog import available_indexes, default_index_name, resolve_index
 from rag_core.config import Config
 from rag_core.corpus import CorpusError
@@ -119,3 +120,4 @@ def sidebar() -> None:
         st.session_state["scale"] = None if scale == default_scale else scale
         st.slider("Max answer tokens", 4, 48, 16, key="max_new_tokens")
         st.caption("Passages: Wikipedia Level-4 vital article summaries, CC BY-SA 4.0.")
+    jobs.sidebar_panel()

@@ -2,11 +2,10 @@
 import pandas as pd
 import streamlit as st
 
-from app import state, views
+from app import jobs, state, views
 from rag_core import caches
 from rag_core import catalog_actions as actions
 from rag_core.corpus import CorpusError
-from rag_core.index import IndexLoadError
 
 st.title("Corpus")
 st.caption("Build an index over your own documents. It is saved on disk, appears in the sidebar's Index list "
@@ -28,6 +27,17 @@ def _say(e: Exception, fallback: str) -> str:
     """An engine error as one line of UI text."""
     msg = str(e).splitlines()[0] if str(e) else fallback
     return msg[:1].upper() + msg[1:]
+
+
+def _build_work(passages: list, name: str, replace: bool):
+    """The background job: encode and save the index, then drop the app's stale copies of it."""
+    encoder = state.models().encoder  # loaded here, in the page's own run
+
+    def work(progress):
+        idx = actions.build_user_index(passages, encoder, name, replace, progress)
+        state.forget_index(name)
+        return name, len(idx)
+    return work
 
 
 def _use(name: str) -> None:
@@ -67,22 +77,24 @@ if files:
         if build:
             try:
                 name = actions.check_name(name, replace)
-                label = f"Building {name}: encoding {len(parsed.passages):,} passages…"
-                with st.status(label, expanded=True) as status:
-                    bar = st.progress(0.0)
-
-                    def progress(msg: str, frac: float) -> None:
-                        status.update(label=msg, expanded=True)
-                        bar.progress(min(1.0, max(0.0, frac)))
-
-                    idx = actions.build_user_index(parsed.passages, state.models().encoder, name, replace, progress)
-                    status.update(label=f"Built {name}", state="complete", expanded=False)
-                state.forget_index(name)
-                st.session_state["corpus_success"] = (f"Built index {name!r}: {len(idx):,} passages. "
-                                                      "Pick it in the sidebar's Index list (or below).")
-                st.rerun()
-            except (CorpusError, IndexLoadError, ValueError) as e:
+            except (CorpusError, ValueError) as e:
                 st.error(_say(e, "the build did not work"))
+            else:
+                job = jobs.start("build", _build_work(parsed.passages, name, replace), label=f"Building index {name}")
+                st.session_state["corpus_job"] = job.id
+                st.rerun()
+
+build_job = jobs.get("build")
+if build_job is not None and not build_job.running and build_job.id == st.session_state.get("corpus_job"):
+    st.session_state.pop("corpus_job")
+    if build_job.error:
+        st.error(build_job.error[:1].upper() + build_job.error[1:])
+    elif build_job.cancelled:
+        st.warning("The build was cancelled; nothing was written.")
+    else:
+        st.success(f"Built index {build_job.result[0]!r}: {build_job.result[1]:,} passages. "
+                   "Pick it in the sidebar's Index list (or below).")
+jobs.progress_panel("build")
 
 st.subheader("Your indexes")
 rows = actions.user_indexes()

@@ -1,12 +1,13 @@
 """Eval: the latest evaluation run (closed-book, RAG-Token, RAG-Sequence), why RAG answers were
 wrong, a drill-down to the Ask page, and a small run from here."""
+import hashlib
 import time
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from app import state, views
+from app import jobs, state, views
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import questions as question_file
 from rag_core.analysis.verdicts import VERDICTS
@@ -26,11 +27,34 @@ def _label(path: Path) -> str:
     if run is None:
         return f"{path.stem} (unreadable)"
     s = run.settings
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.get("started", path.stat().st_mtime)))
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.get("started", path.stat().st_mtime)))
     beams = int(s.get("beams", 1))
     decoding = "greedy" if beams == 1 else f"{beams} beams"  # greedy and beam runs differ by several points
     return (f"{when} · {Path(str(s.get('file', '?'))).name} · {len(run.results)} questions · K={s.get('k')} · "
             f"{decoding} · {s.get('index')}")
+
+
+def _chosen_questions(upload, split: str) -> tuple[list, str, int]:
+    """(questions, file name, malformed lines skipped) from the upload or the shipped split."""
+    if upload is None:
+        questions, skipped = question_file.read_questions(SPLITS[split])
+        return questions, str(SPLITS[split].relative_to(ASSETS.parent)), skipped
+    lines = upload.getvalue().splitlines()
+    questions = [q for q in map(question_file.parse_question_line, lines) if q is not None]
+    if not questions:
+        raise question_file.EvalDataError(f"no usable question in {upload.name}")
+    return questions, upload.name, sum(1 for line in lines if line.strip()) - len(questions)
+
+
+def _eval_work(pipe, questions: list, cfg, name: str, skipped: int):
+    """The background job: evaluate, save the run, return its path."""
+    def work(progress):
+        def step(done, total, result):
+            progress(f"{done} / {total} · {result.question[:60]}", done / total)
+
+        run = ev.run_eval(pipe, questions, cfg, step, settings={"file": name, "skipped": skipped}, resume=True)
+        return ev.save_run(run, time.strftime("app-%Y%m%d-%H%M%S"))
+    return work
 
 
 with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
@@ -42,42 +66,41 @@ with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
                   help="Each question costs a few seconds to a minute on a CPU: closed-book, both decodings and "
                        "the checks of wrong answers.")
     st.caption(f"Uses the sidebar settings: index {cfg.index}, K={cfg.k}, beams {cfg.beams}, {cfg.rescore} rescoring.")
-    if st.button("Run", type="primary", key="eval_run"):
+    job = jobs.get("eval")
+    if st.button("Run", type="primary", key="eval_run", disabled=job is not None and job.running,
+                 help="Runs in the background: other pages stay usable, and an interrupted run resumes."):
         try:
-            if upload is not None:
-                lines = upload.getvalue().splitlines()
-                questions = [q for q in map(question_file.parse_question_line, lines) if q is not None]
-                skipped = sum(1 for line in lines if line.strip()) - len(questions)
-                name = upload.name
-                if not questions:
-                    raise question_file.EvalDataError(f"no usable question in {name}")
-            else:
-                questions, skipped = question_file.read_questions(SPLITS[split])
-                name = str(SPLITS[split].relative_to(ASSETS.parent))
+            questions, name, skipped = _chosen_questions(upload, split)
         except question_file.EvalDataError as e:
             st.error(str(e))
         else:
-            questions = questions[:n]
-            pipe = state.pipeline(cfg.index)
-            bar = st.progress(0.0, text=f"0 / {len(questions)}")
-
-            def progress(done, total, result):
-                bar.progress(done / total, text=f"{done} / {total} · {result.question[:60]}")
-
-            try:
-                run = ev.run_eval(pipe, questions, cfg, progress, settings={"file": name, "skipped": skipped})
-            except state.USER_ERRORS as e:
-                st.error(str(e).splitlines()[0] if str(e) else "the run failed")
-            else:
-                ev.save_run(run, time.strftime("app-%Y%m%d-%H%M%S"))
-                st.session_state.pop("eval_pick", None)
-                st.rerun()
+            job = jobs.start("eval", _eval_work(state.pipeline(cfg.index), questions[:n], cfg, name, skipped),
+                             label="Evaluation run")
+            st.session_state["eval_job"] = job.id
+            st.rerun()
+    if job is not None and not job.running and job.id == st.session_state.get("eval_job"):
+        if job.error:
+            st.error(f"The run stopped: {job.error}")
+        elif job.cancelled:
+            st.warning("The run was cancelled; its questions so far are kept and the same run resumes from them.")
+    jobs.progress_panel("eval")
 
 runs = ev.saved_runs()
+if job is not None and not job.running and job.result and job.id == st.session_state.pop("eval_job", None):
+    st.session_state["eval_selected"] = job.result  # this session's new run, selected once
 if not runs:
     st.info("No evaluation run yet. Run `python -m rag_core eval assets/eval/dev.jsonl` or use the form above.")
     st.stop()
-path = st.selectbox("Run", runs, format_func=_label, key="eval_pick")
+# The selector is a new widget whenever the list of runs changes, so the browser never sends back a
+# choice made in an older list (which would switch the page back to the old run on the next click).
+# The browser sends a choice back as its label, so two runs never share one.
+labels = {p: _label(p) for p in runs}
+repeated = {text for text in labels.values() if list(labels.values()).count(text) > 1}
+labels = {p: f"{text} · {p.stem}" if text in repeated else text for p, text in labels.items()}
+chosen = st.session_state.get("eval_selected")
+path = st.selectbox("Run", runs, index=runs.index(chosen) if chosen in runs else 0, format_func=labels.get,
+                    key="eval_pick_" + hashlib.sha1("|".join(p.name for p in runs).encode()).hexdigest()[:10])
+st.session_state["eval_selected"] = path
 run = ev.load_run(path)
 if run is None:
     st.error(f"{views.md_text(path.name)} cannot be read; run the evaluation again.")

@@ -82,19 +82,15 @@ if result is None or not result.complete:
     if job is None or not job.running:
         if job is not None and job.error:
             st.error(f"The last run stopped: {job.error}. What it computed is kept; resuming continues from there.")
+        elif job is not None and job.cancelled:
+            st.warning("The run was cancelled. What it computed is kept; resuming continues from there.")
         if st.button("Run the experiment" if not done else "Resume the experiment", type="primary"):
             pipes = {y: state.pipeline(y) for y in results.YEARS}  # loaded here, in the page's own run
-            job = jobs.start("leaders", lambda progress: hotswap.run_experiment(cfg, lambda: pipes, checksums=checksums,
-                                                                             progress=progress))
-    if job is not None and job.running:
-        @st.fragment(run_every=2)
-        def _progress() -> None:
-            j = jobs.get("leaders")
-            st.progress(j.fraction, text=f"Running in the background (other pages stay usable): {j.message}")
-            if not j.running:
-                st.rerun()
-
-        _progress()
+            jobs.start("leaders", lambda progress: hotswap.run_experiment(cfg, lambda: pipes, checksums=checksums,
+                                                                        progress=progress),
+                       label="Index swap experiment")
+            st.rerun()  # the sidebar and the page pick the running job up
+    jobs.progress_panel("leaders")
     if (result is None or not result.complete) and shipped is not None:
         result = cache.overlay(result, shipped)  # live rows replace shipped ones as they come
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 
-from ._fs import replace_dir
+from ._fs import replace_dir, temp_sibling
 from .corpus import Passage, ids_checksum, read_passages_jsonl, write_jsonl
 
 MANIFEST_VERSION = 1
@@ -89,7 +88,7 @@ class PassageIndex:
         """Write atomically: a temp sibling folder, then a rename over any previous index."""
         folder = Path(folder)
         folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
+        tmp = temp_sibling(folder)
         try:
             faiss.write_index(self.index, str(tmp / "index.faiss"))
             write_jsonl(self.passages, tmp / "passages.jsonl")

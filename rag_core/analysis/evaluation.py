@@ -12,7 +12,7 @@ import gzip
 import json
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -24,8 +24,10 @@ from ..config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN
 from ..decoding import DECODER_VERSION
 from ..marginals import prob
 from ..trace import neutralise, trace_to_dict
+from . import checkpoint
 from .deep_search import deep_search
 from .matching import contains_answer, exact_match, passage_text
+from .question_result import ModeResult, QuestionResult
 from .questions import EvalQuestion
 from .scoring import score_texts
 from .verdicts import VERDICTS, diagnose as diagnose_answer
@@ -37,36 +39,6 @@ CSV_COLUMNS = ["question", "mode", "answer", "em", "contained", "answers", "titl
 
 
 # ------------------------------------------------------------------------------------ one question
-@dataclass
-class ModeResult:
-    answer: str
-    em: bool
-    contained: bool
-    p_seq: float | None = None  # the answer's RAG-Sequence probability (RAG modes)
-    p_tok: float | None = None  # its RAG-Token probability
-    verdicts: list[str] = field(default_factory=list)  # diagnosis codes when the answer is wrong
-
-
-@dataclass
-class QuestionResult:
-    question: str
-    answers: list[str]
-    title: str
-    modes: dict[str, ModeResult]
-    recall: bool  # a retrieved passage contains an answer
-    answer_rank: int | None  # rank of the best passage containing an answer (searched deeper on a miss)
-    seconds: float = 0.0
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "QuestionResult":
-        modes = {m: ModeResult(**v) for m, v in d["modes"].items()}
-        return cls(d["question"], d["answers"], d.get("title", ""), modes, d["recall"], d.get("answer_rank"),
-                   d.get("seconds", 0.0))
-
-
 def evaluate_question(pipe, q: EvalQuestion, cfg, diagnose: bool = True, depth: int = 100,
                       trace_path: Path | None = None) -> QuestionResult:
     """Closed-book, RAG-Token and RAG-Sequence on one question; the K prompts are prepared once and
@@ -187,22 +159,34 @@ class EvalRun:
 
 
 def run_eval(pipe, questions: list[EvalQuestion], cfg, progress: Callable[[int, int, QuestionResult], None] | None = None,
-             diagnose: bool = True, settings: dict | None = None, trace_dir: Path | None = None) -> EvalRun:
+             diagnose: bool = True, settings: dict | None = None, trace_dir: Path | None = None,
+             resume: Path | bool | None = None) -> EvalRun:
     """Evaluate every question; `progress(done, total, result)` after each one. `trace_dir`: also
-    store each question's trace there (`NNNN.json.gz`), for counterfactuals over K and the scale."""
-    started = time.time()
-    results = []
+    store each question's trace there (`NNNN.json.gz`), for counterfactuals over K and the scale.
+
+    `resume`: a checkpoint file (True: the default one for these inputs, see `checkpoint`), rewritten
+    after every question and removed at the end; a killed run given the same inputs continues from
+    it, and its answers are the ones the uninterrupted run would have given."""
+    key = checkpoint.run_key(pipe, questions, cfg, diagnose) if resume else ""
+    ckpt = checkpoint.default_path(key) if resume is True else (Path(resume) if resume else None)
+    started, results = checkpoint.load(ckpt, key) if ckpt else (None, [])
+    started = started or time.time()
     if trace_dir is not None:
         Path(trace_dir).mkdir(parents=True, exist_ok=True)
     for i, q in enumerate(questions):
-        path = Path(trace_dir) / f"{i:04d}.json.gz" if trace_dir is not None else None
-        results.append(evaluate_question(pipe, q, cfg, diagnose, trace_path=path))
+        if i >= len(results):
+            path = Path(trace_dir) / f"{i:04d}.json.gz" if trace_dir is not None else None
+            results.append(evaluate_question(pipe, q, cfg, diagnose, trace_path=path))
+            if ckpt:
+                checkpoint.save(ckpt, key, started, results)
         if progress:
-            progress(i + 1, len(questions), results[-1])
+            progress(i + 1, len(questions), results[i])
     info = {"index": pipe.index_name, "k": cfg.k, "beams": cfg.beams, "length_penalty": cfg.length_penalty,
             "rescore": cfg.rescore, "decoder": DECODER_VERSION,
             "scale": pipe.scale_for(cfg), "generator": pipe.models.generator.id, "started": started,
             "seconds": round(time.time() - started, 1), **(settings or {})}
+    if ckpt:
+        checkpoint.discard(ckpt)
     return EvalRun(results, info)
 
 

@@ -12,6 +12,7 @@ import json
 import sys
 from pathlib import Path
 
+from ..analysis import checkpoint
 from ..analysis.evaluation import run_eval, save_run
 from ..analysis.questions import read_questions
 from ..analysis.sweep import load_traces, sweep
@@ -33,6 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=positive_int, default=None, help="evaluate only the first N questions")
     p.add_argument("--no-diagnose", action="store_true", help="skip the verdicts of wrong answers")
     p.add_argument("--no-save", action="store_true", help="do not save the run for the app's Eval page")
+    p.add_argument("--restart", action="store_true",
+                   help="start afresh instead of continuing an interrupted run of the same inputs")
     p.add_argument("--traces", default=None, metavar="DIR",
                    help="also store each question's trace in DIR as JSON (for --sweep: counterfactuals over K and scale)")
     p.add_argument("--sweep", action="store_true",
@@ -72,9 +75,16 @@ def run(args: argparse.Namespace) -> int:
             rs = result.modes.get(RAG_SEQUENCE)
             progress(f"eval {done}/{total}: {(rs.answer if rs else '')[:30]}", done / total)
 
+        key = checkpoint.run_key(pipe, questions, cfg, not args.no_diagnose)
+        resume = checkpoint.default_path(key)
+        if args.restart:
+            checkpoint.discard(resume)
+        elif done := len(checkpoint.load(resume, key)[1]):
+            print(f"continuing an interrupted run: {done} of {len(questions)} questions already evaluated "
+                  "(--restart starts afresh)", file=sys.stderr)
         result = run_eval(pipe, questions, cfg, step, diagnose=not args.no_diagnose,
                           settings={"file": str(args.questions), "skipped": skipped},
-                          trace_dir=Path(args.traces) if args.traces else None)
+                          trace_dir=Path(args.traces) if args.traces else None, resume=resume)
     if args.csv:
         result.to_csv(args.csv)
     if not args.no_save:

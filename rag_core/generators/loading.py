@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import logging
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
 from .. import caches
-from .._fs import replace_dir
+from .._fs import replace_dir, temp_sibling
 from ..config import DEFAULT_GENERATOR
 from ..sources import ModelSourceError, Source, model_type, package_path, resolve
 from .causal import CausalGenerator
@@ -42,8 +41,7 @@ def smollm_folder(progress=None) -> Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".smollm-", dir=target.parent))
+    tmp = temp_sibling(target)
     try:
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)

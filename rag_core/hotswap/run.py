@@ -18,7 +18,7 @@ import json
 import time
 from typing import Callable
 
-from .._fs import write_json_atomic
+from .._fs import append_line, write_json_atomic
 from ..catalog import load_named
 from ..config import DECODE_NAMES, RAG_TOKEN, Config, Progress
 from ..marginals import NEG_INF, prob
@@ -125,8 +125,7 @@ def run_experiment(cfg: Config, pipeline_factory: Callable[[], object] | None = 
                 records = position_records(pipes, leader, cfgs)
             for rec, folder, done in zip(records, folders, known):
                 done[leader["position"]] = rec
-                with open(folder / "rows.jsonl", "a", encoding="utf-8") as f:  # one line per position: resumable
-                    f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+                append_line(folder / "rows.jsonl", json.dumps(rec, ensure_ascii=False))  # one line a position: resumable
         progress("done", 1.0)
     results = []
     for c, folder, done in zip(cfgs, folders, known):

@@ -1,0 +1,68 @@
+"""An evaluation that survives being killed: the results so far, rewritten after every question.
+
+A run's checkpoint is keyed by everything its answers depend on (the questions, the decoding
+settings, the index's passages, the encoder and generator, the decoder's version), so a rerun of
+the same evaluation, from the CLI or the app, continues where the killed one stopped, and a run
+with anything changed starts afresh. Each write is atomic: a kill leaves the previous checkpoint.
+
+>>> import tempfile, pathlib
+>>> path = pathlib.Path(tempfile.mkdtemp()) / "k.json"
+>>> save(path, "k", 12.0, []); load(path, "k")
+(12.0, [])
+>>> load(path, "another key")   # a checkpoint of other settings is not resumed
+(None, [])
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from .. import caches
+from .._fs import write_json_atomic
+from ..decoding import DECODER_VERSION
+from .questions import EvalQuestion
+from .question_result import QuestionResult
+
+# What a question's result depends on, besides the question itself.
+SETTINGS = ("k", "beams", "length_penalty", "rescore", "max_new_tokens", "scale", "decode")
+
+
+def run_key(pipe, questions: list[EvalQuestion], cfg, diagnose: bool) -> str:
+    """A stable fingerprint of one evaluation: the same inputs give the same key on any machine."""
+    manifest = getattr(pipe.index, "manifest", {}) or {}
+    parts = {
+        "questions": [asdict(q) for q in questions],
+        "settings": {name: getattr(cfg, name, None) for name in SETTINGS},
+        "index": [pipe.index_name, manifest.get("passages_checksum"), manifest.get("encoder")],
+        "encoder": pipe.models.encoder.id,
+        "generator": pipe.models.generator.id,
+        "decoder": DECODER_VERSION,
+        "diagnose": diagnose,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:20]
+
+
+def default_path(key: str) -> Path:
+    return caches.folder("eval") / "partial" / f"{key}.json"
+
+
+def save(path: Path, key: str, started: float, results: list[QuestionResult]) -> None:
+    write_json_atomic(path, {"key": key, "started": started, "results": [r.to_dict() for r in results]})
+
+
+def load(path: Path, key: str) -> tuple[float | None, list[QuestionResult]]:
+    """(start time, the results so far) of the run with this key; (None, []) when there is none,
+    when it belongs to other settings, or when it cannot be read (it is then simply recomputed)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if data.get("key") != key:
+            return None, []
+        return float(data["started"]), [QuestionResult.from_dict(d) for d in data["results"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, []
+
+
+def discard(path: Path) -> None:
+    Path(path).unlink(missing_ok=True)

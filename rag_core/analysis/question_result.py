@@ -1,0 +1,34 @@
+"""One question's evaluation result under each mode: what a saved run and a checkpoint hold."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class ModeResult:
+    answer: str
+    em: bool
+    contained: bool
+    p_seq: float | None = None  # the answer's RAG-Sequence probability (RAG modes)
+    p_tok: float | None = None  # its RAG-Token probability
+    verdicts: list[str] = field(default_factory=list)  # diagnosis codes when the answer is wrong
+
+
+@dataclass
+class QuestionResult:
+    question: str
+    answers: list[str]
+    title: str
+    modes: dict[str, ModeResult]
+    recall: bool  # a retrieved passage contains an answer
+    answer_rank: int | None  # rank of the best passage containing an answer (searched deeper on a miss)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "QuestionResult":
+        modes = {m: ModeResult(**v) for m, v in d["modes"].items()}
+        return cls(d["question"], d["answers"], d.get("title", ""), modes, d["recall"], d.get("answer_rank"),
+                   d.get("seconds", 0.0))
