@@ -99,11 +99,12 @@ def token_label(token: str) -> str:
 
 def plot_text(text: str, width: int | None = None) -> str:
     """Text for a plotly label or hover: cut to `width` characters and HTML-escaped (plotly reads a
-    few HTML tags in labels; escaped, a passage title shows exactly as written)."""
+    few HTML tags in labels; escaped, a passage title shows exactly as written). Quotes stay as
+    they are: plotly shows `&quot;` literally, and a label is never inside an attribute."""
     text = str(text)
     if width is not None and len(text) > width:
         text = text[: width - 1] + "…"
-    return html.escape(text, quote=True)
+    return html.escape(text, quote=False)
 
 
 def passage_label(trace: Trace, z: int, width: int = 30) -> str:

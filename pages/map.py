@@ -1,6 +1,5 @@
 """Map: every passage of the index laid out by UMAP (cosine) or PCA, the question placed among them
 and its true top-K ringed."""
-import html
 
 import numpy as np
 import pandas as pd
@@ -45,7 +44,7 @@ def _maps(index_name: str, method: str, dims: int, stamp: str) -> dict:
 def _points(index_name: str, stamp: str, _passages: list) -> dict:
     """Per-passage hover text (escaped: passage text is never HTML), topics and row numbers."""
     ps = _passages
-    hover = [f"<b>{html.escape(p.title)}</b><br>{html.escape(' '.join(p.text.split()[:14]))}…" for p in ps]
+    hover = [f"<b>{views.plot_text(p.title)}</b><br>{views.plot_text(' '.join(p.text.split()[:14]))}…" for p in ps]
     blank = "(no topic)" if any(p.topic for p in ps) else "passages"
     return {"hover": np.array(hover, dtype=object), "topic": np.array([p.topic or blank for p in ps]),
             "row": {p.id: i for i, p in enumerate(ps)}}

@@ -1,0 +1,142 @@
+"""What the real-browser tests share: a Streamlit server in a subprocess, headless Chromium, and
+waits that tolerate a page still rendering. Screenshots go under test-artifacts/browser/.
+
+Needs Debian's chromium and chromium-driver (CI installs them). Without them the browser tests are
+skipped, unless RAG_LOUPE_REQUIRE_BROWSER=1 (as in CI), where a missing browser is a failure.
+"""
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import ROOT
+
+ARTIFACTS = ROOT / "test-artifacts" / "browser"
+PAGES = [("", "Ask"), ("map", "Map"), ("token_vs_sequence", "Token vs Sequence"), ("citations", "Citations"),
+         ("index_swap", "Index swap"), ("by_hand", "By hand"), ("corpus", "Corpus"), ("eval", "Eval")]
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+
+if not (CHROMIUM and DRIVER):
+    if os.environ.get("RAG_LOUPE_REQUIRE_BROWSER") == "1":
+        raise RuntimeError("chromium and chromedriver are required for the browser test (apt-get install chromium chromium-driver)")
+    pytest.skip("chromium / chromedriver not installed", allow_module_level=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_server(log_name: str = "server.log", env: dict | None = None):
+    """A Streamlit server of the app on a free port; yields its URL (and stops it afterwards)."""
+    port = free_port()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    log = open(ARTIFACTS / log_name, "w")
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
+                             "--server.port", str(port), "--server.headless", "true"],
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, **(env or {})))
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
+                break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        proc.terminate()
+        pytest.fail("the Streamlit server did not start")
+    try:
+        yield url, proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    with running_server() as (url, _):
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    driver = new_browser("1400,1600")
+    yield driver
+    driver.quit()
+
+
+def new_browser(window: str = "1200,1400"):
+    """A headless Chromium with no background traffic (each one is its own Streamlit session)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", f"--window-size={window}"):
+        opts.add_argument(flag)
+    return webdriver.Chrome(service=Service(DRIVER), options=opts)
+
+
+def wait_for(driver, predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if predicate():
+                return
+        except Exception:  # the page is still rendering: elements come and go
+            pass
+        time.sleep(0.5)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / "timeout.png"))
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def body_text(driver) -> str:
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.TAG_NAME, "body").text
+
+
+def settled(driver) -> bool:
+    """Streamlit shows a status widget while a script runs; settled = no 'Running' indicator."""
+    from selenium.webdriver.common.by import By
+
+    return not driver.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]')
+
+
+def showing(driver, title: str) -> bool:
+    """The page's own title is `title` (the sidebar lists every title, so body text is not enough)."""
+    from selenium.webdriver.common.by import By
+
+    return any(h.text.strip() == title for h in driver.find_elements(By.TAG_NAME, "h1"))
+
+
+def ready(driver, path: str) -> bool:
+    """Page-specific: the work a page shows progress for has finished (the status widget alone can
+    miss a page that is still inside an `st.status`)."""
+    if path == "index_swap":  # both indexes answered
+        text = body_text(driver)
+        return "RAG-Sequence (2018 index)" in text and "Answering on" not in text
+    return True
+
+
+def charts_drawn(driver) -> bool:
+    """Every plotly chart on the page has drawn its SVG."""
+    from selenium.webdriver.common.by import By
+
+    charts = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stPlotlyChart"]')
+    return all(c.find_elements(By.CSS_SELECTOR, "svg.main-svg") for c in charts)
+
+
