@@ -12,15 +12,18 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from conftest import ROOT
+from rag_core.config import cache_dir
 
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 PAGES = [("", "Ask"), ("map", "Map"), ("token_vs_sequence", "Token vs Sequence"), ("citations", "Citations"),
          ("index_swap", "Index swap"), ("by_hand", "By hand"), ("corpus", "Corpus"), ("eval", "Eval")]
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+SHARED_CACHES = ("models", "indexes", "corpus-indexes", "leaders", "maps")
 
 if not (CHROMIUM and DRIVER):
     if os.environ.get("RAG_LOUPE_REQUIRE_BROWSER") == "1":
@@ -34,15 +37,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def throwaway_cache(folder: Path) -> Path:
+    """A cache folder for a test server: the converted models, the shipped indexes, the index-swap
+    rows and the maps are shared with the real cache (links), so nothing is rebuilt; what a test
+    writes (user indexes, eval runs) stays in `folder` and never reaches a user's cache."""
+    for kind in SHARED_CACHES:
+        (cache_dir() / kind).mkdir(parents=True, exist_ok=True)
+        (folder / kind).symlink_to(cache_dir() / kind, target_is_directory=True)
+    return folder
+
+
 @contextlib.contextmanager
-def running_server(log_name: str = "server.log", env: dict | None = None):
-    """A Streamlit server of the app on a free port; yields its URL (and stops it afterwards)."""
+def running_server(cache: Path, log_name: str = "server.log"):
+    """A Streamlit server of the app on a free port, on the cache folder `cache`; yields its URL
+    and its process (and stops it afterwards)."""
     port = free_port()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log = open(ARTIFACTS / log_name, "w")
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
                              "--server.port", str(port), "--server.headless", "true"],
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, **(env or {})))
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, RAG_LOUPE_CACHE=str(cache)))
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -63,9 +77,15 @@ def running_server(log_name: str = "server.log", env: dict | None = None):
 
 
 @pytest.fixture(scope="module")
-def server():
-    with running_server() as (url, _):
-        yield url
+def served(tmp_path_factory):
+    """(URL, process) of a server on a throw-away cache, for the tests of one module."""
+    with running_server(throwaway_cache(tmp_path_factory.mktemp("browser-cache"))) as found:
+        yield found
+
+
+@pytest.fixture(scope="module")
+def server(served):
+    return served[0]
 
 
 @pytest.fixture(scope="module")

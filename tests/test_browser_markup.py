@@ -12,8 +12,7 @@ import json
 import pytest
 
 from browser_kit import (ARTIFACTS, PAGES, body_text, charts_drawn, new_browser, ready, running_server, settled,
-                         showing, wait_for)
-from rag_core.config import cache_dir
+                         showing, throwaway_cache, wait_for)
 
 EVIL = "evil.example"
 LONG_WORD = "Zorblaxfjordpneumonoultramicroscopicsilicovolcanoconiosis" * 6  # 348 letters, no break
@@ -77,11 +76,7 @@ def corpus_files(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def throwaway_server(tmp_path_factory):
-    cache = tmp_path_factory.mktemp("markup-cache")
-    for kind in ("models", "indexes", "corpus-indexes", "leaders"):
-        (cache_dir() / kind).mkdir(parents=True, exist_ok=True)
-        (cache / kind).symlink_to(cache_dir() / kind, target_is_directory=True)
-    with running_server("server-markup.log", env={"RAG_LOUPE_CACHE": str(cache)}) as (url, _):
+    with running_server(throwaway_cache(tmp_path_factory.mktemp("markup-cache")), "server-markup.log") as (url, _):
         yield url
 
 
