@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from . import ask, bench, build_index, cache, leaders, toy
+from . import ask, bench, build_index, cache, leaders, toy, train
 from . import eval as eval_command
 from .common import USER_ERRORS, Parser, error_line
 
@@ -19,6 +19,7 @@ COMMANDS = {  # name -> module, in the order `--help` lists them
     "leaders": leaders,
     "eval": eval_command,
     "bench": bench,
+    "train": train,
     "cache": cache,
 }
 

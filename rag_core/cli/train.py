@@ -1,0 +1,168 @@
+"""`python -m rag_core train QUESTIONS.jsonl --out DIR`: fine-tune RAG end to end, as the paper does.
+
+`--part query` tunes the query encoder through the prior (document encoder and index frozen),
+`--part generator` the generator through LoRA adapters, `--part both` the two at once, maximising
+the RAG-Sequence or RAG-Token likelihood of each question's first gold answer over the top K.
+`--eval HELD_OUT.jsonl` measures EM, answer-recall@1/@K and the retrieval-collapse monitor before
+and after. A first Ctrl-C stops at the end of the current step with a checkpoint (`--resume`
+continues it); `--out` follows the never-destroy rule of `training.output`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ..analysis.questions import read_questions
+from ..config import DECODINGS
+from ..encoders import MeanPoolEncoder
+from ..pipeline import Pipeline, load_pipeline
+from ..training import checkpoint, heldout
+from ..training.gradient import MARGINALS
+from ..training.loop import PARTS, TrainSettings, loss_summary, restore, settings_mismatch, start_run, train
+from ..training.output import (TrainingError, check_output_folder, file_sha256, read_manifest, save_outputs,
+                               start_folder, write_manifest)
+from .common import add_model_args, config_from, positive_float, positive_int, progress_bar
+
+HELP = "fine-tune the query encoder and/or the generator (LoRA) on a questions JSONL"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    d = TrainSettings()
+    p.add_argument("questions", help='training JSONL: {"question": str, "answers": [str, ...]} per line')
+    p.add_argument("--out", required=True, help="a new folder, or an earlier training output (--resume / --force)")
+    p.add_argument("--force", action="store_true", help="replace the training output at --out")
+    p.add_argument("--resume", action="store_true", help="continue the stopped run at --out from its checkpoint")
+    p.add_argument("--part", choices=PARTS, default=d.part, help="what trains (default: the query encoder)")
+    p.add_argument("--marginal", choices=MARGINALS, default=d.marginal, help="RAG-Sequence or RAG-Token likelihood")
+    p.add_argument("-k", type=positive_int, default=d.k, help="passages retrieved per question")
+    p.add_argument("--steps", type=positive_int, default=d.steps, help="optimiser steps")
+    p.add_argument("--batch", type=positive_int, default=d.batch, help="questions per step")
+    p.add_argument("--lr", type=positive_float, default=None,
+                   help="learning rate (default: 1e-5 for the query encoder, 3e-4 for the LoRA adapters)")
+    p.add_argument("--lora-rank", type=positive_int, default=d.lora_rank)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--checkpoint-every", type=positive_int, default=d.checkpoint_every, metavar="N")
+    p.add_argument("--scale", type=positive_float, default=None, help="retriever scale (default: the encoder's)")
+    p.add_argument("--eval", default=None, metavar="HELD_OUT.jsonl", help="held-out questions measured before and after")
+    p.add_argument("--index", default=None, help="wiki, 2016, 2018, a user index name or a folder")
+    p.add_argument("--corpus", default=None, help="a JSONL corpus to index and train on instead")
+    p.add_argument("--json", action="store_true", help="print the training manifest as JSON")
+    add_model_args(p)
+
+
+@contextmanager
+def graceful_stop() -> Iterator[Callable[[], bool]]:
+    """A first Ctrl-C asks the loop to stop at the end of its step; a second one aborts."""
+    asked = []
+
+    def on_interrupt(signum, frame):
+        if asked:
+            raise KeyboardInterrupt
+        asked.append(True)
+        print("\nstopping after this step (Ctrl-C again to abort)", file=sys.stderr)
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield lambda: bool(asked)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def base_models(cfg) -> dict:
+    return {"question_encoder": cfg.question_encoder, "ctx_encoder": cfg.ctx_encoder, "generator": cfg.generator}
+
+
+def check_resume(out: Path, data_hash: str, settings: TrainSettings, base: dict) -> None:
+    """Refuse, before any model loads, a resume whose data, settings or base models differ."""
+    saved = read_manifest(out) or {}
+    if saved.get("data", {}).get("sha256") != data_hash:
+        raise TrainingError(f"{out} was trained on another questions file (its hash differs): "
+                            "resume with the same file, or start afresh with --force")
+    why = settings_mismatch(saved.get("settings", {}), settings)
+    if why:
+        raise TrainingError(why)
+    if saved.get("base") != base:
+        raise TrainingError(f"{out} was trained from other base models ({saved.get('base')}): resume with the same ones")
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = TrainSettings(args.part, args.marginal, args.k, args.steps, args.batch, args.lr, args.lora_rank,
+                             args.seed, args.checkpoint_every, args.scale).validate()
+    cfg = config_from(args, k=args.k, index=args.index, corpus=args.corpus, scale=args.scale)
+    out = Path(args.out)
+    mode = check_output_folder(out, args.force, args.resume)  # refuse a folder that is not ours before any work
+    questions, skipped = read_questions(args.questions)
+    held = read_questions(args.eval)[0] if args.eval else None
+    data = {"file": Path(args.questions).name, "sha256": file_sha256(args.questions), "questions": len(questions),
+            "skipped": skipped}
+    if mode == "resume":
+        check_resume(out, data["sha256"], settings, base_models(cfg))
+    with progress_bar() as progress:
+        pipe = load_pipeline(cfg, progress)
+        before = heldout.evaluate(pipe, held, cfg, progress) if held else None
+        session = start_run(pipe.models, pipe.index, questions, settings)
+        manifest = {**settings.to_dict(), "lr": {p: settings.lr_of(p) for p in settings.parts}, "data": data,
+                    "settings": settings.to_dict(), "base": base_models(cfg), "index": pipe.index_name,
+                    "device": pipe.models.device.type}
+        start_folder(out, mode, manifest)
+        if mode == "resume":
+            restore(session, checkpoint.load(out))
+        with graceful_stop() as should_stop:
+            stopped = train(session, out, progress, should_stop)
+        trained, outputs = save_outputs(session, out)
+        after = None
+        if held and not stopped:
+            after = heldout.evaluate(Pipeline(trained, pipe.index_name, pipe.index, cfg), held, cfg, progress)
+    manifest.update(status="stopped" if stopped else "done", steps_done=session.step, seconds=round(session.seconds, 1),
+                    loss=loss_summary(session.losses), losses=session.losses, outputs=outputs)
+    if held:
+        manifest["heldout"] = {"file": Path(args.eval).name, "sha256": file_sha256(args.eval),
+                               "before": before.to_dict(), "after": after.to_dict() if after else None}
+    if isinstance(pipe.models.encoder, MeanPoolEncoder) and "question_encoder" in outputs:
+        manifest["note"] = SINGLE_TOWER_NOTE
+    manifest = write_manifest(out, manifest)
+    print(json.dumps(manifest, indent=1) if args.json else report(manifest, str(out)))
+    return 130 if stopped else 0
+
+
+SINGLE_TOWER_NOTE = ("the base encoder reads queries and passages with one tower; loaded with --question-encoder, "
+                     "the tuned tower would encode the passages too, while training kept the base passage vectors")
+
+
+def report(m: dict, out: str) -> str:
+    loss = m["loss"]
+    lines = [f"trained {m['part']} on {m['data']['questions']} questions ({m['data']['file']}): "
+             f"{m['steps_done']}/{m['steps']} steps of {m['batch']}, rag-{m['marginal']}, K={m['k']}, "
+             f"lr {', '.join(f'{p} {lr:g}' for p, lr in m['lr'].items())}, {m['seconds']:.0f} s on {m['device']}"]
+    if loss.get("steps"):
+        lines.append(f"loss {loss['first']:.3f} -> {loss['last']:.3f} over {loss['steps']} steps (mean of the first and "
+                     f"last {loss['window']}: {loss['first_mean']:.3f} -> {loss['last_mean']:.3f}; min {loss['min']:.3f})")
+    for part, folder in m["outputs"].items():
+        lines.append(f"wrote {out}/{folder}: load it with --{part.replace('_', '-')} {out}/{folder}")
+    if m.get("note"):
+        lines.append(f"note: {m['note']}")
+    if m["status"] == "stopped":
+        lines.append(f"stopped at step {m['steps_done']}: continue with --resume --out {out}")
+    if "heldout" in m:
+        lines += heldout_table(m["heldout"])
+    return "\n".join(lines)
+
+
+def heldout_table(h: dict) -> list[str]:
+    before, after = h["before"], h["after"] or {}
+    rows = [(f"EM {d}", before["em"][d], after.get("em", {}).get(d)) for d in DECODINGS]
+    rows += [("answer-recall@1", before["recall_at_1"], after.get("recall_at_1")),
+             (f"answer-recall@{before['k']}", before["recall_at_k"], after.get("recall_at_k")),
+             ("distinct passages", before["distinct"], after.get("distinct")),
+             ("passage entropy (bits)", before["entropy_bits"], after.get("entropy_bits"))]
+
+    def cell(v) -> str:
+        return "" if v is None else f"{v:>8d}" if isinstance(v, int) else f"{v:8.3f}"
+
+    lines = [f"{'held-out ' + h['file'] + ' (' + str(before['n']) + ' questions)':<30}{'before':>8} {'after':>8}"]
+    return lines + [f"  {name:<28}{cell(b)} {cell(a)}" for name, b, a in rows]

@@ -1,0 +1,283 @@
+"""The training loop: RAG's negative log marginal likelihood over the top K, minimised end to end.
+
+Each question is retrieved afresh with the current query encoder (MIPS over the frozen index),
+its prior is `marginals.log_prior` of the scores, its gold answer (the first one listed) is
+teacher-forced under the K passages, and the loss is −log p(y|x) under the chosen marginal.
+- The query encoder learns through the prior only: its signal is the analytic gradient of
+  `gradient.py`, scale · Σ_z bracket(z) d(z), handed to autograd at q(x), so the loop runs the
+  very formula the Train page draws. Passage vectors and the index never change.
+- The generator learns through LoRA adapters (`lora.py`) by autograd of the same loss.
+With only the query encoder training the generator is fixed, so each (question, passage) pair is
+teacher-forced once and remembered: a passage that enters the top K costs one generator pass.
+
+This modifies the models it is given (an app must hand it its own copy).
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+
+from .. import marginals
+from ..analysis.questions import EvalQuestion
+from ..config import Progress
+from ..index import PassageIndex
+from ..pipeline import Models
+from . import checkpoint, lora
+from .conditionals import answer_token_logp
+from .gradient import MARGINALS, bracket, nll, query_gradient
+from .query import query_model, query_tensor
+
+PARTS = ("query", "generator", "both")
+DEFAULT_LR = {"query": 1e-5, "generator": 3e-4}  # full fine-tuning of a BERT tower; LoRA adapters
+CLIP = 1.0  # gradient norm clip per part: one odd question cannot throw the weights far
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    part: str = "query"  # what trains: "query" (the query encoder), "generator" (LoRA) or "both"
+    marginal: str = "sequence"  # whose likelihood: "sequence" (RAG-Sequence) or "token" (RAG-Token)
+    k: int = 5  # passages retrieved per question, as at inference
+    steps: int = 50  # optimiser steps
+    batch: int = 4  # questions per step
+    lr: float | None = None  # learning rate of every part that trains; None = DEFAULT_LR per part
+    lora_rank: int = lora.RANK  # adapter rank
+    seed: int = 0  # question order and adapter initialisation
+    checkpoint_every: int = 10  # steps between checkpoints (and one at the end)
+    scale: float | None = None  # retriever scale; None = the encoder's own
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return ("query", "generator") if self.part == "both" else (self.part,)
+
+    def lr_of(self, part: str) -> float:
+        return float(self.lr if self.lr is not None else DEFAULT_LR[part])
+
+    def validate(self) -> "TrainSettings":
+        if self.part not in PARTS:
+            raise ValueError(f"part must be query, generator or both, got {self.part!r}")
+        if self.marginal not in MARGINALS:
+            raise ValueError(f"marginal must be sequence or token, got {self.marginal!r}")
+        for name in ("k", "steps", "batch", "lora_rank", "checkpoint_every"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a whole number of at least 1, got {getattr(self, name)!r}")
+        if self.lr is not None and not 0 < self.lr < 1:
+            raise ValueError(f"learning rate must be between 0 and 1, got {self.lr!r}")
+        return self
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def batch_for_step(step: int, n: int, batch: int, seed: int) -> list[int]:
+    """The questions of one step: epochs of seeded shuffles, a function of the step number alone,
+    so a resumed run takes exactly the batches the uninterrupted run would.
+
+    >>> steps = [batch_for_step(s, 3, 2, seed=0) for s in range(3)]   # 6 draws: two epochs of 3
+    >>> steps
+    [[0, 2], [1, 1], [2, 0]]
+    >>> sorted(steps[0] + steps[1][:1]), sorted(steps[1][1:] + steps[2])   # each epoch is a permutation
+    ([0, 1, 2], [0, 1, 2])
+    """
+    out = []
+    for j in range(step * batch, (step + 1) * batch):
+        epoch, pos = divmod(j, n)
+        order = list(range(n))
+        random.Random(seed * 1_000_003 + epoch).shuffle(order)
+        out.append(order[pos])
+    return out
+
+
+def doc_vectors(index: PassageIndex, rows: np.ndarray) -> torch.Tensor:
+    """d(z) of retrieved rows as the index scores them (float32 from FAISS where it keeps them): (K, D)."""
+    try:
+        vecs = index.index.reconstruct_batch(np.asarray(rows, dtype=np.int64))  # (K, D)
+    except RuntimeError:  # an index that cannot reconstruct: the stored float16 copy
+        vecs = index.vectors[rows]
+    return torch.from_numpy(np.asarray(vecs, dtype=np.float32)).double()  # (K, D)
+
+
+@dataclass
+class Run:
+    """What a training run holds in memory between steps."""
+
+    models: Models
+    index: PassageIndex
+    questions: list[EvalQuestion]
+    answers: list[list[int]]  # gold answer token ids, one list a question
+    settings: TrainSettings
+    scale: float
+    adapted: lora.Adapted | None = None  # the generator's adapters, when it trains
+    optimizers: dict[str, torch.optim.Optimizer] = field(default_factory=dict)
+    remembered: dict = field(default_factory=dict)  # (question, passage id) -> (T,) conditionals of a frozen generator
+    losses: list[float] = field(default_factory=list)
+    step: int = 0
+    seconds: float = 0.0
+
+    def params(self, part: str) -> list[torch.nn.Parameter]:
+        if part == "query":
+            return list(query_model(self.models.encoder).parameters())
+        return self.adapted.parameters()
+
+
+def start_run(models: Models, index: PassageIndex, questions: Sequence[EvalQuestion], settings: TrainSettings) -> Run:
+    """Attach adapters where the generator trains and make one Adam optimiser per part."""
+    settings = settings.validate()
+    if not questions:
+        raise ValueError("no training question")
+    gen = models.generator
+    run = Run(models, index, list(questions), [gen.encode_answer(q.answers[0]) for q in questions], settings,
+              float(settings.scale if settings.scale is not None else models.encoder.default_scale))
+    if "generator" in settings.parts:
+        run.adapted = lora.attach(gen, settings.lora_rank, settings.seed)
+    for part in settings.parts:
+        run.optimizers[part] = torch.optim.Adam(run.params(part), lr=settings.lr_of(part))
+    return run
+
+
+def conditionals(run: Run, qi: int, passages) -> torch.Tensor:
+    """(K, T) log p(y_i|x,z,y_<i) of question qi's answer; with a graph when the generator trains."""
+    q, ans = run.questions[qi], run.answers[qi]
+    if run.adapted is not None:
+        return answer_token_logp(run.models.generator, q.question, passages, ans)  # (K, T)
+    missing = [p for p in passages if (qi, p.id) not in run.remembered]
+    if missing:
+        with torch.no_grad():
+            fresh = answer_token_logp(run.models.generator, q.question, missing, ans)  # (M, T)
+        run.remembered.update({(qi, p.id): row for p, row in zip(missing, fresh)})
+    return torch.stack([run.remembered[(qi, p.id)] for p in passages])  # (K, T)
+
+
+@dataclass
+class Terms:
+    """One question's piece of the loss, and what its gradients are made from."""
+
+    loss: torch.Tensor  # () −log p(y|x)
+    q: torch.Tensor  # (D,) q(x), with a graph when the query encoder trains
+    d: torch.Tensor  # (K, D) d(z) of the retrieved passages (frozen)
+    log_pz: torch.Tensor  # (K,) log p(z|x), detached from q
+    token_logp: torch.Tensor  # (K, T) log p(y_i|x,z,y_<i), with a graph when the generator trains
+
+
+def question_terms(run: Run, qi: int) -> Terms:
+    """Retrieve with the current q(x), then the prior, the conditionals and −log p(y|x)."""
+    s = run.settings
+    with torch.set_grad_enabled(torch.is_grad_enabled() and "query" in s.parts):
+        q = query_tensor(run.models.encoder, [run.questions[qi].question])[0]  # (D,)
+    _, rows = run.index.search(q.detach().float().cpu().numpy()[None], s.k)  # (1, K)
+    rows = rows[0][rows[0] >= 0]  # (K,)
+    d = doc_vectors(run.index, rows)  # (K, D)
+    log_pz = marginals.log_prior(d @ q.detach().cpu().double(), run.scale)  # (K,)
+    token_logp = conditionals(run, qi, [run.index.passages[int(r)] for r in rows])  # (K, T)
+    return Terms(nll(s.marginal, log_pz, token_logp), q, d, log_pz, token_logp)
+
+
+def question_loss(run: Run, qi: int, weight: float) -> float:
+    """−log p(y|x) of one question; its gradients (times `weight`) are added to every training part."""
+    t = question_terms(run, qi)
+    if run.adapted is not None:
+        (weight * t.loss).backward()
+    if "query" in run.settings.parts:
+        grad = query_gradient(bracket(run.settings.marginal, t.log_pz, t.token_logp.detach()), t.d, run.scale)  # (D,)
+        t.q.backward((-weight * grad).to(t.q.device, t.q.dtype))  # the loss is −log p: descend along −grad
+    return float(t.loss.detach())
+
+
+@torch.no_grad()
+def dataset_loss(run: Run) -> float:
+    """Mean −log p(y|x) over the training questions with the current weights (no step taken)."""
+    return float(np.mean([float(question_terms(run, qi).loss) for qi in range(len(run.questions))]))
+
+
+def take_step(run: Run) -> float:
+    """One optimiser step over the step's batch; returns the batch's mean loss."""
+    s = run.settings
+    for opt in run.optimizers.values():
+        opt.zero_grad(set_to_none=True)
+    batch = batch_for_step(run.step, len(run.questions), s.batch, s.seed)
+    loss = sum(question_loss(run, qi, 1.0 / len(batch)) for qi in batch) / len(batch)
+    for part, opt in run.optimizers.items():
+        torch.nn.utils.clip_grad_norm_(run.params(part), CLIP)
+        opt.step()
+    run.step += 1
+    run.losses.append(loss)
+    return loss
+
+
+# ------------------------------------------------------------------------------ checkpoint, drive
+RESUMABLE = ("steps", "checkpoint_every")  # settings a resumed run may change; the rest must match
+
+
+def snapshot(run: Run) -> checkpoint.Checkpoint:
+    weights = {}
+    if "query" in run.settings.parts:
+        weights["query"] = checkpoint.trainable_tensors(query_model(run.models.encoder))
+    if run.adapted is not None:
+        weights["generator"] = run.adapted.state()
+    return checkpoint.Checkpoint(run.step, list(run.losses), weights,
+                                 {part: opt.state_dict() for part, opt in run.optimizers.items()},
+                                 run.settings.to_dict(), run.seconds)
+
+
+def settings_mismatch(saved: dict, settings: TrainSettings) -> str | None:
+    """Why a run made with `saved` settings cannot be continued under `settings` (None: it can)."""
+    ours = settings.to_dict()
+    differ = [k for k in ours if k not in RESUMABLE and saved.get(k) != ours[k]]
+    if not differ:
+        return None
+    k = differ[0]
+    return (f"the run was made with {k} = {saved.get(k)!r}, not {ours[k]!r}: resume with the same settings, "
+            "or start afresh with --force")
+
+
+def restore(run: Run, ckpt: checkpoint.Checkpoint) -> None:
+    """Continue from a checkpoint made under the same settings (more steps allowed)."""
+    why = settings_mismatch(ckpt.settings, run.settings)
+    if why:
+        raise ValueError(why)
+    if "query" in ckpt.weights:
+        checkpoint.restore_tensors(query_model(run.models.encoder), ckpt.weights["query"])
+    if run.adapted is not None:
+        run.adapted.load_state(ckpt.weights["generator"])
+    for part, opt in run.optimizers.items():
+        opt.load_state_dict(ckpt.optimizers[part])
+    run.step, run.losses, run.seconds = ckpt.step, list(ckpt.losses), ckpt.seconds
+
+
+def train(run: Run, folder, progress: Progress | None = None, should_stop: Callable[[], bool] | None = None) -> bool:
+    """Take steps until `settings.steps`, checkpointing into `folder`; True when stopped early.
+
+    `should_stop` is asked before each step (a stop button, a first Ctrl-C): the run then saves its
+    checkpoint at that step boundary, so nothing done is lost and `--resume` continues from it."""
+    s = run.settings
+    t0, before = time.perf_counter(), run.seconds
+    while run.step < s.steps:
+        if should_stop is not None and should_stop():
+            break
+        loss = take_step(run)
+        run.seconds = before + time.perf_counter() - t0
+        if progress:
+            progress(f"step {run.step}/{s.steps} · loss {loss:.3f}", run.step / s.steps)
+        if run.step % s.checkpoint_every == 0 or run.step == s.steps:
+            checkpoint.save(folder, snapshot(run))
+    stopped = run.step < s.steps
+    if stopped:
+        checkpoint.save(folder, snapshot(run))
+    return stopped
+
+
+def loss_summary(losses: Sequence[float]) -> dict:
+    """The loss curve in a few numbers: first and last step, and the means of the first and last tenth.
+
+    >>> loss_summary([4.0, 3.0, 2.0, 1.0])["last_mean"]
+    1.0
+    """
+    if not losses:
+        return {"steps": 0}
+    w = max(1, len(losses) // 10)
+    return {"steps": len(losses), "first": losses[0], "last": losses[-1], "min": min(losses),
+            "first_mean": float(np.mean(losses[:w])), "last_mean": float(np.mean(losses[-w:])), "window": w}
