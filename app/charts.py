@@ -45,8 +45,12 @@ def token_strip(tokens: list[str], resp: np.ndarray, sources: list[int | None], 
         1.0 if z is not None else 0.35 for z in sources], line=dict(
         color=["black" if i == step else "white" for i in range(T)], width=[4 if i == step else 1 for i in range(T)])),
         text=[plot_text(token_label(t)) for t in tokens], textposition="inside", insidetextanchor="middle",
-        hovertext=hover, hoverinfo="text", width=0.96))
-    fig.update_layout(height=110, margin=dict(l=5, r=5, t=5, b=5), bargap=0.02, showlegend=False,
+        hovertext=hover, hoverinfo="text", width=0.96, showlegend=False))
+    for z, label in enumerate(labels):  # the colour key: one square per passage, under the strip
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=plot_text(label), hoverinfo="skip",
+                                 marker=dict(color=passage_color(z), symbol="square", size=12)))
+    fig.update_layout(height=150, margin=dict(l=5, r=5, t=5, b=5), bargap=0.02, showlegend=True,
+                      legend=dict(orientation="h", y=-0.05, yanchor="top", x=0),
                       xaxis=dict(visible=False), yaxis=dict(visible=False), uniformtext=dict(minsize=10, mode="show"))
     return fig
 
@@ -183,6 +187,17 @@ PALETTE = ["#4E79A7", "#F28E2B", "#76B7B2", "#59A14F", "#EDC948", "#B07AA1", "#F
 NO_TOPIC = ("Uncategorized", "(no topic)", "passages")
 
 
+def away_from(points: np.ndarray, centre: np.ndarray) -> list[str]:
+    """Plotly text positions that put each point's label on its side away from `centre` (the
+    question's star), so the rank numbers of passages close to the question do not sit under it.
+
+    >>> away_from(np.array([[1.0, 1.0], [-1.0, -2.0]]), np.zeros(2))
+    ['top right', 'bottom left']
+    """
+    d = points[:, :2] - centre[None, :2]  # (K, 2)
+    return [f"{'top' if dy >= 0 else 'bottom'} {'right' if dx >= 0 else 'left'}" for dx, dy in d]
+
+
 def passage_map(coords: np.ndarray, hover: np.ndarray, topic: np.ndarray, hits: list, rows: list[int], qpos,
                 question: str, dims: int, zoom: bool, uirevision: str) -> go.Figure:
     """Every passage (coords: (N, dims)) coloured by topic, with its escaped `hover` text; the
@@ -214,7 +229,8 @@ def passage_map(coords: np.ndarray, hover: np.ndarray, topic: np.ndarray, hits: 
                               line={"color": "rgba(20,20,20,0.55)", "width": 1.5}))
         rank_hover = [f"<b>rank {h.rank}</b> · s(z) = {h.score:.3f}<br>{hover[r]}" for h, r in zip(hits, rows)]
         fig.add_trace(Scatter(**xyz(ends), mode="markers+text", name=f"top-{len(rows)} (rings)",
-                              text=[str(h.rank) for h in hits], textposition="top center",
+                              text=[str(h.rank) for h in hits],
+                              textposition=away_from(ends, qpos) if dims == 2 else "top center",
                               textfont={"size": 14, "color": "#111"}, hovertext=rank_hover, hoverinfo="text",
                               marker={"symbol": "circle-open", "size": 16 if dims == 2 else 9, "color": "#111",
                                       "line": {"width": 2.5, "color": "#111"}}))

@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from app import state
-from app.views import md_text
+from app.views import md_text, probability_bars, table
 from rag_core.analysis import counterfactual, deep_search, scoring, verdicts
 from rag_core.analysis.matching import exact_match
 from rag_core.config import ASSETS, RAG_SEQUENCE, RAG_TOKEN
@@ -22,7 +22,10 @@ from rag_core.marginals import prob
 from rag_core.pipeline import trace_config
 from rag_core.trace import Trace
 
-ICONS = {True: "🔴", False: "⚪", None: "❔"}
+# How each verdict reads at a glance: a word and a colour (no emoji: some fonts draw them as boxes).
+STATUS = {True: ("Fired", "red", ":material/error:"), None: ("Not checked", "orange", ":material/help:"),
+          False: ("Not this", "gray", ":material/check_circle:")}
+ORDER = {True: 0, None: 1, False: 2}  # fired first
 LABELS = {RAG_SEQUENCE: "RAG-Sequence", RAG_TOKEN: "RAG-Token"}
 
 
@@ -76,34 +79,64 @@ def _p(x: float) -> str:
     return f"{x:.3g}" if x >= 1e-3 or x == 0 else f"{x:.1e}"
 
 
+def _has_evidence(v: verdicts.Verdict) -> bool:
+    """Whether `_evidence` has something to show for this verdict (else no expander is drawn)."""
+    ev = v.evidence or {}
+    return {"retrieval-miss": bool(ev.get("rank")), "evidence-ignored": bool(ev.get("passages")),
+            "parametric": "prior" in ev, "frankenstein": bool(ev.get("steps")), "misleading-passage": "rank" in ev,
+            "search-error": "p_expected" in ev}.get(v.code, False)
+
+
 def _evidence(v: verdicts.Verdict) -> None:
     ev = v.evidence
-    if not ev:
-        return
-    if v.code == "retrieval-miss" and ev.get("rank"):
+    if v.code == "retrieval-miss":
         st.markdown(f"Best passage containing it in the top {ev['depth']}: **rank {ev['rank']}**, score "
                     f"{ev['score']:.3f} (top passage {ev['top_score']:.3f}, passage {ev['k']} {ev['kth_score']:.3f}).")
         st.text(f"{ev['title']}: {ev['text']}")
-    elif v.code == "evidence-ignored" and ev.get("passages"):
-        st.dataframe(pd.DataFrame(ev["passages"]), hide_index=True, width="stretch")
-    elif v.code == "parametric" and "prior" in ev:
+    elif v.code == "evidence-ignored":
+        table(pd.DataFrame(ev["passages"]), hide_index=True, width="stretch")
+    elif v.code == "parametric":
         frame = pd.DataFrame({"rank": range(1, len(ev["prior"]) + 1), "prior p(z|x)": ev["prior"],
                               "p(y|x,z)": ev["p_answer_given_passage"], "posterior p(z|x,y)": ev["posterior"]})
-        st.dataframe(frame, hide_index=True, width="stretch")
+        table(frame, hide_index=True, width="stretch")
         st.caption(f"closed-book: {md_text(repr(ev.get('closed_book')))} · p(y|x,z) varies by a factor {ev['ratio']:.3g} over "
                    f"the passages (flat: at most {ev['threshold']:g})")
-    elif v.code == "frankenstein" and ev.get("steps"):
-        st.dataframe(pd.DataFrame(ev["steps"]), hide_index=True, width="stretch")
+    elif v.code == "frankenstein":
+        table(pd.DataFrame(ev["steps"]), hide_index=True, width="stretch")
         st.caption(f"RAG-Token {md_text(repr(ev['rag_token']))}: p_tok {_p(ev['p_tok_token'])}, p_seq {_p(ev['p_seq_token'])} · "
                    f"RAG-Sequence {md_text(repr(ev['rag_sequence']))}: p_tok {_p(ev['p_tok_sequence'])}, p_seq {_p(ev['p_seq_sequence'])}")
-    elif v.code == "misleading-passage" and "rank" in ev:
+    elif v.code == "misleading-passage":
         extra = f", p(expected|x,z) {_p(ev['p_expected'])}" if "p_expected" in ev else ""
-        st.caption(f"passage {ev['rank']} · prior {ev['prior']:.3f} · posterior {ev['posterior']:.3f} · "
+        st.caption(f"rank {ev['rank']} · prior {ev['prior']:.3f} · posterior {ev['posterior']:.3f} · "
                    f"p(produced|x,z) {_p(ev['p_produced'])}{extra}")
         st.text(f"{ev['title']}: {ev['text']}")
-    elif v.code == "search-error" and "p_expected" in ev:
+    elif v.code == "search-error":
         st.caption(f"{ev['marginal']}: expected {md_text(repr(ev['expected']))} {_p(ev['p_expected'])} · produced "
                    f"{_p(ev['p_produced'])} · beams {ev['beams']} (raise Beams in the sidebar to search wider)")
+
+
+def _verdict_list(d: verdicts.Diagnosis) -> None:
+    """Fired verdicts first, each as a word and a colour; an expander only where there is evidence."""
+    fired = [v.title for v in d.verdicts if v.fired]
+    st.markdown("**Verdict:** " + (", ".join(f":red[**{t}**]" for t in fired) if fired else "no verdict fired"))
+    for v in sorted(d.verdicts, key=lambda v: ORDER[v.fired]):
+        word, colour, icon = STATUS[v.fired]
+        label = f":{colour}[**{word}**] · {v.title}: {md_text(v.summary)}"
+        if _has_evidence(v):
+            with st.expander(label, expanded=bool(v.fired), icon=icon):
+                _evidence(v)
+        else:
+            st.markdown(f"{icon} {label}")
+
+
+def _three_answers(trace: Trace, closed_book: str) -> None:
+    """The key contrast side by side: both RAG answers and the generator's own, with no passage."""
+    cols = st.columns(3)
+    for col, d in zip(cols, (RAG_TOKEN, RAG_SEQUENCE)):
+        c = trace.answer(d)
+        col.metric(LABELS[d], c.answer or "(empty)" if c else "—")
+    cols[2].metric("Closed-book (no passage)", closed_book or "(empty)",
+                   help="The same generator and prompt with no passage: what its weights alone answer.")
 
 
 def _scores_table(trace: Trace, d: verdicts.Diagnosis) -> None:
@@ -115,8 +148,7 @@ def _scores_table(trace: Trace, d: verdicts.Diagnosis) -> None:
                      "p_seq": prob(lp_seq),
                      "p_tok": prob(lp_tok),
                      **{f"post #{z + 1}": float(p) for z, p in enumerate(post)}})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
-                 column_config={c: st.column_config.NumberColumn(c, format="%.4f") for c in ("p_seq", "p_tok")})
+    table(pd.DataFrame(rows))
     st.caption("p_seq = Σ_z p(z|x) p(y|x,z) · p_tok = Π_i Σ_z p(z|x) p(y_i|x,z,y_<i) · post #r = p(z|x,y) for "
                "the passage of rank r.")
 
@@ -149,6 +181,10 @@ def probability_delta(p: float, before: float | None) -> dict:
 
 def _counterfactuals(trace: Trace, forced: scoring.ForcedAnswers | None) -> None:
     st.markdown("**Counterfactuals** — from the stored conditionals, no model call")
+    st.caption("Remove passages, keep fewer or change the scale, and the answer is chosen again under the new prior, "
+               "so it can change: RAG-Sequence exactly, RAG-Token where the stored top tokens prove the choice (else the "
+               "note says a rerun is needed). The Citations page's “remove a passage” keeps the answers fixed and "
+               "shows how their probabilities move.")
     c1, c2, c3 = st.columns([2, 1, 1])
     options = [h.rank for h in trace.hits]
     drop = c1.multiselect("Remove passages", options, key=cf_key(trace, "drop"),
@@ -174,10 +210,8 @@ def _counterfactuals(trace: Trace, forced: scoring.ForcedAnswers | None) -> None
                      f"was {before.answer!r}" if before else "") + f" · {a.note}")
     prior = pd.DataFrame({"rank": [h.rank for h in trace.hits], "title": [h.passage.title for h in trace.hits],
                           "prior before": trace.prior, "prior now": cf.prior})
-    fmt = {c: st.column_config.ProgressColumn(c, min_value=0.0, max_value=1.0, format="%.3f")
-           for c in ("prior before", "prior now")}
-    st.dataframe(prior, hide_index=True, width="stretch", column_config=fmt)
-    st.dataframe(pd.DataFrame(cf.table), hide_index=True, width="stretch")
+    table(prior, probability_bars(("prior before", "prior now")))
+    table(pd.DataFrame(cf.table), hide_index=True, width="stretch")
 
 
 def render(trace: Trace | None) -> None:
@@ -217,10 +251,11 @@ def render(trace: Trace | None) -> None:
         st.error(f"{LABELS[decoding]} answered {md_text(repr(d.answer))}; expected {md_text(' or '.join(map(repr, d.expected)))}.")
     else:
         st.info("Type the expected answer to check it; without one, only the checks that need none run.")
+    closed = extra.get("closed_book", trace.closed_book)
+    if closed is not None:
+        _three_answers(trace, closed)
     if not d.correct:
-        for v in d.verdicts:
-            with st.expander(f"{ICONS[v.fired]} {v.title} — {md_text(v.summary)}", expanded=bool(v.fired)):
-                _evidence(v)
+        _verdict_list(d)
     if extra.get("forced") is not None and extra["forced"].expected:
         st.markdown("**Expected vs produced** (teacher-forced under the same passages)")
         _scores_table(trace, d)

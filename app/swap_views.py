@@ -61,7 +61,7 @@ def answers_on(trace: Trace, year: str, known: tuple[str, str] | None) -> None:
             kind = verdict_kind(best.answer, known, year)
             extra = {"right": ": right for this index", "other-year": ", the other year's: wrong for this index"}
             SHOW[kind](f"{label}: {said}{extra.get(kind, '')}")
-    views.passages_table(trace)
+    views.passages_table(trace, compact=True)
 
 
 def difference_note(traces: dict[str, Trace]) -> str:
@@ -100,3 +100,34 @@ def override_note(result, decoding: str) -> str:
 def failure_labels(fails: pd.DataFrame) -> list[str]:
     """'President of the United States · 2016 index → Barack Obama' for each failing row."""
     return [f"{r.position} · {r.index} index → {r.answer or '(empty)'}" for r in fails.itertuples()]
+
+
+def failure_actions(fails: pd.DataFrame, decoding: str, holders: dict, here: str) -> None:
+    """Pick a failing row, then step through it (Token vs Sequence, from the first token) or diagnose
+    it (Ask, with this index's holder as the expected answer). Both set the question and the
+    sidebar's index, and the page they land on says so and offers the way back (`views.detour`)."""
+    ss = st.session_state
+    if not len(fails):
+        st.success(f"No failure for {decoding}.")
+        return
+    labels = failure_labels(fails)
+    pick = st.selectbox("A failure to explain", range(len(labels)), format_func=lambda i: labels[i], key="swap_fail")
+    row = fails.iloc[pick]
+    q, idx = row["question"], row["index"]
+
+    def _explain() -> None:
+        views.detour(here, "Index swap", question=q, index_name=idx)
+        ss.update(tvs_answer=(row["decoding"], 0), tvs_step=0, swap_goto="token_vs_sequence.py")
+
+    def _diagnose() -> None:
+        views.detour(here, "Index swap", question=q, index_name=idx)
+        ss.setdefault("expected_answers", {})[q] = holders[q][results.YEARS.index(idx)]
+        ss["swap_goto"] = "ask.py"
+
+    b1, b2 = st.columns(2)
+    b1.button("Explain this failure", on_click=_explain, width="stretch",
+              help="Token vs Sequence on this question and index, from the first token. It sets the question and "
+                   "the sidebar's index; the page you land on offers the way back.")
+    b2.button("Diagnose this", on_click=_diagnose, width="stretch",
+              help="The Ask page's Diagnose panel on this question and index, with this index's holder as the "
+                   "expected answer. It sets the question and the sidebar's index; Ask offers the way back.")

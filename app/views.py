@@ -63,12 +63,37 @@ def passages_frame(trace: Trace) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def passages_table(trace: Trace) -> None:
+# Three significant digits, and scientific notation below 1e-4: 0.238, 0.0012, 3.1e-08 (never 0.00000003).
+NUMBER_FORMAT = "%.3g"
+
+
+def table(frame: pd.DataFrame, column_config: dict | None = None, hide_index: bool = True, width="stretch",
+          **kwargs) -> None:
+    """A dataframe as every page shows one: every float column to three significant digits unless
+    `column_config` says otherwise. Cells are plain text (the grid never renders Markdown)."""
+    data = getattr(frame, "data", frame)  # a pandas Styler carries its frame as .data
+    fmt = {c: st.column_config.NumberColumn(c, format=NUMBER_FORMAT)
+           for c in data.columns if pd.api.types.is_float_dtype(data[c])}
+    fmt.update(column_config or {})
+    st.dataframe(frame, hide_index=hide_index, width=width, column_config=fmt, **kwargs)
+
+
+def probability_bars(columns) -> dict:
+    """Column settings that draw probabilities in [0, 1] as bars, with the number beside."""
+    return {c: st.column_config.ProgressColumn(c, min_value=0.0, max_value=1.0, format=NUMBER_FORMAT, width="small")
+            for c in columns}
+
+
+def passages_table(trace: Trace, compact: bool = False) -> None:
+    """The K passages with their scores, prior and posteriors; `compact` (a half-width column):
+    rank, title, prior and the RAG-Sequence posterior only, so every column fits."""
     frame = passages_frame(trace)
-    fmt = {c: st.column_config.ProgressColumn(c, min_value=0.0, max_value=1.0, format="%.3f")
-           for c in frame.columns if c.startswith(("prior", "posterior"))}
+    if compact:
+        frame = frame[[c for c in ("rank", "title", "prior p(z|x)", f"posterior ({RAG_SEQUENCE})") if c in frame]]
+    fmt = probability_bars(c for c in frame.columns if c.startswith(("prior", "posterior")))
+    fmt["title"] = st.column_config.TextColumn("title", width="medium")
     fmt["text"] = st.column_config.TextColumn("text", width="large")
-    st.dataframe(frame, hide_index=True, column_config=fmt, width="stretch")
+    table(frame, fmt)
 
 
 def csv_download(trace: Trace, key: str) -> None:
@@ -77,12 +102,64 @@ def csv_download(trace: Trace, key: str) -> None:
 
 
 def need_trace():
-    """The current question's trace, or a hint to ask one first (then the page stops)."""
+    """The current question's trace, or a hint to ask one first (then the page stops); the page
+    says which question, index and settings it shows."""
     trace = state.current_trace()
     if trace is None:
         st.info("Ask a question on the Ask page first.")
         st.stop()
+    about(trace)
     return trace
+
+
+DETOUR_NAMES = {"question": "the question", "index_name": "the sidebar index"}
+
+
+def detour(page: str, label: str, **changes) -> None:
+    """Before a button takes the user to another page with other settings (`changes`, session keys):
+    remember what it changes, so the page it lands on says so and offers the way back."""
+    ss = st.session_state
+    ss["detour"] = {"page": page, "label": label, "before": {k: ss.get(k) for k in changes}, "after": changes}
+    ss.update(changes)
+
+
+def _undo_detour() -> None:
+    d = st.session_state.pop("detour", None)
+    if d:
+        for k, v in d["before"].items():
+            if v is None:
+                st.session_state.pop(k, None)
+            else:
+                st.session_state[k] = v
+
+
+def detour_notice() -> None:
+    """'Opened from Index swap: the question set to …, the sidebar index to … (was …)' with a Back
+    button, while the settings are still the ones the detour set."""
+    d = st.session_state.get("detour")
+    if not d:
+        return
+    if any(st.session_state.get(k) != v for k, v in d["after"].items()):
+        st.session_state.pop("detour")  # the user has moved on: nothing to undo any more
+        return
+    words = "; ".join(f"{DETOUR_NAMES.get(k, k)} set to “{md_text(v)}” (was “{md_text(d['before'][k] or 'the default')}”)"
+                      for k, v in d["after"].items() if v != d["before"][k])
+    st.info(f"Opened from {md_text(d['label'])}: {words}.", icon=":material/alt_route:")
+    if st.button(f"Back to {d['label']}, as it was", on_click=_undo_detour, key="detour_back"):
+        st.switch_page(d["page"])
+
+
+def about(trace: Trace) -> None:
+    """One line naming what the page shows: the question, the index and the decoding settings."""
+    beams = int(trace.settings.get("beams", 1))
+    about_query(trace.query, trace.index, f"K={trace.k} · {'greedy' if beams == 1 else f'{beams} beams'} · "
+                f"scale {trace.scale:g}")
+
+
+def about_query(question: str, index: str, settings: str) -> None:
+    """The first line of a page about one question: what it asks, on which index, with which settings."""
+    detour_notice()
+    st.markdown(f"**Question:** “{md_text(question)}” · **index** {md_text(index)} · {md_text(settings)}")
 
 
 # --- Helpers for the step-by-step and citation pages (charts get text escaped, never as HTML) ---

@@ -13,25 +13,36 @@ examples = json.loads((ASSETS / "examples" / "questions.json").read_text(encodin
 labels = ["(type your own)"] + [e["question"] for e in examples]
 
 
+ss = st.session_state
+
+
 def _pick_example() -> None:
-    choice = st.session_state.get("example")
+    """Picking an example asks it: what is on screen is always that question's answer."""
+    choice = ss.get("example")
     if choice and choice != labels[0]:
-        st.session_state["question_box"] = choice
+        ss["question_box"] = ss["question"] = choice
 
 
+def _ask() -> None:
+    ss["question"] = ss["question_box"]
+    if ss.get("example") != ss["question"]:
+        ss["example"] = labels[0]  # a typed question is not the example any more
+
+
+if ss.get("example") not in labels or (ss["example"] != labels[0] and ss["example"] != state.question()):
+    ss["example"] = labels[0]  # the question changed elsewhere (Eval, Index swap): the picker follows
+ss.setdefault("question_box", state.question())
 st.selectbox("Example questions", labels, key="example", on_change=_pick_example,
-             help="Some of these the small default model gets wrong: good ones to diagnose.")
+             help="Picking one asks it. Some of these the small default model gets wrong: good ones to diagnose.")
 with st.form("ask"):
-    text = st.text_input("Question", value=st.session_state.get("question_box", state.question()), key="question_box",
-                         max_chars=2000)
-    asked = st.form_submit_button("Answer", type="primary")
-if asked:
-    st.session_state["question"] = text
+    st.text_input("Question", key="question_box", max_chars=2000)
+    st.form_submit_button("Answer", type="primary", on_click=_ask)
 
 trace = state.current_trace()
 if trace is not None:
     for notice in trace.settings.get("notices", []):
         st.warning(notice)
+    views.about(trace)
     views.answer_cards(trace)
     st.subheader(f"The {trace.k} passages")
     st.caption("score s(z) = d(z)·q(x); prior p(z|x) = softmax(scale · s); posterior p(z|x,y) after the whole answer.")

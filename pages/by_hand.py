@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from app import charts, views
-from rag_core import by_hand, toys
+from rag_core import by_hand, stepper, toys
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 
 st.title("By hand")
@@ -43,20 +43,25 @@ def show_error(msg: str | None) -> None:
 st.header("Two passages, two answers")
 st.caption("RAG-Sequence scores an answer under each passage as a whole; RAG-Token picks the best passage for each "
            "word, so it can prefer a “Frankenstein” answer that no single passage supports.")
-OBAMA = toys.load_spec("obama")
-prior_in, cond_in = by_hand.prior_table(OBAMA), by_hand.next_word_table(OBAMA)
+PRESETS = {"Both marginals agree": "obama", "A Frankenstein answer": "frankenstein"}
+preset = PRESETS[st.radio("Example", list(PRESETS), horizontal=True, key="hand_preset",
+                          help="Two hand-made models; edit any cell of either.")]
+TOY = toys.load_spec(preset)
+prior_in, cond_in = by_hand.prior_table(TOY), by_hand.next_word_table(TOY)
 a, b = st.columns([2, 3])
 with a:
-    prior_ed = st.data_editor(prior_in, key="hand_obama_prior", hide_index=True, disabled=["passage", "title"])
-    st.caption("Priors are normalised to sum to 1.")
+    prior_ed = st.data_editor(prior_in, key=f"hand_{preset}_prior", hide_index=True, disabled=["passage", "title"])
 with b:
-    cond_ed = st.data_editor(cond_in, key="hand_obama_cond", hide_index=True, num_rows="dynamic", column_config={
-        "passage": st.column_config.SelectboxColumn("passage", options=[p["id"] for p in OBAMA["passages"]], required=True)})
+    cond_ed = st.data_editor(cond_in, key=f"hand_{preset}_cond", hide_index=True, num_rows="dynamic", column_config={
+        "passage": st.column_config.SelectboxColumn("passage", options=[p["id"] for p in TOY["passages"]], required=True)})
     st.caption("Per passage, the next word after a prefix. Mass left over goes to “<other>”; after a prefix with no "
                "row, the answer ends.")
-spec, err = checked("obama", lambda: by_hand.two_answer_spec(OBAMA, prior_ed, cond_ed), OBAMA)
+spec, err = checked(preset, lambda: by_hand.two_answer_spec(TOY, prior_ed, cond_ed), TOY)
 show_error(err)
 result = run(spec)
+with a:
+    st.caption("Priors normalised to sum to 1, as used: " + " · ".join(
+        f"p({h.passage.id}|x) = {p:.3f}" for h, p in zip(result.hits, by_hand.prior_probs(result))))
 rows = by_hand.answer_rows(result)
 m = st.columns(2 * len(rows))
 for j, r in enumerate(rows):
@@ -68,11 +73,15 @@ with left:
 with right:
     st.caption("How the numbers come out: p_seq = Σ_z p(z|x) p(y|x,z); p_tok = the product of the per-word mixtures "
                "Σ_z p(z|x) p(y_i|x,z,y_<i). The last step is the end token “</s>”.")
-    st.dataframe(pd.DataFrame(rows), hide_index=True,
-                 column_config={c: st.column_config.NumberColumn(c, format="%.3f") for c in rows[0] if c != "answer"})
+    views.table(pd.DataFrame(rows))
     dec = {d: result.decoded.answer(d) for d in (RAG_TOKEN, RAG_SEQUENCE)}
     st.caption("Decoding this toy (2 beams) writes: " + " · ".join(
         f"{d}: {views.md_text(c.answer) if c else '—'}" for d, c in dec.items()))
+    stitched = stepper.frankenstein_steps(result.decoded, dec[RAG_TOKEN]) if dec[RAG_TOKEN] else []
+    if stitched and dec[RAG_SEQUENCE] and dec[RAG_TOKEN].answer != dec[RAG_SEQUENCE].answer:
+        st.warning(f"Frankenstein: RAG-Token's “{views.md_text(dec[RAG_TOKEN].answer)}” changes passage at word(s) "
+                   f"{', '.join(str(i + 1) for i in stitched)} (the top responsibility moves to another passage); "
+                   f"RAG-Sequence keeps the answer one passage writes, “{views.md_text(dec[RAG_SEQUENCE].answer)}”.")
 
 # ---------------- (b) the retriever in two dimensions ----------------
 st.header("The retriever in two dimensions")
@@ -89,9 +98,7 @@ pulse = run(spec)
 probs = by_hand.prior_probs(pulse)
 with a:
     show_error(err)
-    st.dataframe(by_hand.retriever_table(pulse), hide_index=True,
-                 column_config={"s(z) = d·q": st.column_config.NumberColumn(format="%.3f"),
-                                "p(z|x)": st.column_config.NumberColumn(format="%.3f")})
+    views.table(by_hand.retriever_table(pulse))
 fig = charts.retriever_plane(pulse.hits, probs, [p["vector"] for p in spec["passages"]], spec["query_vector"])
 with b:
     m = st.columns(len(probs))

@@ -36,14 +36,15 @@ if any(np.isnan(c.token_logp.numpy()).any() for c in answers.values()):
 
 # --- responsibility heatmap ---
 st.subheader("Token by token: RAG-Token responsibility r_i(z)")
-st.caption("r_i(z) = p(z|x) p(y_i|x,z,y_<i) / Σ_z' (…): how much of token i each passage explains. "
-           "Columns sum to 1. A column that looks like the prior means the token does not care which passage it reads.")
+st.caption("r_i(z) = p(z|x) p(y_i|x,z,y_<i) / Σ_z' (…): of the probability RAG-Token gave token i, the share that "
+           "came from passage z. Columns sum to 1. A column that looks like the prior means the token does not care "
+           "which passage it reads.")
 which = st.radio("Answer", list(answers), horizontal=True, key="cit_which")
 cand = answers[which]
 w = stepper.walk(lpz, cand)
 if w.length:
     st.plotly_chart(charts.responsibility_heatmap(w.tokens, w.resp, w.p_doc, trace.prior, titles, labels),
-                    key="cit_heatmap")
+                    key="cit_heatmap", config=charts.NO_BAR)  # no toolbar over the token labels on top
 else:
     st.info("This answer is empty.")
 
@@ -69,12 +70,13 @@ for j, (name, r) in enumerate(zip(answers, rows)):
         m[2 * j + k].metric(f"{name} answer · {which_p}", f"{r[which_p + ' after']:.3f}",
                             f"{delta:+.3f} after removal" if drop else None)
 numbers = pd.DataFrame(rows)
-st.dataframe(numbers, hide_index=True, width="stretch",
-             column_config={c: st.column_config.NumberColumn(c, format="%.4f") for c in numbers.columns[1:]})
+views.table(numbers)
 
 ticks = [views.passage_tick(trace, z) for z in range(K)]
 fig = charts.drop_chart([f"{n}: {c.answer}" for n, c in answers.items()], [views.citation(lpz, c) for c in answers.values()],
                         [after[n].citation for n in answers], ticks, titles, keep)
 st.plotly_chart(fig, key="cit_drop_chart")
-st.caption("Removing a passage keeps the decoded tokens fixed: the same answers are re-marginalised over the passages "
-           "left, with no new model call. Decoding again without the passage might write a different answer.")
+st.caption("Two kinds of “remove a passage”. Here the answers stay fixed: the same tokens are re-marginalised over "
+           "the passages left (prior renormalised, no new model call), which shows how much each answer leaned on the "
+           "removed ones. The Ask page's counterfactuals instead choose the answer again without them, so there the "
+           "answer itself can change.")

@@ -112,7 +112,7 @@ rows = [{"mode": mode, "EM": m["em"], "contained": m["contained"], f"recall@{sum
          "questions": m["n"]} for mode, m in summary["modes"].items()]
 pct = {c: st.column_config.ProgressColumn(c, min_value=0.0, max_value=1.0, format="percent")
        for c in ("EM", "contained", f"recall@{summary['k']}")}
-st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", column_config=pct)
+views.table(pd.DataFrame(rows), hide_index=True, width="stretch", column_config=pct)
 if run.settings.get("skipped"):
     st.caption(f"{run.settings['skipped']} malformed lines of the questions file were skipped.")
 
@@ -121,7 +121,7 @@ st.subheader("Why RAG answers were wrong")
 codes = ["wrong", *VERDICTS, "no verdict"]
 names = {"wrong": "wrong answers", "no verdict": "no verdict fired", **VERDICTS}
 counts = pd.DataFrame([{"": names[c], **{m: summary["verdicts"][m][c] for m in ev.RAG_MODES}} for c in codes])
-st.dataframe(counts, hide_index=True, width="stretch")
+views.table(counts, hide_index=True, width="stretch")
 st.caption("Verdicts can overlap. Open a question on the Ask page to see each verdict's evidence.")
 
 st.subheader("Questions")
@@ -137,7 +137,7 @@ table = pd.DataFrame([{
 only_wrong = st.toggle("Only questions RAG got wrong", key="eval_wrong")
 if only_wrong:
     table = table[~(table.get("rag-token ✓", True) & table.get("rag-sequence ✓", True))]
-st.dataframe(table, hide_index=True, width="stretch")
+views.table(table, {c: st.column_config.Column(c, width="medium" if c == "question" else "small") for c in table.columns})
 
 st.subheader("Drill down")
 questions = list(table["question"]) or [r.question for r in run.results]

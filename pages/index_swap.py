@@ -3,7 +3,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import jobs, state, swap_views
+from app import jobs, state, swap_views, views
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.hotswap import cache
 from rag_core.hotswap import results
@@ -17,28 +17,37 @@ st.title("Index swap")
 st.caption("RAG's knowledge lives in its index, so it can be updated without retraining (Lewis et al. 2020, §4.5): "
            "the same frozen model answers on an index of 31 December 2016 and one of 31 December 2018.")
 
-# --- pending jump to the Token vs Sequence page (set by the "explain" button's callback) ---
-if ss.pop("swap_goto", False):
-    st.switch_page(str(ROOT / "pages" / "token_vs_sequence.py"))
+# --- pending jump to another page (set by the "explain" and "diagnose" buttons' callbacks) ---
+if goto := ss.pop("swap_goto", None):
+    st.switch_page(str(ROOT / "pages" / goto))
 
 leaders = cache.leaders_frame()
 holders = {q: (h16, h18) for q, h16, h18 in zip(leaders["question"], leaders["holder_2016"], leaders["holder_2018"])}
 questions = list(leaders["question"])
 
 
+OWN = "(a question of your own)"
+
+
 def _pick() -> None:
-    ss["swap_question"] = ss["swap_pick"]
+    if ss["swap_pick"] != OWN:
+        ss["swap_question"] = ss["swap_text"] = ss["swap_pick"]
 
 
-if ss.get("swap_pick") not in questions:
-    ss["swap_pick"] = ss.get("swap_question") if ss.get("swap_question") in questions else DEFAULT_SWAP_QUESTION
-st.selectbox("A world-leader question", questions, key="swap_pick", on_change=_pick,
+def _asked() -> None:
+    ss["swap_question"] = ss.get("swap_text", "")
+    ss["swap_pick"] = ss["swap_question"].strip() if ss["swap_question"].strip() in holders else OWN
+
+
+question = ss.get("swap_question", DEFAULT_SWAP_QUESTION)
+ss.setdefault("swap_text", question)  # widget state goes with the page; the plain key stays
+if ss.get("swap_pick") not in questions or ss["swap_pick"] != question.strip():
+    ss["swap_pick"] = question.strip() if question.strip() in holders else OWN  # the picker follows the question
+st.selectbox("A world-leader question", [OWN, *questions], key="swap_pick", on_change=_pick,
              help="Positions whose holder changed between the two snapshots (assets/leaders.csv).")
 with st.form("swap_ask"):
-    text = st.text_input("Question", value=ss.get("swap_question", DEFAULT_SWAP_QUESTION), max_chars=2000)
-    if st.form_submit_button("Answer on both indexes", type="primary"):
-        ss["swap_question"] = text
-question = ss.get("swap_question", DEFAULT_SWAP_QUESTION)
+    st.text_input("Question", key="swap_text", max_chars=2000)
+    st.form_submit_button("Answer on both indexes", type="primary", on_click=_asked)
 
 # --- one question, both indexes, side by side ---
 known = holders.get(question.strip())
@@ -122,21 +131,8 @@ if result is not None:
                           help="Answers that do not name the holder of the index's own year.")
     dec = f2.radio("Decoding", [RAG_TOKEN, RAG_SEQUENCE], horizontal=True, key="swap_decoding")
     frame = result.failures(dec) if only_fail else result.frame()[lambda f: f["decoding"] == dec]
-    st.dataframe(frame[swap_views.POSITION_COLUMNS], hide_index=True, width="stretch",
-                 column_config={"p_answer": st.column_config.NumberColumn("p(answer)", format="%.3f")})
+    views.table(frame[swap_views.POSITION_COLUMNS], {
+        **{c: st.column_config.Column(c, width="small") for c in swap_views.POSITION_COLUMNS},
+        "p_answer": st.column_config.NumberColumn("p(answer)", format=views.NUMBER_FORMAT, width="small")})
 
-    fails = result.failures(dec)
-    if len(fails):
-        labels = swap_views.failure_labels(fails)
-        pick = st.selectbox("A failure to explain", range(len(labels)), format_func=lambda i: labels[i], key="swap_fail")
-        row = fails.iloc[pick]
-
-        def _explain(q: str = row["question"], idx: str = row["index"]) -> None:
-            ss["question"] = q
-            ss["index_name"] = idx
-            ss["swap_goto"] = True
-
-        st.button("Explain this failure", on_click=_explain,
-                  help="Opens the Token vs Sequence page on this question and index, to step through the answer.")
-    else:
-        st.success(f"No failure for {dec}.")
+    swap_views.failure_actions(result.failures(dec), dec, holders, str(ROOT / "pages" / "index_swap.py"))

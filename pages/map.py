@@ -13,6 +13,7 @@ st.title("Map")
 
 cfg = state.settings()
 name = cfg.index
+views.about_query(state.question(), name, f"K={cfg.k}")
 c1, c2, c3 = st.columns([1, 1, 2])
 method = c1.radio("Layout", ["UMAP", "PCA"], horizontal=True, key="map_method",
                   help="UMAP (cosine distance) keeps neighbourhoods; it takes a minute or two the first time for an "
@@ -70,8 +71,10 @@ if "map" not in holder:
             st.error(f"The {method} map of {name} could not be made: {why}")
             st.stop()
         bar.empty()
-        how = "loaded from disk" if pmap.loaded_from else f"fitted in {pmap.fit_seconds:.1f} s"
-        status.update(label=f"{method} map of {len(idx):,} passages: {how}", state="complete", expanded=False)
+        how = ("the shipped base layout" if pmap.shipped else "loaded from the cache" if pmap.loaded_from
+               else f"fitted in {pmap.fit_seconds:.1f} s")  # say what happened, never "fitted in 0.0 s"
+        status.update(label=f"{pmap.method.upper()} map of {len(idx):,} passages: {how}", state="complete",
+                      expanded=False)
     holder["map"] = pmap
 pmap = holder["map"]
 pts = _points(name, stamp, idx.passages)
@@ -110,4 +113,4 @@ if hits and qpos is not None:
     table = pd.DataFrame([{"rank (by s(z))": h.rank, "title": h.passage.title, "score s(z)": round(h.score, 4),
                            "rank by map distance": int(order[r])} for h, r in zip(hits, rows)])
     st.caption("The top-K again, with where each one falls if you ranked all passages by distance on the map:")
-    st.dataframe(table, hide_index=True, width="stretch")
+    views.table(table, hide_index=True, width="stretch")

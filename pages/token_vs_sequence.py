@@ -74,6 +74,11 @@ if T > 1:
                          format_func=lambda i: f"{i} {views.token_label(w.tokens[i])}")
 
 st.plotly_chart(charts.token_strip(w.tokens, w.resp, sources, labels, step), key="tvs_strip", config=charts.NO_BAR)
+st.caption("How to read the strip: each box is one token of the answer, in the colour of the passage that explains "
+           "it best (the largest responsibility r_i(z); key below the boxes). A faded box is a token no passage stands "
+           "out for: its responsibilities stay within 5 points of the prior, so it would come out much the same "
+           "whichever passage was read. ␣ is a space; ↵ is the line break that ends an answer (the default "
+           "generator's end token). The outlined box is the step shown below.")
 
 i = step
 m = st.columns(4)
@@ -89,18 +94,23 @@ with left:
                     config=charts.NO_BAR)
 with right:
     st.markdown("**Which passage gets the credit for y_i**")
+    st.caption("Responsibility r_i(z): of the probability RAG-Token gave this token, the share that came from "
+               "passage z (0.8 = passage z wrote 80% of it). The prefix posterior p(z|x,y_≤i) is RAG-Sequence's "
+               "belief, after the answer so far, that z is the passage the whole answer is written from.")
     st.plotly_chart(charts.credit_bars(ticks_z, titles, trace.prior, w.resp[:, i], w.posterior[:, i]), key="tvs_credit",
                     config=charts.NO_BAR)
 
 frame = step_views.step_frame(w, labels, trace.prior, alts, i)
-st.dataframe(frame, hide_index=True, width="stretch", column_config={
-    c: st.column_config.NumberColumn(c, format="%.4f") for c in frame.columns[1:-1]})
+views.table(frame)
 if np.isnan(w.p_doc).any():
     st.caption("Empty cells: fast rescoring never scored this answer under that passage; it counts as p = 0.")
 
 # --- over all steps ---
 tab1, tab2 = st.tabs(["Prefix posterior p(z|x,y_≤i)", "Running product Π p(y_j|x,z,y_<j)"])
 with tab1:
+    st.caption("Before the first token each passage has its prior. Every token then moves belief toward the passages "
+               "under which the answer so far is likely, and away from the others; after the last token this is "
+               "the citation, p(z|x,y).")
     st.plotly_chart(charts.over_steps(w.posterior, labels, titles, w.tokens, i,
                                       "RAG-Sequence belief in each passage as the answer grows", "p(z|x,y_≤i)"),
                     key="tvs_posterior")
@@ -111,16 +121,20 @@ with tab2:
 
 # --- RAG-Sequence candidates x passages, thorough and fast ---
 st.subheader("RAG-Sequence candidates × passages: log p(y|x,z)")
+st.caption("RAG-Sequence runs a beam search under each passage, pools the answers found, then needs p(y|x,z) for every "
+           "(answer, passage) pair. Thorough rescoring computes each missing pair with one more forward pass, so the "
+           "marginal is exact. Fast rescoring skips them and counts an answer as impossible under any passage whose "
+           "own beams did not find it: cheaper, and it can change which answer wins.")
 table = stepper.sequence_table(trace)
 if table.answers:
     thorough, fast = step_views.sequence_frames(trace, table)
     a, b = st.columns(2)
     with a:
         st.markdown("**Thorough**: every hypothesis scored under every passage")
-        st.dataframe(thorough, hide_index=True)
+        views.table(thorough, hide_index=True)
     with b:
         st.markdown("**Fast**: p(y|x,z) = 0 (log −∞) unless z's own beam produced y")
-        st.dataframe(fast, hide_index=True)
+        views.table(fast, hide_index=True)
     best_th, best_fast = int(np.nanargmax(table.p_seq_thorough)) if table.complete else None, int(np.argmax(table.p_seq_fast))
     if best_th is not None and best_th != best_fast:
         st.warning(f"Rescoring changes the answer here: thorough picks “{views.md_text(table.answers[best_th])}”, "

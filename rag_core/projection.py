@@ -50,9 +50,7 @@ FORMAT_VERSION = 1  # bump when the cached file layout or the fit parameters cha
 SHIPPED_BASE_MAP = ASSETS / "vectors" / "wiki-umap-{dims}d-f16.npy"
 SHIPPED_BASE_META = ASSETS / "vectors" / "wiki-minilm-f16.json"
 MIN_BASE_SHARE = 0.5  # reuse the shipped layout only for indexes mostly made of base passages
-# Rough UMAP fit cost for the progress bar only (one core: a fixed seed turns off UMAP's threads):
-# seconds = a + b · N; 12.3k passages took 65-105 s on the machines we tried.
-EST_SECONDS = (10.0, 0.0075)
+EST_SECONDS = (10.0, 0.0075)  # progress bar only: a + b·N s on one core (fixed seed); 12.3k passages took 65-105 s
 
 
 class ProjectionError(ValueError):
@@ -71,6 +69,7 @@ class PassageMap:
     fit_seconds: float = 0.0  # how long the fit took when it was made
     loaded_from: Path | None = None  # the cache file it was read from, None if fitted now
     note: str = ""  # anything the viewer should know (e.g. "too few passages for UMAP")
+    shipped: bool = False  # extended from the shipped base layout: neither fitted now nor read from the cache
     top_m: int = PLACE_TOP_M
     scale: float = PLACE_SCALE
 
@@ -250,7 +249,8 @@ def from_shipped_base(index: PassageIndex, x: np.ndarray, dims: int) -> PassageM
     partial = PassageMap("umap", coords[known], x[known])
     if (~known).any():
         coords[~known] = partial.place(x[~known])  # (n_new, dims): placed among the base passages
-    return PassageMap("umap", coords, x, note=f"shipped base layout; {int((~known).sum())} passages placed by their neighbours")
+    return PassageMap("umap", coords, x, note=f"shipped base layout; {int((~known).sum())} passages placed by their "
+                      "neighbours", shipped=True)
 
 
 # ---------------------------------------------------------------- the disk cache

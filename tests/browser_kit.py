@@ -90,7 +90,7 @@ def server(served):
 
 @pytest.fixture(scope="module")
 def browser():
-    driver = new_browser("1400,1600")
+    driver = new_browser("1280,1600")  # the width the pages are checked at
     yield driver
     driver.quit()
 
@@ -150,6 +150,20 @@ def ready(driver, path: str) -> bool:
         text = body_text(driver)
         return "RAG-Sequence (2018 index)" in text and "Answering on" not in text
     return True
+
+
+# Tables whose columns do not all fit: the grid scrolls sideways, hiding the columns on the right.
+FIND_CLIPPED_TABLES = """
+return [...document.querySelectorAll('[data-testid="stDataFrame"]')]
+  .filter(t => t.getBoundingClientRect().width > 0)
+  .map((t, i) => { const s = t.querySelector('.dvn-scroller');
+    return s && s.scrollWidth > s.clientWidth + 1 ? `table ${i + 1}: ${s.scrollWidth} px in ${s.clientWidth}` : null; })
+  .filter(Boolean);
+"""
+
+
+def clipped_tables(driver) -> list[str]:
+    return driver.execute_script(FIND_CLIPPED_TABLES)
 
 
 def charts_drawn(driver) -> bool:

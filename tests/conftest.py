@@ -16,6 +16,18 @@ def default_pipeline():
     return load_pipeline(Config())
 
 
+@pytest.fixture(scope="session")
+def example_runs(default_pipeline):
+    """The Ask page's example questions, each run once on the default stack: (example, PreparedRun)
+    pairs (the trace and the prepared prompt state), shared by the tests that read them."""
+    import json
+
+    from rag_core.config import ASSETS
+
+    examples = json.loads((ASSETS / "examples" / "questions.json").read_text(encoding="utf-8"))
+    return [(ex, default_pipeline.run(ex["question"], keep_state=True)) for ex in examples]
+
+
 def check_trace_invariants(frame):
     """DESIGN.md §4: per (decoding, candidate, step) priors and posteriors sum to 1, and
     p_token_mix = Σ prior · p_token_doc, an unscored pair (fast rescoring: empty) counting 0."""

@@ -6,8 +6,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from browser_kit import (ARTIFACTS, PAGES, body_text, browser, charts_drawn, new_browser, ready, served,  # noqa: F401
-                         server, settled, showing, wait_for)
+from browser_kit import (ARTIFACTS, PAGES, body_text, browser, charts_drawn, clipped_tables,  # noqa: F401
+                         new_browser, ready, served, server, settled, showing, wait_for)
 
 
 def test_ask_and_visit_every_page(server, browser):
@@ -26,6 +26,7 @@ def test_ask_and_visit_every_page(server, browser):
     browser.save_screenshot(str(ARTIFACTS / "ask.png"))
     assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
 
+    clipped = {"Ask": clipped_tables(browser)}
     for path, title in PAGES[1:]:
         # click the sidebar link (a new URL would start a new session and forget the question)
         link = browser.find_element(By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]')
@@ -37,6 +38,8 @@ def test_ask_and_visit_every_page(server, browser):
         browser.save_screenshot(str(ARTIFACTS / f"{path}.png"))
         errors = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
         assert not errors, f"{title}: {errors[0].text[:300]}"
+        clipped[title] = clipped_tables(browser)
+    assert not any(clipped.values()), clipped  # at 1280 px every table's columns fit
 
 
 # ---------------------------------------------------------------------------------- concurrent sessions

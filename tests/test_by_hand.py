@@ -11,10 +11,11 @@ import math
 import pandas as pd
 import pytest
 
-from rag_core import by_hand, toys
+from rag_core import by_hand, stepper, toys
 
 EOS, OTHER = "</s>", "<other>"
 OBAMA, PULSE, POST = toys.load_spec("obama"), toys.load_spec("softmax"), toys.load_spec("posterior")
+FRANK = toys.load_spec("frankenstein")
 
 
 # ---------------------------------------------------------------------------- brute force
@@ -111,6 +112,22 @@ def test_shipped_two_answer_toy_matches_brute_force():
     assert by["Chicago Hawaii"]["p_tok"] > by["Chicago Hawaii"]["p_seq"]
     assert by["born Hawaii"]["p_seq"] > by["born Hawaii"]["p_tok"]
     assert len([k for k in by["born Hawaii"] if k.startswith("mixture")]) == 3  # two words and the end token
+
+
+def test_the_frankenstein_preset_is_won_by_a_stitched_answer():
+    """The By hand page's second preset: RAG-Token's greedy answer takes its first word from z2 and its
+    second from z1, an answer neither passage writes as a whole; RAG-Sequence picks z2's answer."""
+    spec = by_hand.two_answer_spec(FRANK, *frames(FRANK))
+    result = toys.run_spec(spec)
+    check_rows(FRANK, FRANK["tables"], by_hand.answer_rows(result))
+    b = {a: brute(FRANK, FRANK["tables"], a) for a in FRANK["candidates"]}
+    assert max(b, key=lambda a: b[a]["p_tok"]) == "Chicago Hawaii"  # by brute force over the candidates
+    assert max(b, key=lambda a: b[a]["p_seq"]) == "Chicago Illinois"
+    assert b["Chicago Hawaii"]["per_doc"]["z1"] < b["born Hawaii"]["per_doc"]["z1"]  # z1 writes "born Hawaii"
+    assert b["Chicago Hawaii"]["per_doc"]["z2"] < b["Chicago Illinois"]["per_doc"]["z2"]  # z2 writes "Chicago Illinois"
+    dec = {d: result.decoded.answer(d) for d in ("rag-token", "rag-sequence")}
+    assert dec["rag-token"].answer == "Chicago Hawaii" and dec["rag-sequence"].answer == "Chicago Illinois"
+    assert stepper.frankenstein_steps(result.decoded, dec["rag-token"]) == [1]  # the passage changes at word 2
 
 
 def test_edited_tables_are_parsed_and_recomputed():

@@ -2,6 +2,9 @@
 the next use detects it and rebuilds it (or falls back to what is intact), never a traceback."""
 import json
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +17,9 @@ from rag_core.encoders import load_encoder
 from rag_core.generators import load_generator
 from rag_core.hotswap import cache as hotswap_cache
 from rag_core.hotswap.run import experiment_config
+from conftest import ROOT
 from test_eval import QUESTIONS, toy_pipe
+from test_kill import kill_when
 
 
 @pytest.fixture
@@ -84,13 +89,24 @@ def test_a_damaged_saved_eval_run_reads_as_none(cache):
 
 
 @pytest.mark.slow
-def test_a_damaged_converted_generator_is_converted_again(cache, caplog):
-    """A garbled safetensors file in the converted-model cache: one warning line, then a fresh
-    conversion from the packaged GGUF (about 20 s), and the model answers as before."""
+def test_a_killed_or_damaged_generator_conversion_heals(cache, caplog):
+    """The packaged GGUF is converted to safetensors once (about 20 s). A conversion killed with
+    SIGKILL while it writes leaves no converted model and the next start converts afresh, tidying
+    the killed one's temporary folder. A garbled safetensors file later gives one warning line,
+    then a fresh conversion, and the model answers as before."""
+    convert = [sys.executable, "-c", "from rag_core.generators.loading import smollm_folder; print(smollm_folder())"]
+    proc = subprocess.Popen(convert, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    models = caches.folder("models")
+    kill_when(proc, lambda: any(p.name.startswith(".") for p in models.iterdir()))
+    assert not [p for p in models.iterdir() if not p.name.startswith(".")]  # no half-made model: the old state
+    out = subprocess.run(convert, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-1500:]
+    folder = Path(out.stdout.strip().splitlines()[-1])
+    assert [p.name for p in models.iterdir()] == [folder.name]  # the killed run's temporary folder is gone
+
     gen = load_generator(DEFAULT_GENERATOR, torch.device("cpu"))
     ids = gen.encode_answer("Paris")
     before = next(gen.model.parameters()).detach().clone()  # a copy: the loaded weights map the file itself
-    (folder,) = [p for p in caches.folder("models").iterdir() if not p.name.startswith(".")]
     garble(folder / "model.safetensors", keep=8)
     with caplog.at_level(logging.WARNING, logger="rag_core.generators.loading"):
         again = load_generator(DEFAULT_GENERATOR, torch.device("cpu"))

@@ -365,7 +365,10 @@ def test_the_diagnose_panel_shows_verdicts_and_counterfactuals_without_model_cal
     assert at.text_input(key="diag_expected").value == "B x"  # prefilled from the handed-over answer
     at.radio(key="diag_decoding").set_value("rag-token").run()
     titles = [e.label for e in at.expander]
-    assert any(t.startswith("🔴 Frankenstein answer") for t in titles), titles
+    assert titles[0].startswith(":red[**Fired**] · Frankenstein answer"), titles  # fired first, in words
+    assert all(len(e.children) for e in at.expander), titles  # an expander only where there is evidence
+    (line,) = [m.value for m in at.markdown if m.value.startswith("**Verdict:**")]
+    assert ":red[**Frankenstein answer**]" in line, line
     calls = ForwardCounter.count
     at.multiselect(key=cf_key(trace, "drop")).select(2).run()  # remove passage 2: RAG-Sequence -> "A x", exactly
     assert not at.exception, [e.value for e in at.exception]
@@ -401,20 +404,15 @@ def test_counterfactual_controls_start_afresh_for_a_new_question():
 
 
 # ------------------------------------------------------------------------- the shipped examples
-def test_verdicts_on_the_shipped_example_questions(default_pipeline):
+def test_verdicts_on_the_shipped_example_questions(default_pipeline, example_runs):
     """The Ask page's example questions on the real default stack, diagnosed as the panel does: a
     right answer fires nothing; a wrong one gets at least one verdict, each with evidence; and the
     verdicts agree with facts the test checks itself (which passages contain the expected answer)."""
-    import json
-
-    from conftest import ROOT
     from rag_core.analysis.matching import contains_answer, exact_match, passage_text
 
-    examples = json.loads((ROOT / "assets" / "examples" / "questions.json").read_text())
     wrong = 0
-    for ex in examples:
+    for ex, run in example_runs:
         expected = [a.strip() for a in ex["expected"].split("|")]
-        run = default_pipeline.run(ex["question"], keep_state=True)
         trace = run.trace
         forced = scoring.score_texts(default_pipeline.models.generator, trace, expected, run.state0)
         deep = deep_search.deep_search(default_pipeline, trace, expected)

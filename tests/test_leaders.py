@@ -285,3 +285,37 @@ def test_index_swap_explain_failure_switches_page(swap_app, monkeypatch):
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["question"] == question and at.session_state["index_name"] == "2016"
     assert at.title[0].value == "Token vs Sequence"
+    # the landing page says what changed and offers the way back; the step starts at the first token
+    assert any("Opened from Index swap" in i.value and "2016" in i.value for i in at.info), [i.value for i in at.info]
+    assert at.session_state["tvs_step"] == 0 and at.session_state["tvs_answer"] == ("rag-token", 0)
+    next(b for b in at.button if b.label == "Back to Index swap, as it was").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Index swap"
+    assert "question" not in at.session_state  # it had none before the detour
+    assert at.session_state["index_name"] == "2018" and "detour" not in at.session_state
+
+
+def test_index_swap_diagnose_this_prefills_the_holder(swap_app, monkeypatch):
+    at = swap_app
+    question = "Who is the President of the United States?"
+    monkeypatch.setattr(cache, "cached_result", lambda *a, **k: _fake_result(question))
+    at.switch_page(str(ROOT / "pages/index_swap.py"))
+    at.run()
+    at.toggle(key="swap_fail_only").set_value(True).run()
+    next(b for b in at.button if b.label == "Diagnose this").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Ask" and at.session_state["index_name"] == "2016"
+    assert at.text_input(key="diag_expected").value == "Barack Obama"  # the 2016 index's holder
+    assert any("Opened from Index swap" in i.value for i in at.info)
+
+
+def test_index_swap_picker_follows_the_typed_question(swap_app):
+    at = swap_app
+    at.switch_page(str(ROOT / "pages/index_swap.py"))
+    at.run()
+    at.selectbox(key="swap_pick").set_value("Who is the President of France?").run()
+    assert at.text_input(key="swap_text").value == "Who is the President of France?"
+    at.text_input(key="swap_text").input("Who wrote Moby-Dick?")
+    next(b for b in at.button if b.label == "Answer on both indexes").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="swap_pick").value == "(a question of your own)"  # not the old position

@@ -82,11 +82,23 @@ def _best_expected(expected: list[AnswerScores], z: int) -> AnswerScores:
     return max(expected, key=lambda a: float(a.doc_logp()[z]))
 
 
+def rank_words(ranks: list[int]) -> str:
+    """Ranks as words that cannot be read as a count.
+
+    >>> rank_words([2]), rank_words([1, 3])
+    ('rank 2', 'ranks 1 and 3')
+    """
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return f"ranks {', '.join(map(str, ranks[:-1]))} and {ranks[-1]}"
+
+
 def check_retrieval_miss(trace: Trace, expected: list[str], deep: DeepHit | None) -> Verdict:
     ranks = [h.rank for h in trace.hits if contains_answer(passage_text(h.passage), expected)]
     if ranks:
-        return Verdict("retrieval-miss", False, f"retrieved passage(s) {', '.join(map(str, ranks))} contain the expected "
-                       "answer", {"containing_ranks": ranks})
+        return Verdict("retrieval-miss", False, f"the retrieved passage{'s' if len(ranks) > 1 else ''} at "
+                       f"{rank_words(ranks)} contain{'' if len(ranks) > 1 else 's'} the expected answer",
+                       {"containing_ranks": ranks})
     ev = {"containing_ranks": [], "k": trace.k}
     if deep is None:
         return Verdict("retrieval-miss", True, f"none of the {trace.k} retrieved passages contains the expected answer "
@@ -210,13 +222,13 @@ def check_misleading(trace: Trace, expected: list[str], produced: AnswerScores,
     if forced:
         ev["p_expected"] = prob(float(_best_expected(forced, z).doc_logp()[z]))
     if has_exp:
-        return Verdict("misleading-passage", False, f"the top-posterior passage {z + 1} ({h.passage.title!r}) contains "
+        return Verdict("misleading-passage", False, f"the top-posterior passage (rank {z + 1}, {h.passage.title!r}) contains "
                        "the expected answer", ev)
     if not has_prod:
-        return Verdict("misleading-passage", False, f"the top-posterior passage {z + 1} ({h.passage.title!r}) says "
+        return Verdict("misleading-passage", False, f"the top-posterior passage (rank {z + 1}, {h.passage.title!r}) says "
                        "neither the expected nor the produced answer", ev)
     return Verdict("misleading-passage", True,
-                   f"the passage the answer leans on most, {z + 1} ({h.passage.title!r}, posterior {post[z]:.2f}), "
+                   f"the passage the answer leans on most (rank {z + 1}, {h.passage.title!r}, posterior {post[z]:.2f}) "
                    f"says {produced.text!r}, not the expected answer", ev)
 
 

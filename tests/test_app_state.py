@@ -1,0 +1,63 @@
+"""What is on screen is what the user chose: an example picked is the question answered, a typed
+question is no longer the example, every trace page names its question and index."""
+from streamlit.testing.v1 import AppTest
+
+from conftest import ROOT, visit
+from rag_core.config import Config
+
+
+def ask_app() -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
+    at.session_state["max_new_tokens"] = 8
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def shown_answers(at) -> list[str]:
+    """The two answer cards at the top of the Ask page (the Diagnose panel's counterfactuals come later)."""
+    return [m.value for m in at.metric if m.label in ("RAG-Token", "RAG-Sequence")][:2]
+
+
+def about_line(at) -> str:
+    (line,) = [m.value for m in at.markdown if m.value.startswith("**Question:**")]
+    return line
+
+
+def test_picking_an_example_answers_it_and_typing_leaves_the_example(default_pipeline):
+    at = ask_app()
+    assert "Moby" in about_line(at)
+    before = shown_answers(at)
+    at.selectbox(key="example").set_value("In which city is the Taj Mahal?").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["question"] == "In which city is the Taj Mahal?"
+    assert "Taj Mahal" in about_line(at) and "Moby" not in about_line(at)  # no stale answer
+    want = default_pipeline.run("In which city is the Taj Mahal?", Config(max_new_tokens=8))
+    assert shown_answers(at) == [want.answer("rag-token").answer, want.answer("rag-sequence").answer] != before
+    assert at.text_input(key="diag_expected").value == "Agra"  # its expected answer, not Moby-Dick's
+    at.text_input(key="question_box").input("Who painted the Mona Lisa?")
+    next(b for b in at.button if b.label == "Answer").click().run()
+    assert at.session_state["question"] == "Who painted the Mona Lisa?"
+    assert at.selectbox(key="example").value == "(type your own)"  # the picker no longer claims the example
+    assert at.text_input(key="diag_expected").value != "Agra"
+
+
+def test_every_trace_page_names_its_question_and_index():
+    at = ask_app()
+    for page in ("map.py", "token_vs_sequence.py", "citations.py"):
+        visit(at, page)
+        line = about_line(at)
+        assert "Moby" in line and f"**index** {at.session_state['index_name']}" in line, (page, line)
+
+
+def test_by_hand_shows_the_frankenstein_case_and_the_normalised_priors():
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
+    at.switch_page(str(ROOT / "pages" / "by_hand.py"))
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("p(z1|x) = 0.700 · p(z2|x) = 0.300" in c.value for c in at.caption)  # as used, after normalising
+    assert not [w for w in at.warning if "Frankenstein" in w.value]  # the default preset: both agree
+    at.radio(key="hand_preset").set_value("A Frankenstein answer").run()
+    assert not at.exception, [e.value for e in at.exception]
+    (frank,) = [w.value for w in at.warning if w.value.startswith("Frankenstein")]
+    assert "Chicago Hawaii" in frank and "Chicago Illinois" in frank and "word(s) 2" in frank
