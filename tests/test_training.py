@@ -1,6 +1,7 @@
 """Training (rag_core/training): the analytic retriever gradient against autograd, the two cases
 where it vanishes, the differentiable passes against the inference passes, and short runs on tiny
 random models (query encoder, LoRA generator, a resumed run, the saved folders loaded back)."""
+import math
 import re
 
 import pytest
@@ -8,7 +9,8 @@ import torch
 
 from rag_core import marginals
 from rag_core.analysis.questions import EvalQuestion
-from rag_core.corpus import read_corpus_file
+from rag_core.config import Config
+from rag_core.corpus import Passage, read_corpus_file
 from rag_core.decoding import score_answers
 from rag_core.encoders import MeanPoolEncoder, load_encoder
 from rag_core.generators import load_generator
@@ -16,7 +18,8 @@ from rag_core.generators.causal import CausalGenerator
 from rag_core.index import PassageIndex
 from rag_core.pipeline import Models
 from rag_core.tiny_models import bart_tokenizer, build_tiny_stack, dpr_tokenizers
-from rag_core.training import checkpoint, lora
+from rag_core.trace import Hit
+from rag_core.training import checkpoint, heldout, lora
 from rag_core.training.conditionals import answer_token_logp
 from rag_core.training.gradient import bracket, log_likelihood, query_gradient
 from rag_core.training.loop import TrainSettings, dataset_loss, question_loss, restore, snapshot, start_run, train
@@ -132,11 +135,10 @@ def test_the_loop_hands_the_encoder_the_gradient_autograd_would(stack):
     ours = [p.grad.clone() for p in query_model(models.encoder).parameters()]
     for p in query_model(models.encoder).parameters():
         p.grad = None
-    t = run.remembered  # the same conditionals, now through autograd end to end
-    q = query_tensor(models.encoder, [qs[0].question])[0]
+    q = query_tensor(models.encoder, [qs[0].question])[0]  # the same loss, now through autograd end to end
     _, rows = index.search(q.detach().numpy()[None], 4)
     d = torch.from_numpy(index.index.reconstruct_batch(rows[0])).double()
-    token_logp = torch.stack([t[(0, index.passages[int(r)].id)] for r in rows[0]])
+    token_logp = run.remembered[(0, tuple(index.passages[int(r)].id for r in rows[0]))]
     (-log_likelihood("token", marginals.log_prior(d @ q.double(), run.scale), token_logp)).backward()
     theirs = [p.grad for p in query_model(models.encoder).parameters()]
     worst = max(float((a - b).abs().max() / (b.abs().max() + 1e-12)) for a, b in zip(ours, theirs))
@@ -179,8 +181,9 @@ def test_saved_folders_load_back_with_the_same_numbers(stack, tmp_path, generato
                           atol=1e-5)
 
 
-def test_a_resumed_run_ends_where_an_uninterrupted_one_does(stack, tmp_path):
-    settings = TrainSettings(part="both", k=3, steps=4, batch=2, lr=1e-2, checkpoint_every=1)
+@pytest.mark.parametrize("part", ["query", "both"])
+def test_a_resumed_run_ends_where_an_uninterrupted_one_does(stack, tmp_path, part):
+    settings = TrainSettings(part=part, k=3, steps=4, batch=2, lr=1e-2, checkpoint_every=1)
     qs = tiny_questions(stack["corpus"])
     whole = start_run(*tiny_models(stack), qs, settings)
     train(whole, tmp_path / "whole")
@@ -195,3 +198,30 @@ def test_a_resumed_run_ends_where_an_uninterrupted_one_does(stack, tmp_path):
     for part, tensors in snapshot(whole).weights.items():
         for name, value in tensors.items():
             assert torch.equal(value, snapshot(again).weights[part][name]), (part, name)
+
+
+class StubPipeline:
+    """Answers and top-K passages fixed per question: held-out figures can be counted by hand."""
+
+    def __init__(self, table):
+        self.table = table  # question -> (token answer, sequence answer, [passage texts])
+
+    def run(self, question, cfg):
+        tok, seq, texts = self.table[question]
+        hits = [Hit(r + 1, Passage(t, "", t), 1.0) for r, t in enumerate(texts)]
+        answers = {"rag-token": tok, "rag-sequence": seq}
+        return type("T", (), {"hits": hits, "answer": lambda self, d: type("C", (), {"answer": answers[d]})()})()
+
+
+def test_held_out_figures_count_em_recall_and_the_collapse_monitor():
+    pipe = StubPipeline({
+        "q1": ("Paris", "Lyon", ["Paris is the capital", "Lyon"]),  # token right; the answer at rank 1
+        "q2": ("Rome", "Rome", ["Milan", "in Rome"]),  # both right; the answer at rank 2
+        "q3": ("x", "y", ["Milan", "Lyon"]),  # both wrong; no passage holds it
+    })
+    qs = [EvalQuestion("q1", ["Paris"]), EvalQuestion("q2", ["Rome"]), EvalQuestion("q3", ["Oslo"])]
+    h = heldout.evaluate(pipe, qs, Config(k=2))
+    assert h.em == {"rag-token": 2 / 3, "rag-sequence": 1 / 3}
+    assert (h.recall_at_1, h.recall_at_k) == (1 / 3, 2 / 3)
+    assert h.distinct == 4  # "Paris is the capital", "Lyon", "Milan", "in Rome"; Milan and Lyon twice
+    assert h.entropy_bits == pytest.approx(-2 * (2 / 6) * math.log2(2 / 6) - 2 * (1 / 6) * math.log2(1 / 6))

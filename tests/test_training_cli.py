@@ -103,7 +103,7 @@ def test_out_on_a_folder_that_is_not_a_training_output_is_refused_and_untouched(
 ])
 def test_bad_input_exits_2_with_one_error_line(tiny, capsys, args, says):
     fill = {"new": str(tiny["root"] / "never-made"), "train": tiny["train"], "root": str(tiny["root"])}
-    assert main([a.format(**fill) for a in args]) == 2
+    assert main([a.format(**fill) for a in args] + tiny["flags"]) == 2  # the tiny models, should a check ever slip
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and says in err[0], err
     assert not (tiny["root"] / "never-made").exists()

@@ -7,8 +7,8 @@ teacher-forced under the K passages, and the loss is −log p(y|x) under the cho
   `gradient.py`, scale · Σ_z bracket(z) d(z), handed to autograd at q(x), so the loop runs the
   very formula the Train page draws. Passage vectors and the index never change.
 - The generator learns through LoRA adapters (`lora.py`) by autograd of the same loss.
-With only the query encoder training the generator is fixed, so each (question, passage) pair is
-teacher-forced once and remembered: a passage that enters the top K costs one generator pass.
+With only the query encoder training the generator is fixed, so a question's answer is teacher-forced
+under its top K once and remembered: only a change of the top K (a passage entering) costs a pass.
 
 This modifies the models it is given (an app must hand it its own copy).
 """
@@ -113,7 +113,7 @@ class Run:
     scale: float
     adapted: lora.Adapted | None = None  # the generator's adapters, when it trains
     optimizers: dict[str, torch.optim.Optimizer] = field(default_factory=dict)
-    remembered: dict = field(default_factory=dict)  # (question, passage id) -> (T,) conditionals of a frozen generator
+    remembered: dict = field(default_factory=dict)  # (question, top-K ids) -> (K, T) conditionals of a frozen generator
     losses: list[float] = field(default_factory=list)
     step: int = 0
     seconds: float = 0.0
@@ -140,16 +140,20 @@ def start_run(models: Models, index: PassageIndex, questions: Sequence[EvalQuest
 
 
 def conditionals(run: Run, qi: int, passages) -> torch.Tensor:
-    """(K, T) log p(y_i|x,z,y_<i) of question qi's answer; with a graph when the generator trains."""
+    """(K, T) log p(y_i|x,z,y_<i) of question qi's answer; with a graph when the generator trains.
+
+    A frozen generator's numbers are remembered per (question, top-K list): one batched pass when
+    the list changes, none while it stays. Keyed by the whole list, not per passage, so the numbers
+    never depend on which passages happened to share a batch earlier, and a resumed run repeats an
+    uninterrupted one to the last bit."""
     q, ans = run.questions[qi], run.answers[qi]
     if run.adapted is not None:
         return answer_token_logp(run.models.generator, q.question, passages, ans)  # (K, T)
-    missing = [p for p in passages if (qi, p.id) not in run.remembered]
-    if missing:
+    key = (qi, tuple(p.id for p in passages))
+    if key not in run.remembered:
         with torch.no_grad():
-            fresh = answer_token_logp(run.models.generator, q.question, missing, ans)  # (M, T)
-        run.remembered.update({(qi, p.id): row for p, row in zip(missing, fresh)})
-    return torch.stack([run.remembered[(qi, p.id)] for p in passages])  # (K, T)
+            run.remembered[key] = answer_token_logp(run.models.generator, q.question, passages, ans)  # (K, T)
+    return run.remembered[key]
 
 
 @dataclass
