@@ -1,7 +1,7 @@
 """The folder a training run writes, and the never-destroy rule for `--out`.
 
     DIR/training.json        the manifest: data file hash, settings, base model ids, loss curve, figures
-    DIR/checkpoint.pt        the stop/resume checkpoint
+    DIR/checkpoint.safetensors  the stop/resume checkpoint
     DIR/question_encoder/    loads with --question-encoder DIR/question_encoder  (part query or both)
     DIR/generator/           loads with --generator DIR/generator  (LoRA merged; part generator or both)
     DIR/generator/adapter/   the LoRA adapter alone, in peft's format
