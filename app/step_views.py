@@ -65,7 +65,7 @@ def sequence_frames(trace: Trace, table: stepper.SequenceTable):
 
     def styled(f: pd.DataFrame):
         fmt = {c: (lambda v: "not scored" if np.isnan(v) else "−∞" if np.isinf(v) else f"{v:.2f}") for c in cols}
-        return f.style.format(fmt | {"p_seq": lambda v: "—" if np.isnan(v) else f"{v:.4f}"})
+        return f.style.format(fmt | {"p_seq": lambda v: "—" if np.isnan(v) else f"{v:.3g}"})
 
     fast = seq_frame(table.fast, table.p_seq_fast)
     made_by = [", ".join(f"z{trace.hits[z].rank}" for z in sorted(c.sources)) for c in trace.of(RAG_SEQUENCE)]

@@ -14,8 +14,11 @@ from rag_core.marginals import prob
 from rag_core.trace import Trace
 
 LABELS = {RAG_TOKEN: "RAG-Token", RAG_SEQUENCE: "RAG-Sequence"}
-POSITION_COLUMNS = ["position", "split", "index", "answer", "holder_2016", "holder_2018", "correct_2016",
-                    "correct_2018", "ambiguous", "closed_book", "p_answer", "top_passage"]  # the per-position table
+# The per-position table: column -> (header, width in px), sized to fit the page at 1280 px.
+POSITION_COLUMNS = {"position": ("position", 120), "index": ("index", 45), "answer": ("answer", 110),
+                    "holder_2016": ("holder 2016", 105), "holder_2018": ("holder 2018", 105),
+                    "correct_2016": ("✓ 2016", 50), "correct_2018": ("✓ 2018", 50), "ambiguous": ("both", 45),
+                    "closed_book": ("closed-book", 105), "p_answer": ("p(answer)", 60)}
 
 
 def verdict(answer: str, known: tuple[str, str] | None) -> str:

@@ -71,9 +71,9 @@ def table(frame: pd.DataFrame, column_config: dict | None = None, hide_index: bo
           **kwargs) -> None:
     """A dataframe as every page shows one: every float column to three significant digits unless
     `column_config` says otherwise. Cells are plain text (the grid never renders Markdown)."""
-    data = getattr(frame, "data", frame)  # a pandas Styler carries its frame as .data
-    fmt = {c: st.column_config.NumberColumn(c, format=NUMBER_FORMAT)
-           for c in data.columns if pd.api.types.is_float_dtype(data[c])}
+    styled = hasattr(frame, "data")  # a pandas Styler formats its own cells
+    fmt = {} if styled else {c: st.column_config.NumberColumn(c, format=NUMBER_FORMAT)
+                             for c in frame.columns if pd.api.types.is_float_dtype(frame[c])}
     fmt.update(column_config or {})
     st.dataframe(frame, hide_index=hide_index, width=width, column_config=fmt, **kwargs)
 
@@ -91,8 +91,9 @@ def passages_table(trace: Trace, compact: bool = False) -> None:
     if compact:
         frame = frame[[c for c in ("rank", "title", "prior p(z|x)", f"posterior ({RAG_SEQUENCE})") if c in frame]]
     fmt = probability_bars(c for c in frame.columns if c.startswith(("prior", "posterior")))
-    fmt["title"] = st.column_config.TextColumn("title", width="medium")
-    fmt["text"] = st.column_config.TextColumn("text", width="large")
+    fmt["rank"] = st.column_config.NumberColumn("rank", width=45)
+    fmt["title"] = st.column_config.TextColumn("title", width=140 if compact else "medium")
+    fmt["text"] = st.column_config.TextColumn("text", width="medium")  # the full text shows on hover
     table(frame, fmt)
 
 

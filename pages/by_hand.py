@@ -72,8 +72,7 @@ with left:
     st.plotly_chart(charts.answer_bars(rows), key="hand_obama_chart", config=charts.NO_BAR)
 with right:
     st.caption("How the numbers come out: p_seq = Σ_z p(z|x) p(y|x,z); p_tok = the product of the per-word mixtures "
-               "Σ_z p(z|x) p(y_i|x,z,y_<i). The last step is the end token “</s>”.")
-    views.table(pd.DataFrame(rows))
+               "Σ_z p(z|x) p(y_i|x,z,y_<i). The last step is the end token “</s>”. The table below has every factor.")
     dec = {d: result.decoded.answer(d) for d in (RAG_TOKEN, RAG_SEQUENCE)}
     st.caption("Decoding this toy (2 beams) writes: " + " · ".join(
         f"{d}: {views.md_text(c.answer) if c else '—'}" for d, c in dec.items()))
@@ -82,6 +81,8 @@ with right:
         st.warning(f"Frankenstein: RAG-Token's “{views.md_text(dec[RAG_TOKEN].answer)}” changes passage at word(s) "
                    f"{', '.join(str(i + 1) for i in stitched)} (the top responsibility moves to another passage); "
                    f"RAG-Sequence keeps the answer one passage writes, “{views.md_text(dec[RAG_SEQUENCE].answer)}”.")
+
+views.table(pd.DataFrame(rows))  # full width: one column per factor
 
 # ---------------- (b) the retriever in two dimensions ----------------
 st.header("The retriever in two dimensions")

@@ -115,7 +115,9 @@ if result is not None:
         halves = st.columns(2)
         for col, split, label in zip(halves, ("test", "tune"), ("Held-out half", "Tuning half")):
             col.caption(f"{label} ({swap_views.split_positions(result, split)} positions)")
-            col.dataframe(swap_views.accuracy_frame(result.table(decoding, split)), width="content")
+            acc = swap_views.accuracy_frame(result.table(decoding, split)).rename_axis("").reset_index()
+            col.dataframe(acc, hide_index=True, width="content",  # sized to fit half the page at 1280 px
+                          column_config={c: st.column_config.Column(c, width=80 if c == "" else 72) for c in acc})
         st.caption(swap_views.override_note(result, decoding))
         st.info(f"Finding: {result.finding(decoding)}", icon=":material/search:")
     cb = result.closed_book_accuracy()
@@ -131,8 +133,7 @@ if result is not None:
                           help="Answers that do not name the holder of the index's own year.")
     dec = f2.radio("Decoding", [RAG_TOKEN, RAG_SEQUENCE], horizontal=True, key="swap_decoding")
     frame = result.failures(dec) if only_fail else result.frame()[lambda f: f["decoding"] == dec]
-    views.table(frame[swap_views.POSITION_COLUMNS], {
-        **{c: st.column_config.Column(c, width="small") for c in swap_views.POSITION_COLUMNS},
-        "p_answer": st.column_config.NumberColumn("p(answer)", format=views.NUMBER_FORMAT, width="small")})
+    views.table(frame[list(swap_views.POSITION_COLUMNS)], {
+        c: st.column_config.Column(head, width=w) for c, (head, w) in swap_views.POSITION_COLUMNS.items()})
 
     swap_views.failure_actions(result.failures(dec), dec, holders, str(ROOT / "pages" / "index_swap.py"))

@@ -101,7 +101,8 @@ with right:
                     config=charts.NO_BAR)
 
 frame = step_views.step_frame(w, labels, trace.prior, alts, i)
-views.table(frame)
+views.table(frame, {c: st.column_config.Column(c, width=170 if c in (frame.columns[0], frame.columns[-1]) else 85)
+                    for c in frame.columns})
 if np.isnan(w.p_doc).any():
     st.caption("Empty cells: fast rescoring never scored this answer under that passage; it counts as p = 0.")
 
@@ -128,13 +129,10 @@ st.caption("RAG-Sequence runs a beam search under each passage, pools the answer
 table = stepper.sequence_table(trace)
 if table.answers:
     thorough, fast = step_views.sequence_frames(trace, table)
-    a, b = st.columns(2)
-    with a:
-        st.markdown("**Thorough**: every hypothesis scored under every passage")
-        views.table(thorough, hide_index=True)
-    with b:
-        st.markdown("**Fast**: p(y|x,z) = 0 (log −∞) unless z's own beam produced y")
-        views.table(fast, hide_index=True)
+    st.markdown("**Thorough**: every hypothesis scored under every passage")
+    views.table(thorough)
+    st.markdown("**Fast**: p(y|x,z) = 0 (log −∞) unless z's own beam produced y")
+    views.table(fast)
     best_th, best_fast = int(np.nanargmax(table.p_seq_thorough)) if table.complete else None, int(np.argmax(table.p_seq_fast))
     if best_th is not None and best_th != best_fast:
         st.warning(f"Rescoring changes the answer here: thorough picks “{views.md_text(table.answers[best_th])}”, "

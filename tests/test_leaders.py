@@ -277,7 +277,7 @@ def test_index_swap_explain_failure_switches_page(swap_app, monkeypatch):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     shown = [d.value for d in at.dataframe if "paper 2016" in d.value.columns]
-    assert shown and re.match(r"\d+%", str(shown[0].iloc[0, 0]))
+    assert shown and re.match(r"\d+%", str(shown[0]["leaders 2016"].iloc[0]))
     at.toggle(key="swap_fail_only").set_value(True).run()
     failures = [d.value for d in at.dataframe if "correct_2016" in d.value.columns]
     assert failures and list(failures[0]["answer"]) == ["Hillary Clinton"]
