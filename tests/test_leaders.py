@@ -269,13 +269,20 @@ def test_index_swap_page_shows_both_answers(swap_app):
         assert buttons & {"Run the experiment", "Resume the experiment"}, buttons
 
 
-def test_index_swap_explain_failure_switches_page(swap_app, monkeypatch):
-    at = swap_app
-    question = "Who is the President of the United States?"
-    monkeypatch.setattr(cache, "cached_result", lambda *a, **k: _fake_result(question))
+SWAP_QUESTION = "Who is the President of the United States?"
+
+
+def open_swap_page_on_a_failure(at, monkeypatch):
+    """The Index swap page over a one-position result whose 2016 RAG-Token answer is wrong."""
+    monkeypatch.setattr(cache, "cached_result", lambda *a, **k: _fake_result(SWAP_QUESTION))
     at.switch_page(str(ROOT / "pages/index_swap.py"))
     at.run()
     assert not at.exception, [e.value for e in at.exception]
+
+
+def test_index_swap_explain_failure_switches_page(swap_app, monkeypatch):
+    at, question = swap_app, SWAP_QUESTION
+    open_swap_page_on_a_failure(at, monkeypatch)
     shown = [d.value for d in at.dataframe if "paper 2016" in d.value.columns]
     assert shown and re.match(r"\d+%", str(shown[0]["leaders 2016"].iloc[0]))
     at.toggle(key="swap_fail_only").set_value(True).run()
@@ -297,10 +304,7 @@ def test_index_swap_explain_failure_switches_page(swap_app, monkeypatch):
 
 def test_index_swap_diagnose_this_prefills_the_holder(swap_app, monkeypatch):
     at = swap_app
-    question = "Who is the President of the United States?"
-    monkeypatch.setattr(cache, "cached_result", lambda *a, **k: _fake_result(question))
-    at.switch_page(str(ROOT / "pages/index_swap.py"))
-    at.run()
+    open_swap_page_on_a_failure(at, monkeypatch)
     at.toggle(key="swap_fail_only").set_value(True).run()
     next(b for b in at.button if b.label == "Diagnose this").click().run()
     assert not at.exception, [e.value for e in at.exception]
