@@ -53,7 +53,8 @@ def test_the_analytic_gradient_equals_autograd(marginal, k, seed):
     log_likelihood(marginal, log_pz, token_logp, mask).backward()
     analytic = query_gradient(bracket(marginal, log_pz.detach(), token_logp, mask), d, scale)  # (D,)
     assert torch.allclose(analytic, q.grad, atol=1e-6, rtol=0), (analytic, q.grad)
-    assert k == 1 or q.grad.abs().max() > 1e-3  # a real signal, not two zeros agreeing
+    if k > 1:  # with one passage the gradient is zero by design (tested below)
+        assert q.grad.abs().max() > 1e-3  # a real signal, not two zeros agreeing
 
 
 @pytest.mark.parametrize("marginal", ["sequence", "token"])
