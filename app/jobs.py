@@ -121,11 +121,12 @@ def progress_panel(name: str) -> None:
 
 
 def sidebar_panel() -> None:
-    """Every running job, on every page: what it is, how far it got, and Cancel."""
+    """Every running job, on every page: what it is, how far it got, and Cancel. It refreshes less
+    often than a page's own progress bar: every open session runs it."""
     if not running():
         return
 
-    @st.fragment(run_every=2)
+    @st.fragment(run_every=5)
     def _live() -> None:
         jobs = running()
         if not jobs:

@@ -1,4 +1,5 @@
 """RAG Loupe: `streamlit run app/main.py`. Navigation and the shared sidebar; pages only present."""
+import gc
 from pathlib import Path
 
 import streamlit as st
@@ -26,4 +27,10 @@ nav = st.navigation([
     st.Page(PAGES / "eval.py", title="Eval", icon=":material/analytics:"),
 ])
 state.sidebar()
-nav.run()
+try:
+    nav.run()
+finally:
+    # A full collection after each full run (the config turns off Streamlit's own, which also runs
+    # after every fragment refresh): the cyclic garbage a model call leaves is freed, and progress
+    # fragments in several open sessions do not each pay for it.
+    gc.collect()

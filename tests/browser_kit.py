@@ -120,6 +120,8 @@ def wait_for(driver, predicate, timeout, what):
         time.sleep(0.5)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(ARTIFACTS / "timeout.png"))
+    with contextlib.suppress(Exception):  # what the page showed, for the failure's reader
+        (ARTIFACTS / "timeout.txt").write_text(f"waiting for {what}\nsettled: {settled(driver)}\n\n{body_text(driver)}")
     pytest.fail(f"timed out waiting for {what}")
 
 
