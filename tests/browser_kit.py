@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
-from rag_core.config import cache_dir
+from conftest import ROOT, cache_sharing
 
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 PAGES = [("", "Ask"), ("map", "Map"), ("token_vs_sequence", "Token vs Sequence"), ("citations", "Citations"),
@@ -41,10 +40,7 @@ def throwaway_cache(folder: Path) -> Path:
     """A cache folder for a test server: the converted models, the shipped indexes, the index-swap
     rows and the maps are shared with the real cache (links), so nothing is rebuilt; what a test
     writes (user indexes, eval runs) stays in `folder` and never reaches a user's cache."""
-    for kind in SHARED_CACHES:
-        (cache_dir() / kind).mkdir(parents=True, exist_ok=True)
-        (folder / kind).symlink_to(cache_dir() / kind, target_is_directory=True)
-    return folder
+    return cache_sharing(folder, SHARED_CACHES)
 
 
 @contextlib.contextmanager

@@ -1,10 +1,48 @@
 """Shared fixtures. Converted models, indexes and maps go to the cache folder ($RAG_LOUPE_CACHE or
 ~/.cache/rag-loupe), so tests never write into the repository."""
+import contextlib
+import io
+import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args, env: dict | None = None) -> SimpleNamespace:
+    """`python -m rag_core ARGS` in this process: its exit code and what it printed, as
+    `subprocess.run` gives them (returncode, stdout, stderr), without an interpreter start per
+    call. `env` is set for the call only. Tests of a killed process or of a fresh interpreter's
+    behaviour start a real subprocess instead."""
+    from rag_core.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([str(a) for a in args])
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+def cache_sharing(folder: Path, kinds=("models",)) -> Path:
+    """A throw-away cache folder whose `kinds` are links to the real cache's (by default the
+    converted models, so a test on an empty cache does not convert the generator again)."""
+    from rag_core.config import cache_dir
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for kind in kinds:
+        (cache_dir() / kind).mkdir(parents=True, exist_ok=True)
+        (folder / kind).symlink_to(cache_dir() / kind, target_is_directory=True)
+    return folder
 
 
 @pytest.fixture(scope="session")

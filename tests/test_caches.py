@@ -1,16 +1,12 @@
 """The cache folders: `cache list` reports every kind with its size, `cache clear` empties exactly
 what it is told (never user indexes unless named), and bad kinds follow the error rule."""
-import os
-import subprocess
-import sys
 
-from conftest import ROOT
+from conftest import run_cli
 from rag_core import caches
 
 
 def cli(*args, env):
-    return subprocess.run([sys.executable, "-m", "rag_core", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, **env})
+    return run_cli(*args, env=env)
 
 
 def fill(root, kind, name, size):

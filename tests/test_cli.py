@@ -7,13 +7,17 @@ import sys
 import pandas as pd
 import pytest
 
-from conftest import ROOT, check_trace_invariants
+from conftest import ROOT, check_trace_invariants, run_cli
 
 
-def cli(*args, timeout=600):
-    env = dict(os.environ)
+def cli(*args):
+    return run_cli(*args)
+
+
+def cli_process(*args, timeout=600):
+    """The command as a user runs it, in a fresh interpreter (the end-to-end check)."""
     return subprocess.run([sys.executable, "-m", "rag_core", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=env)
+                          timeout=timeout, env=dict(os.environ))
 
 
 @pytest.mark.parametrize("name,expected", [
@@ -36,7 +40,7 @@ def test_toy_csv_keeps_invariants(tmp_path):
 
 
 def test_ask_answers_moby_dick_and_writes_a_valid_csv(tmp_path):
-    out = cli("ask", "Who wrote Moby-Dick?", "--csv", str(tmp_path / "t.csv"), "--json")
+    out = cli_process("ask", "Who wrote Moby-Dick?", "--csv", str(tmp_path / "t.csv"), "--json")
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout)
     assert "Melville" in result["answers"]["rag-token"][0]["answer"]

@@ -1,14 +1,11 @@
 """Evaluation: SQuAD normalisation, the questions file, a run on a toy pipeline (exact, no model),
 and the `eval` command on the real default stack (one small run) and on user errors."""
 import math
-import os
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_cli
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import matching
 from rag_core.analysis import questions as question_file
@@ -152,9 +149,8 @@ def test_csv_cells_are_spreadsheet_safe(tmp_path):
 
 
 # ------------------------------------------------------------------------------ the command
-def cli(*args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "rag_core", "eval", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ))
+def cli(*args):
+    return run_cli("eval", *args)
 
 
 def test_eval_command_on_three_questions(tmp_path):
@@ -201,7 +197,7 @@ def test_eval_user_errors_exit_2_with_one_line(tmp_path, args, message):
             (tmp_path / a).write_text(files[a], encoding="utf-8")
             a = str(tmp_path / a)
         real.append(a)
-    out = cli(*real, timeout=300)
+    out = cli(*real)
     assert out.returncode == 2, out.stderr[-1000:]
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], out.stderr

@@ -11,16 +11,15 @@ import tomllib
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, cache_sharing, run_cli
 from rag_core.config import Config
 from rag_core.corpus import Passage, write_jsonl
 from rag_core.index import PassageIndex
 from rag_core.pipeline import MAX_QUESTION_CHARS, QuestionError, clean_question
 
 
-def cli(*args, env=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "rag_core", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ, **(env or {})))
+def cli(*args, env=None):
+    return run_cli(*args, env=env)
 
 
 def one_error_line(out, fragment):
@@ -61,7 +60,7 @@ def test_k_larger_than_the_index(tmp_path):
     corpus = tmp_path / "tiny.jsonl"
     write_jsonl([Passage(f"p{i}", f"T{i}", f"Passage number {i} about the river Nile.") for i in range(3)], corpus)
     out = cli("ask", "Which river?", "--corpus", str(corpus), "-k", "50", "--json", "--max-new-tokens", "4",
-              env={"RAG_LOUPE_CACHE": str(tmp_path / "cache")})
+              env={"RAG_LOUPE_CACHE": str(cache_sharing(tmp_path / "cache"))})
     assert out.returncode == 0, out.stderr[-1500:]
     assert len(json.loads(out.stdout)["passages"]) == 3
 
@@ -113,7 +112,7 @@ def test_broken_model_folders_are_clear_errors(tmp_path):
 
 
 def test_a_killed_build_leaves_the_previous_index_intact(tmp_path):
-    env = {"RAG_LOUPE_CACHE": str(tmp_path / "cache")}
+    env = {"RAG_LOUPE_CACHE": str(cache_sharing(tmp_path / "cache"))}
     small = tmp_path / "small.jsonl"
     write_jsonl([Passage(f"s{i}", "Small", f"small passage {i}") for i in range(5)], small)
     assert cli("build-index", str(small), "--out", str(tmp_path / "ix"), env=env).returncode == 0
@@ -134,7 +133,7 @@ def test_a_killed_build_leaves_the_previous_index_intact(tmp_path):
 
 
 def test_build_index_never_writes_over_a_folder_that_is_not_an_index(tmp_path):
-    env = {"RAG_LOUPE_CACHE": str(tmp_path / "cache")}
+    env = {"RAG_LOUPE_CACHE": str(cache_sharing(tmp_path / "cache"))}
     corpus = tmp_path / "c.jsonl"
     write_jsonl([Passage(f"c{i}", "C", f"passage number {i}") for i in range(3)], corpus)
     notes = tmp_path / "notes"
