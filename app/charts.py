@@ -7,11 +7,14 @@ Hovers use `hovertext`, never `hovertemplate`, so a "%{...}" in a title is not r
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.views import passage_color, plot_text, token_label
+from rag_core.analysis.token_sources import END, FORCED, LABELS as SOURCE_LABELS, PASSAGE, SEVERAL, WEIGHTS
 
 NO_BAR = {"displayModeBar": False}  # the plotly_chart config of the small charts
 
@@ -253,4 +256,62 @@ def passage_map(coords: np.ndarray, hover: np.ndarray, topic: np.ndarray, hits: 
     else:
         blank = {"showticklabels": False, "title": ""}
         fig.update_layout(scene={"xaxis": blank, "yaxis": blank, "zaxis": blank})
+    return fig
+
+
+# ---------------- where each token came from ----------------
+
+SOURCE_COLORS = {SEVERAL: "#a0a0a0", WEIGHTS: "#2f2f2f", FORCED: "#e8e8e8", END: "#e8e8e8"}
+
+
+def _times(gain: float) -> str:
+    """A gain in nats as '× 12.3' (the factor the passages multiplied the token's probability by)."""
+    if math.isnan(gain):
+        return "× ?"
+    return f"× {math.exp(min(gain, 700.0)):.3g}"
+
+
+def source_strip(tokens: list[str], found: list, labels: list[str]) -> go.Figure:
+    """The answer's tokens coloured by where each came from (`token_sources`): the colour of the
+    passage that carried it, grey for several passages, near-black for the model's weights, pale
+    for forced and end tokens; the hover holds the numbers."""
+    colors = [passage_color(s.top) if s.label == PASSAGE else SOURCE_COLORS[s.label] for s in found]
+    hover = [f"step {s.step}: {plot_text(token_label(t))} · {SOURCE_LABELS[s.label]}"
+             f"<br>p with the passages {math.exp(s.logp_rag):.3f} · closed-book {math.exp(s.logp_closed):.3f}"
+             f" ({_times(s.gain)})<br>top passage {plot_text(labels[s.top])}: {s.top_share:.2f} of the token"
+             for t, s in zip(tokens, found)]
+    fig = go.Figure(go.Bar(x=list(range(len(tokens))), y=[1] * len(tokens),
+                           marker=dict(color=colors, line=dict(color="white", width=1)),
+                           text=[plot_text(token_label(t)) for t in tokens], textposition="inside",
+                           insidetextanchor="middle", hovertext=hover, hoverinfo="text", width=0.96, showlegend=False,
+                           textfont=dict(color=["white" if s.label == WEIGHTS else "black" for s in found])))
+    used = sorted({s.top for s in found if s.label == PASSAGE})
+    keys = [(plot_text(labels[z]), passage_color(z)) for z in used]
+    keys += [(SOURCE_LABELS[lab], SOURCE_COLORS[lab]) for lab in (SEVERAL, WEIGHTS) if any(s.label == lab for s in found)]
+    for name, color in keys:  # the colour key: one square per source present
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
+                                 marker=dict(color=color, symbol="square", size=12)))
+    fig.update_layout(height=140, margin=dict(l=5, r=5, t=5, b=5), bargap=0.02, showlegend=True,
+                      legend=dict(orientation="h", y=-0.05, yanchor="top", x=0),
+                      xaxis=dict(visible=False), yaxis=dict(visible=False), uniformtext=dict(minsize=10, mode="show"))
+    return fig
+
+
+# ---------------- two runs compared ----------------
+
+def transition_sankey(transitions, name_a: str = "A", name_b: str = "B") -> go.Figure:
+    """Outcomes in run A (left) flowing to outcomes in run B (right); `transitions` has columns
+    outcome_a, outcome_b, questions."""
+    left = sorted(set(transitions.outcome_a))
+    right = sorted(set(transitions.outcome_b))
+    nodes = [f"{name_a}: {o}" for o in left] + [f"{name_b}: {o}" for o in right]
+    color = {"right": "#2ca02c"}
+    fig = go.Figure(go.Sankey(
+        node=dict(label=[plot_text(n) for n in nodes], pad=14, thickness=16,
+                  color=[color.get(o, "#d62728") for o in left + right]),
+        link=dict(source=[left.index(a) for a in transitions.outcome_a],
+                  target=[len(left) + right.index(b) for b in transitions.outcome_b],
+                  value=[int(v) for v in transitions.questions],
+                  color=["rgba(44,160,44,0.35)" if b == "right" else "rgba(214,39,40,0.3)" for b in transitions.outcome_b])))
+    fig.update_layout(height=360, margin=dict(l=10, r=10, t=10, b=10))
     return fig

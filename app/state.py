@@ -11,6 +11,7 @@ from dataclasses import asdict
 import streamlit as st
 
 from app import jobs
+from rag_core.analysis import token_sources as origins
 from rag_core.catalog import available_indexes, default_index_name, resolve_index
 from rag_core.config import Config
 from rag_core.corpus import CorpusError
@@ -58,6 +59,26 @@ def _trace(question: str, index_name: str, settings_key: tuple) -> Trace:
 def cached_trace(question: str, index_name: str, cfg: Config) -> Trace:
     """The cached trace for exactly these inputs (computed on a miss); raises user errors."""
     return _trace(question, index_name, settings_key(cfg))
+
+
+@st.cache_resource(show_spinner=False, max_entries=512)
+def _closed_book_row(question: str, token_ids: tuple[int, ...]):
+    """The closed-book teacher-forced row of one answer (T,): it depends on the question and the
+    answer only, so every index and setting shares it."""
+    return Pipeline(models(), "", None, Config()).closed_book_scores(question, [list(token_ids)])[0]
+
+
+def token_sources(trace: Trace, decoding: str, rank: int = 0) -> list[origins.TokenSource] | None:
+    """Where each token of a trace's candidate came from (one extra model row, computed once)."""
+    cand = next((c for c in trace.of(decoding) if c.rank == rank), None)
+    if cand is None or not cand.token_ids:
+        return None
+    try:
+        closed = _closed_book_row(trace.query, tuple(cand.token_ids))
+    except USER_ERRORS as e:
+        st.error(str(e).splitlines()[0] if str(e) else "that did not work")
+        return None
+    return origins.candidate_sources(trace.log_prior, cand, closed)
 
 
 def settings_key(cfg: Config) -> tuple:

@@ -3,7 +3,7 @@ import json
 
 import streamlit as st
 
-from app import state, views
+from app import source_views, state, views
 from rag_core.config import ASSETS
 
 st.title("Ask")
@@ -44,6 +44,7 @@ if trace is not None:
         st.warning(notice)
     views.about(trace)
     views.answer_cards(trace)
+    source_views.section(trace, key="ask_sources")
     st.subheader(f"The {trace.k} passages")
     st.caption("score s(z) = d(z)·q(x); prior p(z|x) = softmax(scale · s); posterior p(z|x,y) after the whole answer.")
     views.passages_table(trace)

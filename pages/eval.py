@@ -2,36 +2,22 @@
 wrong, a drill-down to the Ask page, and a small run from here."""
 import hashlib
 import time
-from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from app import jobs, state, views
+from app import eval_views, jobs, state, views
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import questions as question_file
 from rag_core.analysis.verdicts import VERDICTS
 from rag_core.config import ASSETS, RAG_SEQUENCE, RAG_TOKEN
 
-ASK = Path(__file__).resolve().parent / "ask.py"
 SPLITS = {"dev (for choosing prompts and settings)": ASSETS / "eval" / "dev.jsonl",
           "test (held out: for reporting)": ASSETS / "eval" / "test.jsonl"}
 
 st.title("Eval")
 st.caption("Exact match (SQuAD normalisation, any gold answer), answer contained, and answer-recall@K of the "
            "retrieved passages. Runs come from `python -m rag_core eval QUESTIONS.jsonl` or from the form below.")
-
-
-def _label(path: Path) -> str:
-    run = ev.load_run(path)
-    if run is None:
-        return f"{path.stem} (unreadable)"
-    s = run.settings
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.get("started", path.stat().st_mtime)))
-    beams = int(s.get("beams", 1))
-    decoding = "greedy" if beams == 1 else f"{beams} beams"  # greedy and beam runs differ by several points
-    return (f"{when} · {Path(str(s.get('file', '?'))).name} · {len(run.results)} questions · K={s.get('k')} · "
-            f"{decoding} · {s.get('index')}")
 
 
 def _chosen_questions(upload, split: str) -> tuple[list, str, int]:
@@ -94,7 +80,7 @@ if not runs:
 # The selector is a new widget whenever the list of runs changes, so the browser never sends back a
 # choice made in an older list (which would switch the page back to the old run on the next click).
 # The browser sends a choice back as its label, so two runs never share one.
-labels = {p: _label(p) for p in runs}
+labels = {p: eval_views.run_label(p) for p in runs}
 repeated = {text for text in labels.values() if list(labels.values()).count(text) > 1}
 labels = {p: f"{text} · {p.stem}" if text in repeated else text for p, text in labels.items()}
 chosen = st.session_state.get("eval_selected")
@@ -123,6 +109,7 @@ names = {"wrong": "wrong answers", "no verdict": "no verdict fired", **VERDICTS}
 counts = pd.DataFrame([{"": names[c], **{m: summary["verdicts"][m][c] for m in ev.RAG_MODES}} for c in codes])
 views.table(counts, hide_index=True, width="stretch")
 st.caption("Verdicts can overlap. Open a question on the Ask page to see each verdict's evidence.")
+eval_views.retrieval(run, summary)
 
 st.subheader("Questions")
 table = pd.DataFrame([{
@@ -143,7 +130,6 @@ st.subheader("Drill down")
 questions = list(table["question"]) or [r.question for r in run.results]
 pick = st.selectbox("Question", questions, key="eval_drill")
 if st.button("Open on the Ask page", key="eval_open"):
-    result = next(r for r in run.results if r.question == pick)
-    st.session_state["question"] = pick  # the Ask page's box follows: its own widget state went with the page
-    st.session_state.setdefault("expected_answers", {})[pick] = " | ".join(result.answers)
-    st.switch_page(ASK)
+    eval_views.open_on_ask(pick, next(r.answers for r in run.results if r.question == pick))
+
+eval_views.compare(runs, labels, path)

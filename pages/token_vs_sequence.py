@@ -4,7 +4,7 @@ import math
 import numpy as np
 import streamlit as st
 
-from app import charts, step_views, views
+from app import charts, source_views, step_views, views
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core import stepper
 
@@ -79,6 +79,7 @@ st.caption("How to read the strip: each box is one token of the answer, in the c
            "out for: its responsibilities stay within 5 points of the prior, so it would come out much the same "
            "whichever passage was read. ␣ is a space; ↵ is the line break that ends an answer (the default "
            "generator's end token). The outlined box is the step shown below.")
+source_views.section(trace, (cand.decoding,), cand.rank, key="tvs_sources")
 
 i = step
 m = st.columns(4)

@@ -105,6 +105,21 @@ def prefix_posteriors(log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torc
     return _normalise(log_pz.double().unsqueeze(-1) + running, dim=-2)  # (..., K, T)
 
 
+def prefix_weights(log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """log p(z | x, y_<i), the RAG-Sequence weight of each passage *before* step i (the prior at
+    i = 0): (..., K, T). Σ_z p(z|x,y_<i) p(y_i|x,z,y_<i) is then p_seq(y_i | x, y_<i), and these
+    per-step predictives multiply to p_seq(y).
+
+    >>> lp = torch.tensor([0.5, 0.5]).log()
+    >>> [[round(p, 3) for p in row] for row in prefix_weights(lp, torch.tensor([[0.9, 0.5], [0.1, 0.5]]).log()).exp().tolist()]
+    [[0.5, 0.9], [0.5, 0.1]]
+    """
+    running = torch.cumsum(_clean(token_logp, mask), dim=-1)  # (..., K, T) log p(y_≤i|x,z)
+    before = torch.cat([torch.zeros_like(running[..., :1]), running[..., :-1]], dim=-1)  # (..., K, T) log p(y_<i|x,z)
+    weights = log_pz.double().unsqueeze(-1) + before  # (..., K, T)
+    return weights - torch.logsumexp(weights, dim=-2, keepdim=True)  # (..., K, T)
+
+
 def citation(log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """The posterior over passages after the whole answer, p(z|x,y): (..., K).
 

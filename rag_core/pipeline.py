@@ -17,7 +17,7 @@ from .catalog import build_corpus_index, corpus_cache_folder, resolve_index
 from .config import MAX_QUESTION_CHARS, RAG_SEQUENCE, RAG_TOKEN, Config
 from .corpus import read_corpus_file
 from .decoding import (Scored, SearchSettings, closed_book_decode, decode_both, rag_sequence_decode,
-                       rag_token_decode)
+                       rag_token_decode, score_answers)
 from .encoders import Encoder, load_encoder
 from .generators import Generator, load_generator
 from .generators.base import GenState
@@ -204,6 +204,17 @@ class Pipeline:
             state = gen.prepare(question, None)
             best = closed_book_decode(gen, state, SearchSettings.from_config(cfg.with_(top_alternatives=1)))
         return gen.decode(best.tokens)
+
+
+    def closed_book_scores(self, question: str, answers: list[list[int]]) -> torch.Tensor:
+        """Teacher-forced closed-book log p(y_i | x, y_<i) of each answer (token ids): the generator
+        with no passage, the same prefixes, in one batched pass: (N, T), NaN past each answer's end.
+        Set beside a trace's per-passage rows it says which tokens reading the passages raised."""
+        question, _ = clean_question(question)
+        gen = self.models.generator
+        with self.models.lock:
+            lp, _, _, _ = score_answers(gen, gen.prepare(question, None), answers, 1)  # (N, 1, T)
+        return lp[:, 0]  # (N, T)
 
 
 def load_pipeline(cfg: Config, progress=None) -> Pipeline:

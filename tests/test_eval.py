@@ -66,7 +66,7 @@ class ToyPipe:
     prior) and per passage a next-word table. `run` is the real `Pipeline.run`."""
 
     index_name = "toy"
-    run, run_settings = Pipeline.run, Pipeline.run_settings
+    run, run_settings, closed_book_scores = Pipeline.run, Pipeline.run_settings, Pipeline.closed_book_scores
 
     def __init__(self, retrieval, tables, closed):
         self.retrieval = retrieval
@@ -114,6 +114,14 @@ def test_a_run_on_a_toy_pipeline_scores_modes_recall_and_verdicts(tmp_path):
     assert v["wrong"] == 1 and v["retrieval-miss"] == 1 and v["parametric"] == 1 and v["no verdict"] == 0
     shroud = run.results[1]
     assert shroud.answer_rank == 3 and not shroud.recall  # found by the deeper search
+    # Lyon is read from passage 1 (the closed-book table never says it); Rome is the closed-book
+    # model's own answer (0.9 without passages, 0.8 with them): from the weights
+    assert [r.modes["rag-sequence"].weights_share for r in run.results] == [0.0, 1.0]
+    assert s["weights_share"]["rag-token"] == {"right": 0.0, "wrong": 1.0}
+    assert s["retrieval"] == {"hit@1": 0.5, "recall@2": 0.5, "MRR@2": 0.5, "nDCG@2": 0.5}
+    assert s["split"]["rag-sequence"] == {"right, passage read": 1, "read but wrong": 0, "retrieval miss": 1,
+                                          "right from the weights": 0}
+    assert [r.answer_ranks for r in run.results] == [[1], []]
     frame = run.frame()
     assert list(frame.columns[:5]) == ["question", "mode", "answer", "em", "contained"]
     assert len(frame) == 6 and set(frame["mode"]) == set(ev.MODES)

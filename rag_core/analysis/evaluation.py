@@ -28,6 +28,8 @@ from . import checkpoint
 from .deep_search import deep_search
 from .matching import contains_answer, exact_match, passage_text
 from .question_result import ModeResult, QuestionResult
+from .retrieval_metrics import CELLS, error_split, retrieval_metrics
+from .token_sources import WEIGHTS, candidate_sources, shares
 from .questions import EvalQuestion
 from .scoring import score_texts
 from .verdicts import VERDICTS, diagnose as diagnose_answer
@@ -35,7 +37,7 @@ from .verdicts import VERDICTS, diagnose as diagnose_answer
 MODES = (CLOSED_BOOK, RAG_TOKEN, RAG_SEQUENCE)
 RAG_MODES = (RAG_TOKEN, RAG_SEQUENCE)
 CSV_COLUMNS = ["question", "mode", "answer", "em", "contained", "answers", "title", "recall", "answer_rank",
-               "p_seq", "p_tok", "verdicts"]
+               "p_seq", "p_tok", "verdicts", "weights_share"]
 
 
 # ------------------------------------------------------------------------------------ one question
@@ -52,12 +54,19 @@ def evaluate_question(pipe, q: EvalQuestion, cfg, diagnose: bool = True, depth: 
     modes = {CLOSED_BOOK: ModeResult(trace.closed_book, exact_match(trace.closed_book, q.answers),
                                        contains_answer(trace.closed_book, q.answers))}
     wrong = []
+    answered = [c for c in map(trace.answer, RAG_MODES) if c is not None and c.token_ids]
+    # one closed-book teacher-forced row per answer: which of its tokens came from the weights
+    closed = pipe.closed_book_scores(trace.query, [c.token_ids for c in answered]) if answered else None  # (N, T)
+    row_of = {id(c): j for j, c in enumerate(answered)}
     for mode in RAG_MODES:
         c = trace.answer(mode)
         if c is None:
             continue
         modes[mode] = ModeResult(c.answer, exact_match(c.answer, q.answers), contains_answer(c.answer, q.answers),
                                  prob(c.log_p_seq(trace.log_prior)), prob(c.log_p_tok(trace.log_prior)))
+        if id(c) in row_of:
+            found = candidate_sources(trace.log_prior, c, closed[row_of[id(c)]])
+            modes[mode].weights_share = shares(found)[WEIGHTS]
         if not modes[mode].em:
             wrong.append(mode)
     deep = None
@@ -72,7 +81,26 @@ def evaluate_question(pipe, q: EvalQuestion, cfg, diagnose: bool = True, depth: 
     if trace_path is not None:  # for offline counterfactuals (K, scale) on the stored conditionals
         data = {"question": asdict(q), "trace": trace_to_dict(trace)}
         write_bytes_atomic(trace_path, gzip.compress(json.dumps(data).encode("utf-8")))
-    return QuestionResult(trace.query, q.answers, q.title, modes, recall, rank, time.perf_counter() - t0)
+    return QuestionResult(trace.query, q.answers, q.title, modes, recall, rank, time.perf_counter() - t0, ranks)
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{100 * x:.1f}%"
+
+
+def _decimal(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+def weights_shares(results: list[QuestionResult], mode: str) -> dict[str, float | None]:
+    """The mean share of answer tokens that came from the model's weights, over the right and over
+    the wrong answers of `mode` (None where no answer has the share: none, or an older run)."""
+    out = {}
+    for name, em in (("right", True), ("wrong", False)):
+        got = [r.modes[mode].weights_share for r in results if mode in r.modes and r.modes[mode].em == em
+               and r.modes[mode].weights_share is not None]
+        out[name] = sum(got) / len(got) if got else None
+    return out
 
 
 # ------------------------------------------------------------------------------------------- a run
@@ -102,6 +130,9 @@ class EvalRun:
             counts = Counter(v for m in wrong for v in m.verdicts)
             out["verdicts"][mode] = {"wrong": len(wrong), **{code: counts.get(code, 0) for code in VERDICTS},
                                      "no verdict": sum(1 for m in wrong if not m.verdicts)}
+        out["retrieval"] = retrieval_metrics(self.results, self.k)
+        out["split"] = {mode: {c: v["n"] for c, v in error_split(self.results, mode).items()} for mode in RAG_MODES}
+        out["weights_share"] = {mode: weights_shares(self.results, mode) for mode in RAG_MODES}
         return out
 
     def rows(self) -> list[dict]:
@@ -117,7 +148,8 @@ class EvalRun:
                              "answer_rank": "" if r.answer_rank is None else r.answer_rank,
                              "p_seq": "" if m.p_seq is None else round(m.p_seq, 6),
                              "p_tok": "" if m.p_tok is None else round(m.p_tok, 6),
-                             "verdicts": ";".join(m.verdicts)})
+                             "verdicts": ";".join(m.verdicts),
+                             "weights_share": "" if m.weights_share is None else round(m.weights_share, 6)})
         return rows
 
     def frame(self) -> pd.DataFrame:
@@ -150,6 +182,16 @@ class EvalRun:
             cont = f"{100 * m['contained']:.1f}%"
             rec = "—" if m["recall"] is None else f"{100 * m['recall']:.1f}%"
             lines.append(f"{mode:<14}{em:>14}{cont:>16}{rec:>12}")
+        r = s["retrieval"]
+        shown = [f"{name} {_pct(v) if name.startswith(('hit', 'recall')) else _decimal(v)}" for name, v in r.items()]
+        lines += ["", "retrieval (a passage counts when it contains a gold answer): " + " · ".join(shown)]
+        lines += ["", f"{'answers by whether a passage held the answer':<46}{'rag-token':>10}{'rag-sequence':>14}"]
+        for c in CELLS:
+            lines.append(f"{'  ' + c:<46}{s['split']['rag-token'][c]:>10}{s['split']['rag-sequence'][c]:>14}")
+        lines.append(f"{'  tokens from the weights, right answers':<46}" + "".join(
+            f"{_pct(s['weights_share'][m]['right']):>{w}}" for m, w in zip(RAG_MODES, (10, 14))))
+        lines.append(f"{'  tokens from the weights, wrong answers':<46}" + "".join(
+            f"{_pct(s['weights_share'][m]['wrong']):>{w}}" for m, w in zip(RAG_MODES, (10, 14))))
         lines += ["", f"{'why RAG answers were wrong (verdicts overlap)':<46}{'rag-token':>10}{'rag-sequence':>14}"]
         v = s["verdicts"]
         for code in ["wrong", *VERDICTS, "no verdict"]:

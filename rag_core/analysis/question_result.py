@@ -12,6 +12,7 @@ class ModeResult:
     p_seq: float | None = None  # the answer's RAG-Sequence probability (RAG modes)
     p_tok: float | None = None  # its RAG-Token probability
     verdicts: list[str] = field(default_factory=list)  # diagnosis codes when the answer is wrong
+    weights_share: float | None = None  # share of its content tokens that came from the model's weights
 
 
 @dataclass
@@ -23,6 +24,7 @@ class QuestionResult:
     recall: bool  # a retrieved passage contains an answer
     answer_rank: int | None  # rank of the best passage containing an answer (searched deeper on a miss)
     seconds: float = 0.0
+    answer_ranks: list[int] | None = None  # ranks of every retrieved passage holding an answer (None: an older run)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -31,4 +33,4 @@ class QuestionResult:
     def from_dict(cls, d: dict) -> "QuestionResult":
         modes = {m: ModeResult(**v) for m, v in d["modes"].items()}
         return cls(d["question"], d["answers"], d.get("title", ""), modes, d["recall"], d.get("answer_rank"),
-                   d.get("seconds", 0.0))
+                   d.get("seconds", 0.0), d.get("answer_ranks"))

@@ -1,5 +1,8 @@
 """`python -m rag_core eval QUESTIONS.jsonl`: exact match, answer-contained and answer-recall@K for
-closed-book, RAG-Token and RAG-Sequence, with the diagnosis verdict counts of the wrong answers.
+closed-book, RAG-Token and RAG-Sequence, with the diagnosis verdict counts of the wrong answers,
+the retrieval metrics (hit@1, MRR, nDCG), the split of answers by whether a passage held the answer,
+and the share of answer tokens that came from the model's weights. `--compare RUN_A RUN_B` compares
+two saved runs instead (`eval_compare`).
 
 Every run is also saved under `cache_dir()/eval/` (JSON + CSV) for the app's Eval page.
 User errors (missing or empty file, no usable line, bad flag) exit 2 with one `error:` line;
@@ -20,12 +23,18 @@ from ..config import RAG_SEQUENCE
 from ..pipeline import load_pipeline
 from .common import (CliError, add_decoding_args, add_model_args, config_from, decoding_fields, positive_float,
                      positive_int, progress_bar)
+from .eval_compare import run_compare
 
 HELP = "exact match on a questions JSONL under all three modes"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("questions", help='JSONL: {"question": str, "answers": [str, ...]} per line')
+    p.add_argument("questions", nargs="?", help='JSONL: {"question": str, "answers": [str, ...]} per line')
+    p.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), default=None,
+                   help="compare two saved runs question by question (a run's .json file or its saved name, e.g. "
+                        "latest); no model call")
+    p.add_argument("--mode", choices=["rag-token", "rag-sequence", "closed-book"], default=RAG_SEQUENCE,
+                   help="with --compare: the mode whose answers are compared")
     p.add_argument("--index", default=None, help="wiki, 2016, 2018, a user index name or a folder")
     add_decoding_args(p, decode=False)
     p.add_argument("--corpus", default=None, help="a JSONL corpus to index and search instead")
@@ -56,6 +65,10 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.compare:
+        return run_compare(args)
+    if not args.questions:
+        raise CliError("the following arguments are required: questions")
     if args.sweep:
         return run_sweep(args)
     cfg = config_from(args, **decoding_fields(args, decode="both"), index=args.index, corpus=args.corpus)

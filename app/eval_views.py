@@ -1,0 +1,106 @@
+"""The Eval page's parts below the summary: retrieval metrics, the split of answers by whether a
+passage held the answer, the tokens that came from the weights, and two runs compared."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from app import charts, views
+from rag_core.analysis import evaluation as ev
+from rag_core.analysis.retrieval_metrics import CELLS, error_split
+from rag_core.analysis.run_compare import compare_results
+
+ASK = Path(__file__).resolve().parent.parent / "pages" / "ask.py"
+PCT = "percent"
+
+
+def run_label(path: Path) -> str:
+    """'2026-12-01 12:00:26 · dev.jsonl · 143 questions · K=5 · greedy · 2018' for a saved run."""
+    run = ev.load_run(path)
+    if run is None:
+        return f"{path.stem} (unreadable)"
+    s = run.settings
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.get("started", path.stat().st_mtime)))
+    beams = int(s.get("beams", 1))
+    decoding = "greedy" if beams == 1 else f"{beams} beams"  # greedy and beam runs differ by several points
+    return (f"{when} · {Path(str(s.get('file', '?'))).name} · {len(run.results)} questions · K={s.get('k')} · "
+            f"{decoding} · {s.get('index')}")
+
+
+def open_on_ask(question: str, answers: list[str]) -> None:
+    st.session_state["question"] = question  # the Ask page's box follows: its own widget state went with the page
+    st.session_state.setdefault("expected_answers", {})[question] = " | ".join(answers)
+    st.switch_page(ASK)
+
+
+def retrieval(run: ev.EvalRun, summary: dict) -> None:
+    """Retrieval metrics beside EM, and where each answer's evidence was."""
+    st.subheader("Retrieval and where the answers came from")
+    r = summary["retrieval"]
+    st.caption("A retrieved passage counts as relevant when its title and text contain a gold answer. hit@1: the "
+               "top passage is relevant. MRR: 1 / rank of the first relevant passage. nDCG: the relevant ranks "
+               "discounted by log2(rank + 1), against the same passages moved to the top.")
+    cols = st.columns(len(r))
+    for col, (name, v) in zip(cols, r.items()):
+        col.metric(name, "—" if v is None else (f"{v:.1%}" if name.startswith(("hit", "recall")) else f"{v:.3f}"),
+                   help=None if v is not None else "this run was saved before every relevant rank was kept")
+    split = pd.DataFrame([{"": c, **{m: summary["split"][m][c] for m in ev.RAG_MODES}} for c in CELLS])
+    w = summary["weights_share"]
+    share = pd.DataFrame([{"": f"tokens from the model's weights, {kind} answers",
+                           **{m: w[m][kind] for m in ev.RAG_MODES}} for kind in ("right", "wrong")])
+    left, right = st.columns(2)
+    with left:
+        views.table(split, hide_index=True)
+        st.caption("Right or wrong, by whether a retrieved passage held a gold answer. “Right from the weights”: "
+                   "no passage had it, yet the answer is right.")
+    with right:
+        views.table(share, {m: st.column_config.NumberColumn(m, format=PCT) for m in ev.RAG_MODES}, hide_index=True)
+        st.caption("Per answer, the share of its tokens the passages did not at least double in probability "
+                   "(against the same model with no passage), averaged over right and over wrong answers.")
+    with st.expander("Examples of each case (RAG-Sequence)"):
+        for c, v in error_split(run.results, ev.RAG_SEQUENCE).items():
+            st.markdown(f"**{c}** ({v['n']})")
+            for q in v["examples"]:
+                st.text(q)
+
+
+def compare(runs: list[Path], labels: dict[Path, str], current: Path) -> None:
+    """Two saved runs question by question: EM in each, the verdict transitions as a Sankey, the
+    questions that flipped each way (each opening on the Ask page). No model call."""
+    st.subheader("Compare two runs")
+    if len(runs) < 2:
+        st.caption("Save a second run (another K, index, scale or decoding) to compare it with this one.")
+        return
+    others = [p for p in runs if p != current]
+    other = st.selectbox("Compare this run (A) with run B", others, format_func=labels.get, key="eval_compare_b")
+    mode = st.radio("Mode", list(ev.RAG_MODES), index=1, horizontal=True, key="eval_compare_mode")
+    a, b = ev.load_run(current), ev.load_run(other)
+    if a is None or b is None:
+        st.error("One of the two runs cannot be read.")
+        return
+    cmp = compare_results(a.results, b.results, mode)
+    if not cmp.rows:
+        st.info("The two runs share no question: compare runs of the same question file.")
+        return
+    em_a, em_b = cmp.em()
+    c = cmp.counts()
+    m = st.columns(4)
+    m[0].metric("EM in A", f"{em_a:.1%}")
+    m[1].metric("EM in B", f"{em_b:.1%}", delta=f"{100 * (em_b - em_a):+.1f} points")
+    m[2].metric("fixed (wrong in A, right in B)", c["fixed"])
+    m[3].metric("broken (right in A, wrong in B)", c["broken"])
+    if c["only in A"] or c["only in B"]:
+        st.caption(f"Not paired: {c['only in A']} questions only in A, {c['only in B']} only in B.")
+    st.plotly_chart(charts.transition_sankey(cmp.transitions()), key="eval_sankey", config=charts.NO_BAR)
+    st.caption("Each question's outcome in A (left) and in B (right): right, or the first verdict that fired.")
+    frame = cmp.frame()
+    views.table(frame[frame.change != "same"] if st.toggle("Only questions that flipped", True, key="eval_cmp_flip")
+                else frame, hide_index=True)
+    flipped = cmp.flipped("fixed") + cmp.flipped("broken")
+    if flipped:
+        pick = st.selectbox("A question that flipped", flipped, key="eval_cmp_pick")
+        if st.button("Open on the Ask page", key="eval_cmp_open"):
+            open_on_ask(pick, next(r.answers for r in a.results if r.question == pick))

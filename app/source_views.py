@@ -1,0 +1,45 @@
+"""Where each answer token came from (one passage, several, or the model's weights): the strip of
+coloured tokens Ask and Token vs Sequence show, with the numbers in the hover."""
+from __future__ import annotations
+
+import streamlit as st
+
+from app import charts, state
+from app.views import passage_label
+from rag_core.analysis.token_sources import PASSAGE, SEVERAL, WEIGHTS, shares
+from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.trace import Trace
+
+MARGINAL = {RAG_TOKEN: "token", RAG_SEQUENCE: "sequence"}
+EXPLAINED = ("Each token's probability with the passages is set beside the same model's with no passage "
+             "(closed-book, same prefix). A token the passages made at least twice as likely is credited to the "
+             "passage that carries two thirds of it, or to several passages; any other token came from the "
+             "model's own weights. Hover a token for the numbers.")
+
+
+def share_line(found) -> str:
+    sh = shares(found)
+    return (f"{sh[PASSAGE]:.0%} of the tokens from one passage · {sh[SEVERAL]:.0%} from several · "
+            f"{sh[WEIGHTS]:.0%} from the model's weights")
+
+
+def section(trace: Trace, decodings=(RAG_TOKEN, RAG_SEQUENCE), rank: int = 0, key: str = "sources") -> None:
+    """The heading, the plain-words rule and the strips."""
+    st.markdown("**Where each token came from**: one passage, several, or the model's own weights")
+    st.caption(EXPLAINED)
+    token_sources(trace, decodings, rank, key)
+
+
+def token_sources(trace: Trace, decodings=(RAG_TOKEN, RAG_SEQUENCE), rank: int = 0, key: str = "sources") -> None:
+    """One strip per decoding's candidate `rank` (0: the answer), side by side."""
+    cands = [(d, next((c for c in trace.of(d) if c.rank == rank), None)) for d in decodings]
+    cands = [(d, c) for d, c in cands if c is not None and c.token_ids]
+    if not cands:
+        return
+    labels = [passage_label(trace, z) for z in range(trace.k)]
+    for col, (d, c) in zip(st.columns(len(cands)), cands):
+        found = state.token_sources(trace, d, c.rank)
+        if found is None:
+            continue
+        col.caption(f"{'RAG-Token' if d == RAG_TOKEN else 'RAG-Sequence'}: {share_line(found)}")
+        col.plotly_chart(charts.source_strip(c.tokens, found, labels), config=charts.NO_BAR, key=f"{key}_{d}_{c.rank}")

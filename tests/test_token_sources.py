@@ -1,0 +1,148 @@
+"""Where each answer token came from, on toy models whose answer is known, and the closed-book row
+against transformers' own BART call."""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from rag_core import marginals
+from rag_core.analysis.token_sources import PASSAGE, SEVERAL, WEIGHTS, END, shares, token_sources
+from rag_core.corpus import Passage, read_corpus_file
+from rag_core.decoding import score_answers
+from rag_core.encoders import load_encoder
+from rag_core.generators import load_generator
+from rag_core.generators.toy import ToyGenerator
+from rag_core.index import PassageIndex
+from rag_core.pipeline import Models, Pipeline
+from rag_core.config import Config
+from rag_core.tiny_models import build_tiny_stack
+
+CPU = torch.device("cpu")
+PRIOR = torch.tensor([0.6, 0.4], dtype=torch.float64).log()  # (K=2,)
+PASSAGES = [Passage("z1", "Eiffel Tower", ""), Passage("z2", "Louvre", "")]
+
+
+def sources_of(tables: dict, closed: dict, answer: str):
+    """The token sources of `answer` under a toy with per-passage `tables` and a closed-book table."""
+    gen = ToyGenerator(tables, closed_book=closed)
+    ids = gen.encode_answer(answer)
+    rag, _, _, _ = score_answers(gen, gen.prepare("q?", PASSAGES), [ids])  # (1, K, T)
+    book, _, _, _ = score_answers(gen, gen.prepare("q?", None), [ids])  # (1, 1, T)
+    return token_sources(PRIOR, rag[0], book[0, 0], ends_with_eos=True), rag[0], book[0, 0]
+
+
+def test_an_answer_only_the_first_passage_holds_is_copied_from_it():
+    found, rag, book = sources_of({"z1": {"": {"Paris": 0.9}, "Paris": {"</s>": 1.0}}, "z2": {"": {"Lyon": 0.9}}},
+                                  {"": {"Paris": 0.01}}, "Paris")
+    assert [s.label for s in found] == [PASSAGE, END]
+    first = found[0]
+    assert first.top == 0
+    # the numbers are the mixture and the closed-book row, recomputed here by hand
+    mix = 0.6 * 0.9 + 0.4 * rag[1, 0].exp().item()
+    assert first.logp_rag == pytest.approx(math.log(mix), abs=1e-12)
+    assert first.logp_closed == pytest.approx(math.log(0.01), abs=1e-12)
+    assert first.top_share == pytest.approx(0.6 * 0.9 / mix, abs=1e-12)
+    assert shares(found)[PASSAGE] == 1.0
+
+
+def test_an_answer_every_passage_holds_comes_from_several():
+    same = {"": {"Paris": 0.8}, "Paris": {"</s>": 1.0}}
+    found, _, _ = sources_of({"z1": same, "z2": same}, {"": {"Paris": 0.02}}, "Paris")
+    assert [s.label for s in found] == [SEVERAL, END]
+    assert found[0].responsibility == pytest.approx([0.6, 0.4], abs=1e-12)  # equal conditionals: r = the prior
+
+
+def test_an_answer_no_passage_holds_but_the_model_knows_comes_from_the_weights():
+    found, _, _ = sources_of({"z1": {"": {"Lyon": 0.9}}, "z2": {"": {"Nice": 0.9}}},
+                             {"": {"Paris": 0.9}, "Paris": {"</s>": 1.0}}, "Paris")
+    assert found[0].label == WEIGHTS
+    assert found[0].gain < 0  # the passages made it less likely than the closed-book model alone
+    assert shares(found) == {PASSAGE: 0.0, SEVERAL: 0.0, WEIGHTS: 1.0}
+
+
+def test_the_gain_threshold_is_a_doubling():
+    """Just under twice the closed-book probability is "weights", just over is credited to the passage."""
+    for closed, want in ((0.2501, WEIGHTS), (0.2499, SEVERAL)):  # the mixture is 0.5
+        found, _, _ = sources_of({"z1": {"": {"Paris": 0.5}}, "z2": {"": {"Paris": 0.5}}}, {"": {"Paris": closed}},
+                                 "Paris")
+        assert found[0].label == want, closed
+
+
+# ------------------------------------------------------------------- the closed-book row, for real
+@pytest.fixture(scope="module")
+def tiny_pipeline(tmp_path_factory):
+    stack = build_tiny_stack(tmp_path_factory.mktemp("tiny-stack"))
+    encoder = load_encoder(str(stack["dpr_q"]), str(stack["dpr_ctx"]), CPU)
+    passages = read_corpus_file(str(stack["corpus"])).passages
+    index = PassageIndex.build(encoder.encode_passages(passages), passages, encoder.id)
+    return SimpleNamespace(pipe=Pipeline(Models(encoder, load_generator(str(stack["bart"]), CPU), CPU), "tiny", index,
+                                         Config(k=3, beams=2, max_new_tokens=6)), stack=stack)
+
+
+def test_the_closed_book_row_equals_bart_called_directly(tiny_pipeline):
+    pipe = tiny_pipeline.pipe
+    gen = pipe.models.generator
+    question = "Who built the old bridge of Paris?"
+    answers = [gen.encode_answer(a) for a in ("Ada Lovelace", "the old tower of Oslo")]
+    got = pipe.closed_book_scores(question, answers)  # (N, T)
+    for n, ids in enumerate(answers):
+        enc = gen.tokenizer([question], return_tensors="pt")
+        labels = torch.tensor([ids])  # transformers shifts these right behind the decoder start token
+        with torch.no_grad():
+            logits = gen.model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], labels=labels).logits
+        ref = torch.log_softmax(logits.float(), -1)[0].gather(-1, labels[0].unsqueeze(-1)).squeeze(-1)  # (T,)
+        assert torch.allclose(got[n, : len(ids)].float(), ref, atol=1e-5)
+        assert torch.isnan(got[n, len(ids):]).all()  # past the shorter answer's end: not scored
+
+
+def test_token_sources_of_a_real_trace_sum_to_its_mixture(tiny_pipeline):
+    """The per-token mixtures the labels are read from add up to the answer's RAG-Token likelihood."""
+    pipe = tiny_pipeline.pipe
+    trace = pipe.run("Who built the old bridge of Paris?")
+    c = trace.answer("rag-token")
+    closed = pipe.closed_book_scores(trace.query, [c.token_ids])[0]  # (T,)
+    found = token_sources(trace.log_prior, c.token_logp, closed, c.forced, c.finished)
+    assert sum(s.logp_rag for s in found) == pytest.approx(c.log_p_tok(trace.log_prior), abs=1e-9)
+    gains = torch.tensor([s.gain for s in found], dtype=torch.float64)
+    assert torch.allclose(gains, marginals.token_mixture(trace.log_prior, c.token_logp) - closed.double(), atol=1e-12)
+
+
+def test_a_rag_sequence_answers_steps_add_up_to_its_sequence_likelihood(tiny_pipeline):
+    """Weighted by p(z|x,y_<i), the per-step probabilities multiply to p_seq(y) (the chain rule of the
+    RAG-Sequence marginal), and the responsibility at the last step is the citation p(z|x,y)."""
+    pipe = tiny_pipeline.pipe
+    trace = pipe.run("Where is the old library?")
+    c = trace.answer("rag-sequence")
+    closed = pipe.closed_book_scores(trace.query, [c.token_ids])[0]  # (T,)
+    found = token_sources(trace.log_prior, c.token_logp, closed, c.forced, c.finished, marginal="sequence")
+    assert sum(s.logp_rag for s in found) == pytest.approx(c.log_p_seq(trace.log_prior), abs=1e-9)
+    cite = marginals.citation(trace.log_prior, c.token_logp)  # (K,)
+    assert found[-1].responsibility == pytest.approx(cite.tolist(), abs=1e-9)
+
+
+def test_the_ask_page_shows_the_token_sources_the_engine_computes(default_pipeline):
+    """On the default question the Ask page's shares per decoding are those recomputed here from a
+    fresh trace and a fresh closed-book row, and each strip is drawn."""
+    from streamlit.testing.v1 import AppTest
+
+    from app.source_views import share_line
+    from conftest import ROOT
+    from rag_core.analysis.token_sources import candidate_sources
+    from rag_core.catalog import resolve_index
+
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
+    at.session_state["index_name"] = "wiki"
+    at.run()
+    assert not at.exception
+    wiki = default_pipeline.with_index("wiki", resolve_index("wiki", default_pipeline.models.encoder)[1])
+    trace = wiki.run("Who wrote Moby-Dick?", Config(index="wiki"))
+    captions = [c.value for c in at.caption]
+    for decoding, name in (("rag-token", "RAG-Token"), ("rag-sequence", "RAG-Sequence")):
+        c = trace.answer(decoding)
+        found = candidate_sources(trace.log_prior, c, default_pipeline.closed_book_scores(trace.query, [c.token_ids])[0])
+        assert f"{name}: {share_line(found)}" in captions, captions
+    assert {"ask_sources_rag-token_0", "ask_sources_rag-sequence_0"} <= {c.key for c in at.get("plotly_chart")
+                                                                          if getattr(c, "key", None)}
