@@ -15,11 +15,10 @@ import streamlit as st
 
 from app import state
 from app.views import md_text, probability_bars, table
-from rag_core.analysis import counterfactual, deep_search, scoring, verdicts
+from rag_core.analysis import counterfactual, diagnosis_report, scoring, verdicts
 from rag_core.analysis.matching import exact_match
 from rag_core.config import ASSETS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import prob
-from rag_core.pipeline import trace_config
 from rag_core.trace import Trace
 
 # How each verdict reads at a glance: a word and a colour (no emoji: some fonts draw them as boxes).
@@ -68,11 +67,8 @@ def _key(trace: Trace) -> tuple:
 def _checks(key: tuple, expected: tuple[str, ...], _trace: Trace) -> dict:
     """The model-calling part, once per key: teacher-force the expected answer(s), closed-book, and
     a deeper search for the best passage that contains the answer."""
-    pipe = state.pipeline(_trace.index)
-    forced = scoring.force_answers(pipe, _trace, list(expected))
-    closed = pipe.closed_book(_trace.query, trace_config(pipe.cfg, _trace))
-    deep = deep_search.deep_search(pipe, _trace, list(expected))
-    return {"forced": forced, "closed_book": closed, "deep": deep}
+    checks = diagnosis_report.run_checks(state.pipeline(_trace.index), _trace, list(expected))
+    return {"forced": checks.forced, "closed_book": checks.closed_book, "deep": checks.deep}
 
 
 def _p(x: float) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_cli
 from rag_core import caches
 from rag_core._fs import replace_dir, temp_sibling
 from rag_core.corpus import Passage, write_jsonl
@@ -49,9 +49,10 @@ def kill_when(proc: subprocess.Popen, ready, timeout: float = 300) -> None:
     assert proc.returncode == -signal.SIGKILL
 
 
-def finish(*args, env=None) -> subprocess.CompletedProcess:
-    out = subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                         env=dict(os.environ, RAG_LOUPE_PROGRESS="0", **(env or {})))
+def finish(module: str, *args, env=None):
+    """The run after the kill, to its end (in this process: it only reads what the killed one left)."""
+    assert module == "rag_core"
+    out = run_cli(*args, env={"RAG_LOUPE_PROGRESS": "0", **(env or {})})
     assert out.returncode == 0, out.stderr[-2000:]
     return out
 

@@ -1,12 +1,15 @@
 """`python -m rag_core ask QUESTION`: RAG-Token and RAG-Sequence answers, their probabilities and
-the retrieved passages; `--csv` writes the per-token trace (docs/trace-schema.md)."""
+the retrieved passages; `--csv` writes the per-token trace (docs/trace-schema.md). `--expected
+ANSWER` adds the diagnosis of the answer, as the Ask page's Diagnose panel shows it."""
 from __future__ import annotations
 
 import argparse
 import json
 
+from ..analysis import diagnosis_report as report
+from ..analysis.matching import normalize_answer
 from ..pipeline import clean_question, load_pipeline
-from .common import add_decoding_args, add_model_args, config_from, decoding_fields, progress_bar
+from .common import CliError, add_decoding_args, add_model_args, config_from, decoding_fields, progress_bar
 from .report import ask_json, ask_text
 
 HELP = "answer a question with RAG-Token and RAG-Sequence"
@@ -20,17 +23,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
     p.add_argument("--corpus", default=None, help="a JSONL corpus to index and search instead")
     p.add_argument("--closed-book", action="store_true", help="also answer with no passage")
+    p.add_argument("--expected", default=None, metavar="ANSWER",
+                   help="the right answer (aliases separated by |): diagnose the answer as the Ask page's Diagnose "
+                        "panel does, with the verdicts, their evidence and the counterfactuals")
     add_model_args(p)
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from(args, **decoding_fields(args), index=args.index, corpus=args.corpus)
     clean_question(args.question)  # a bad question fails now, not after a model load
+    expected = [a.strip() for a in (args.expected or "").split("|") if normalize_answer(a)]
+    if args.expected is not None and not expected:
+        raise CliError("--expected is empty: give the right answer (aliases separated by |)")
     with progress_bar() as progress:
         pipe = load_pipeline(cfg, progress)
     trace = pipe.run(args.question, cfg)
     trace.closed_book = pipe.closed_book(args.question, cfg) if args.closed_book else None
     if args.csv:
         trace.to_csv(args.csv)
-    print(json.dumps(ask_json(trace), indent=1, ensure_ascii=False) if args.json else ask_text(trace))
+    out = ask_json(trace) if args.json else ask_text(trace)
+    if expected:
+        checks = report.run_checks(pipe, trace, expected)
+        d = report.full_diagnosis(trace, expected, checks)
+        removals = report.single_removals(trace, checks.forced)
+        if args.json:
+            out["diagnosis"] = report.diagnosis_json(d, checks, removals)
+        else:
+            out += "\n\n" + report.diagnosis_text(d, checks, removals)
+    print(json.dumps(out, indent=1, ensure_ascii=False) if args.json else out)
     return 0

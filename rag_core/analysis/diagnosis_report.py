@@ -1,0 +1,91 @@
+"""The diagnosis of one answer with every check, as the Ask page's Diagnose panel runs it, and the
+same as text and JSON for `ask QUESTION --expected ANSWER`.
+
+The model-calling checks (`run_checks`): the expected answer(s) teacher-forced under every passage
+(one batched pass from the trace's own prompts), the closed-book answer, and a deeper search for a
+passage that contains the answer. Everything else, the counterfactuals included, is read from the
+trace's stored conditionals.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..config import RAG_SEQUENCE, RAG_TOKEN
+from ..marginals import prob
+from ..pipeline import trace_config
+from ..trace import Trace
+from . import counterfactual, deep_search, scoring
+from .verdicts import VERDICTS, Diagnosis, diagnose
+
+STATUS_WORDS = {True: "FIRED", None: "not checked", False: "not this"}
+
+
+@dataclass
+class Checks:
+    forced: scoring.ForcedAnswers
+    closed_book: str
+    deep: deep_search.DeepHit | None
+
+
+def run_checks(pipe, trace: Trace, expected: list[str]) -> Checks:
+    """The three model-calling checks (see the module docstring), under the trace's own settings."""
+    forced = scoring.force_answers(pipe, trace, expected)
+    closed = pipe.closed_book(trace.query, trace_config(pipe.cfg, trace))
+    return Checks(forced, closed, deep_search.deep_search(pipe, trace, expected))
+
+
+def full_diagnosis(trace: Trace, expected: list[str], checks: Checks, decoding: str | None = None) -> Diagnosis:
+    return diagnose(trace, expected, decoding, forced=checks.forced, deep=checks.deep, closed_book=checks.closed_book)
+
+
+def single_removals(trace: Trace, forced: scoring.ForcedAnswers | None) -> list[dict]:
+    """Both answers with each passage removed in turn (no model call), as rows."""
+    rows = []
+    for h in trace.hits if trace.k > 1 else []:
+        cf = counterfactual.counterfactual(trace, [h.rank], None, None, forced)
+        row = {"removed": h.rank, "title": h.passage.title}
+        for d in (RAG_TOKEN, RAG_SEQUENCE):
+            a = cf.answers.get(d)
+            if a is not None:
+                row[d] = {"answer": a.answer, "p": prob(a.log_p), "exact": a.exact}
+        rows.append(row)
+    return rows
+
+
+def _plain(value):
+    """JSON-safe evidence: NaN and infinities as None, tuples as lists."""
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "tolist"):
+        return _plain(value.tolist())
+    return value
+
+
+def diagnosis_json(d: Diagnosis, checks: Checks, removals: list[dict]) -> dict:
+    return _plain({"question": d.question, "decoding": d.decoding, "answer": d.answer, "expected": d.expected,
+                   "correct": d.correct, "closed_book": checks.closed_book,
+                   "verdicts": [{"code": v.code, "title": v.title, "fired": v.fired, "summary": v.summary,
+                                 "evidence": v.evidence} for v in d.verdicts],
+                   "counterfactuals": removals})
+
+
+def diagnosis_text(d: Diagnosis, checks: Checks, removals: list[dict]) -> str:
+    name = {RAG_TOKEN: "RAG-Token", RAG_SEQUENCE: "RAG-Sequence"}[d.decoding]
+    head = (f"{name} answered {d.answer!r}: " + ("right" if d.correct else "wrong") +
+            f" (expected {' or '.join(map(repr, d.expected))}); closed-book: {checks.closed_book!r}")
+    order = {True: 0, None: 1, False: 2}
+    lines = [head, "", "verdicts (fired first):"]
+    for v in sorted(d.verdicts, key=lambda v: (order[v.fired], list(VERDICTS).index(v.code))):
+        lines.append(f"  {STATUS_WORDS[v.fired]:<12}{v.title}: {v.summary}")
+    if removals:
+        lines += ["", "counterfactuals, from the stored conditionals (no model call): each passage removed"]
+        for r in removals:
+            parts = [f"{label} {r[key]['answer']!r} (p {r[key]['p']:.3f}{'' if r[key]['exact'] else ', approximate'})"
+                     for key, label in ((RAG_TOKEN, "RAG-Token"), (RAG_SEQUENCE, "RAG-Sequence")) if key in r]
+            lines.append(f"  without #{r['removed']} {r['title']}: " + " · ".join(parts))
+    return "\n".join(lines)
