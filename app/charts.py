@@ -315,3 +315,20 @@ def transition_sankey(transitions, name_a: str = "A", name_b: str = "B") -> go.F
                   color=["rgba(44,160,44,0.35)" if b == "right" else "rgba(214,39,40,0.3)" for b in transitions.outcome_b])))
     fig.update_layout(height=360, margin=dict(l=10, r=10, t=10, b=10))
     return fig
+
+
+# ---------------- which sentence carried the answer ----------------
+
+def sentence_bars(rows: list[dict]) -> go.Figure:
+    """Δ log p(y|x,z) per sentence (`SentenceAttribution.rows()`), the passage's order top to bottom;
+    green where leaving the sentence out makes the answer less likely."""
+    labels = [f"s{r['sentence']}: {plot_text(r['text'], 60)}" for r in rows]
+    fig = go.Figure(go.Bar(
+        x=[r["delta_logp"] for r in rows], y=labels, orientation="h",
+        marker_color=["#2ca02c" if r["delta_logp"] > 0 else "#bbbbbb" for r in rows],
+        hovertext=[f"sentence {r['sentence']} (rank {r['rank']}): Δ log p = {r['delta_logp']:.3f}<br>"
+                   f"{plot_text(r['text'], 300)}" for r in rows], hoverinfo="text"))
+    fig.update_layout(height=80 + 34 * len(rows), margin=dict(l=10, r=10, t=10, b=30), showlegend=False,
+                      xaxis=dict(title="Δ log p(y|x,z) without the sentence (nats)", zeroline=True),
+                      yaxis=dict(autorange="reversed", tickfont=dict(size=11)))
+    return fig

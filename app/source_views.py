@@ -1,11 +1,14 @@
-"""Where each answer token came from (one passage, several, or the model's weights): the strip of
-coloured tokens Ask and Token vs Sequence show, with the numbers in the hover."""
+"""Where an answer came from: per token (one passage, several, or the model's weights), the strip of
+coloured tokens Ask and Token vs Sequence show; per sentence of a passage (leave one sentence out),
+the bars the Citations page shows."""
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from app import charts, state
-from app.views import passage_label
+from app.views import passage_label, table
+from rag_core.marginals import citation
 from rag_core.analysis.token_sources import PASSAGE, SEVERAL, WEIGHTS, shares
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.trace import Trace
@@ -43,3 +46,27 @@ def token_sources(trace: Trace, decodings=(RAG_TOKEN, RAG_SEQUENCE), rank: int =
             continue
         col.caption(f"{'RAG-Token' if d == RAG_TOKEN else 'RAG-Sequence'}: {share_line(found)}")
         col.plotly_chart(charts.source_strip(c.tokens, found, labels), config=charts.NO_BAR, key=f"{key}_{d}_{c.rank}")
+
+
+def sentence_section(trace: Trace, cand, key: str = "sent") -> None:
+    """Which sentence of a passage carried the answer: Δ log p(y|x,z) with each sentence left out."""
+    st.subheader("Which sentence carried it")
+    st.caption("The passage is read again with each sentence left out in turn, and the answer scored under each "
+               "(one batched pass). The bar is how much less likely the answer becomes without that sentence "
+               "(Δ log p, in nats): long green bars are the sentences the answer rests on. Exact: nothing is sampled "
+               "or fitted.")
+    top = int(citation(trace.log_prior, cand.token_logp).argmax())
+    z = st.selectbox("Passage", range(trace.k), index=top, key=f"{key}_z",
+                     format_func=lambda i: passage_label(trace, i, 60) + (" (the one it cites most)" if i == top else ""))
+    if not cand.token_ids:
+        st.info("This answer is empty.")
+        return
+    att = state.sentence_attribution(trace, cand, z)
+    if att is None:
+        return
+    if not att.sentences:
+        st.info("This passage has no text to split into sentences.")
+        return
+    st.plotly_chart(charts.sentence_bars(att.rows()), key=f"{key}_bars", config=charts.NO_BAR)
+    table(pd.DataFrame(att.rows())[["rank", "sentence", "delta_logp", "text"]], hide_index=True,
+          column_config={"text": st.column_config.TextColumn("text", width="large")})

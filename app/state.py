@@ -11,10 +11,11 @@ from dataclasses import asdict
 import streamlit as st
 
 from app import jobs
+from rag_core.analysis import sentences
 from rag_core.analysis import token_sources as origins
 from rag_core.catalog import available_indexes, default_index_name, resolve_index
 from rag_core.config import Config
-from rag_core.corpus import CorpusError
+from rag_core.corpus import CorpusError, Passage
 from rag_core.index import IndexLoadError
 from rag_core.pipeline import Pipeline, QuestionError, load_models
 from rag_core.sources import ModelSourceError
@@ -79,6 +80,20 @@ def token_sources(trace: Trace, decoding: str, rank: int = 0) -> list[origins.To
         st.error(str(e).splitlines()[0] if str(e) else "that did not work")
         return None
     return origins.candidate_sources(trace.log_prior, cand, closed)
+
+
+@st.cache_resource(show_spinner="Reading the passage with each sentence left out…", max_entries=256)
+def _sentences(question: str, index_name: str, passage: Passage, token_ids: tuple[int, ...]):
+    return sentences.attribute(pipeline(index_name), question, passage, list(token_ids))
+
+
+def sentence_attribution(trace: Trace, cand, z: int) -> sentences.SentenceAttribution | None:
+    """Leave-one-sentence-out of a candidate's answer over passage `z` (one batched pass, once)."""
+    try:
+        return _sentences(trace.query, trace.index, trace.hits[z].passage, tuple(cand.token_ids))
+    except USER_ERRORS as e:
+        st.error(str(e).splitlines()[0] if str(e) else "that did not work")
+        return None
 
 
 def settings_key(cfg: Config) -> tuple:

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import charts, views
+from app import charts, source_views, views
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core import stepper
 
@@ -47,6 +47,8 @@ if w.length:
                     key="cit_heatmap", config=charts.NO_BAR)  # no toolbar over the token labels on top
 else:
     st.info("This answer is empty.")
+
+source_views.sentence_section(trace, cand, key="cit_sent")
 
 # --- remove a passage ---
 st.subheader("Remove a passage")

@@ -33,6 +33,28 @@ def run_cli(*args, env: dict | None = None) -> SimpleNamespace:
     return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
+def tiny_pipeline(folder: Path, cfg=None):
+    """A Pipeline over the tiny random DPR + BART stack built in `folder` (about a second, no
+    download), on an index of its own small corpus; returns (pipeline, stack paths)."""
+    import torch
+
+    from rag_core.config import Config
+    from rag_core.corpus import read_corpus_file
+    from rag_core.encoders import load_encoder
+    from rag_core.generators import load_generator
+    from rag_core.index import PassageIndex
+    from rag_core.pipeline import Models, Pipeline
+    from rag_core.tiny_models import build_tiny_stack
+
+    cpu = torch.device("cpu")
+    stack = build_tiny_stack(folder)
+    encoder = load_encoder(str(stack["dpr_q"]), str(stack["dpr_ctx"]), cpu)
+    passages = read_corpus_file(str(stack["corpus"])).passages
+    index = PassageIndex.build(encoder.encode_passages(passages), passages, encoder.id)
+    models = Models(encoder, load_generator(str(stack["bart"]), cpu), cpu)
+    return Pipeline(models, "tiny", index, cfg or Config(k=3)), stack
+
+
 def cache_sharing(folder: Path, kinds=("models",)) -> Path:
     """A throw-away cache folder whose `kinds` are links to the real cache's (by default the
     converted models, so a test on an empty cache does not convert the generator again)."""

@@ -174,3 +174,45 @@ def test_view_only_reruns_make_no_model_call(at):
     visit(at, "ask.py")
     assert not at.exception
     assert ForwardCounter.count == before
+
+
+# ------------------------------------------------------------ where the answer came from
+@pytest.fixture(scope="module")
+def wiki_pipeline(default_pipeline):
+    """A fresh pipeline on the pages' index, for recomputing what they show."""
+    from rag_core.catalog import resolve_index
+
+    return default_pipeline.with_index("wiki", resolve_index("wiki", default_pipeline.models.encoder)[1])
+
+
+def test_the_ask_page_shows_the_token_sources_the_engine_computes(at, wiki_pipeline):
+    """The Ask page's shares per decoding are those recomputed here from a fresh trace and a fresh
+    closed-book row, and each strip is drawn."""
+    from app.source_views import share_line
+    from rag_core.analysis.token_sources import candidate_sources
+
+    visit(at, "ask.py")
+    fresh = wiki_pipeline.run("Who wrote Moby-Dick?", Config(index="wiki"))
+    captions = [c.value for c in at.caption]
+    for decoding, name in (("rag-token", "RAG-Token"), ("rag-sequence", "RAG-Sequence")):
+        c = fresh.answer(decoding)
+        found = candidate_sources(fresh.log_prior, c, wiki_pipeline.closed_book_scores(fresh.query, [c.token_ids])[0])
+        assert f"{name}: {share_line(found)}" in captions, captions
+    keys = {getattr(c, "key", None) for c in at.get("plotly_chart")}
+    assert {"ask_sources_rag-token_0", "ask_sources_rag-sequence_0"} <= keys
+
+
+def test_citations_shows_each_sentences_delta_for_the_cited_passage(at, wiki_pipeline):
+    """By default the sentences of the passage the RAG-Token answer cites most, with the Δ log p
+    that leaving each out costs, recomputed here."""
+    from rag_core.analysis.sentences import attribute
+
+    visit(at, "citations.py")
+    fresh = wiki_pipeline.run("Who wrote Moby-Dick?", Config(index="wiki"))
+    c = fresh.answer("rag-token")
+    z = int(marginals.citation(fresh.log_prior, c.token_logp).argmax())
+    att = attribute(wiki_pipeline, fresh.query, fresh.hits[z].passage, c.token_ids)
+    shown = table_with(at, "delta_logp")
+    assert list(shown["text"]) == att.sentences
+    assert list(shown["delta_logp"]) == pytest.approx(att.delta, abs=1e-4)
+    assert "cit_sent_bars" in {getattr(ch, "key", None) for ch in at.get("plotly_chart")}

@@ -2,23 +2,27 @@
 line, recomputed here from the engine's separate pieces."""
 import json
 
+import pytest
+
 from conftest import run_cli
 from rag_core.analysis import counterfactual, deep_search, scoring, verdicts
+from rag_core.analysis import diagnosis_report as report
 from rag_core.config import Config
-from rag_core.marginals import prob
+from rag_core.analysis.sentences import attribute
+from rag_core.marginals import citation, prob
 
 
 def test_ask_expected_prints_the_panels_verdicts_and_counterfactuals(default_pipeline):
     question, expected = "Who wrote Moby-Dick?", ["Nathaniel Hawthorne"]
-    out = run_cli("ask", question, "-k", "3", "--expected", " | ".join(expected), "--json")
+    out = run_cli("ask", question, "-k", "3", "--expected", " | ".join(expected), "--json", "--sentences")
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout)["diagnosis"]
     cfg = Config(k=3)
     trace = default_pipeline.run(question, cfg)
     forced = scoring.force_answers(default_pipeline, trace, expected)
     closed = default_pipeline.closed_book(trace.query, cfg)
-    d = verdicts.diagnose(trace, expected, None, forced=forced, deep=deep_search.deep_search(default_pipeline, trace, expected),
-                          closed_book=closed)
+    deep = deep_search.deep_search(default_pipeline, trace, expected)
+    d = verdicts.diagnose(trace, expected, None, forced=forced, deep=deep, closed_book=closed)
     assert (got["decoding"], got["answer"], got["correct"], got["closed_book"]) == (d.decoding, d.answer, False, closed)
     assert [(v["code"], v["fired"], v["summary"]) for v in got["verdicts"]] == [(v.code, v.fired, v.summary)
                                                                                for v in d.verdicts]
@@ -26,11 +30,21 @@ def test_ask_expected_prints_the_panels_verdicts_and_counterfactuals(default_pip
     for row in got["counterfactuals"]:
         cf = counterfactual.counterfactual(trace, [row["removed"]], None, None, forced)
         for decoding, a in cf.answers.items():
-            assert row[decoding]["answer"] == a.answer and abs(row[decoding]["p"] - prob(a.log_p)) < 1e-9
-    text = run_cli("ask", question, "-k", "3", "--expected", " | ".join(expected))
+            assert row[decoding]["answer"] == a.answer
+            assert row[decoding]["p"] == pytest.approx(prob(a.log_p), abs=1e-9)
+    seq = trace.answer("rag-sequence")
+    z = int(citation(trace.log_prior, seq.token_logp).argmax())
+    att = attribute(default_pipeline, trace.query, trace.hits[z].passage, seq.token_ids)
+    rows = [r for r in json.loads(out.stdout)["sentences"] if r["decoding"] == "rag-sequence"]
+    assert [r["doc_rank"] for r in rows] == [z + 1] * len(att.sentences)
+    assert [r["text"] for r in rows] == att.sentences
+    assert [r["delta_logp"] for r in rows] == pytest.approx(att.delta, abs=1e-6)
+    checks = report.Checks(forced, closed, deep)
+    text = report.diagnosis_text(d, checks, report.single_removals(trace, forced))  # what the command prints without --json
     fired = [v.title for v in d.verdicts if v.fired]
-    assert all(f"FIRED       {title}:" in text.stdout for title in fired) and fired
-    assert "without #1" in text.stdout
+    assert fired
+    assert all(f"FIRED       {title}:" in text for title in fired)
+    assert "without #1" in text
 
 
 def test_an_empty_expected_answer_is_one_error_line():

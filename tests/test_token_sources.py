@@ -3,24 +3,18 @@ against transformers' own BART call."""
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
 
+from conftest import tiny_pipeline
 from rag_core import marginals
-from rag_core.analysis.token_sources import PASSAGE, SEVERAL, WEIGHTS, END, shares, token_sources
-from rag_core.corpus import Passage, read_corpus_file
-from rag_core.decoding import score_answers
-from rag_core.encoders import load_encoder
-from rag_core.generators import load_generator
-from rag_core.generators.toy import ToyGenerator
-from rag_core.index import PassageIndex
-from rag_core.pipeline import Models, Pipeline
+from rag_core.analysis.token_sources import END, PASSAGE, SEVERAL, WEIGHTS, shares, token_sources
 from rag_core.config import Config
-from rag_core.tiny_models import build_tiny_stack
+from rag_core.corpus import Passage
+from rag_core.decoding import score_answers
+from rag_core.generators.toy import ToyGenerator
 
-CPU = torch.device("cpu")
 PRIOR = torch.tensor([0.6, 0.4], dtype=torch.float64).log()  # (K=2,)
 PASSAGES = [Passage("z1", "Eiffel Tower", ""), Passage("z2", "Louvre", "")]
 
@@ -73,17 +67,12 @@ def test_the_gain_threshold_is_a_doubling():
 
 # ------------------------------------------------------------------- the closed-book row, for real
 @pytest.fixture(scope="module")
-def tiny_pipeline(tmp_path_factory):
-    stack = build_tiny_stack(tmp_path_factory.mktemp("tiny-stack"))
-    encoder = load_encoder(str(stack["dpr_q"]), str(stack["dpr_ctx"]), CPU)
-    passages = read_corpus_file(str(stack["corpus"])).passages
-    index = PassageIndex.build(encoder.encode_passages(passages), passages, encoder.id)
-    return SimpleNamespace(pipe=Pipeline(Models(encoder, load_generator(str(stack["bart"]), CPU), CPU), "tiny", index,
-                                         Config(k=3, beams=2, max_new_tokens=6)), stack=stack)
+def tiny(tmp_path_factory):
+    return tiny_pipeline(tmp_path_factory.mktemp("tiny-stack"), Config(k=3, beams=2, max_new_tokens=6))[0]
 
 
-def test_the_closed_book_row_equals_bart_called_directly(tiny_pipeline):
-    pipe = tiny_pipeline.pipe
+def test_the_closed_book_row_equals_bart_called_directly(tiny):
+    pipe = tiny
     gen = pipe.models.generator
     question = "Who built the old bridge of Paris?"
     answers = [gen.encode_answer(a) for a in ("Ada Lovelace", "the old tower of Oslo")]
@@ -98,9 +87,9 @@ def test_the_closed_book_row_equals_bart_called_directly(tiny_pipeline):
         assert torch.isnan(got[n, len(ids):]).all()  # past the shorter answer's end: not scored
 
 
-def test_token_sources_of_a_real_trace_sum_to_its_mixture(tiny_pipeline):
+def test_token_sources_of_a_real_trace_sum_to_its_mixture(tiny):
     """The per-token mixtures the labels are read from add up to the answer's RAG-Token likelihood."""
-    pipe = tiny_pipeline.pipe
+    pipe = tiny
     trace = pipe.run("Who built the old bridge of Paris?")
     c = trace.answer("rag-token")
     closed = pipe.closed_book_scores(trace.query, [c.token_ids])[0]  # (T,)
@@ -110,10 +99,10 @@ def test_token_sources_of_a_real_trace_sum_to_its_mixture(tiny_pipeline):
     assert torch.allclose(gains, marginals.token_mixture(trace.log_prior, c.token_logp) - closed.double(), atol=1e-12)
 
 
-def test_a_rag_sequence_answers_steps_add_up_to_its_sequence_likelihood(tiny_pipeline):
+def test_a_rag_sequence_answers_steps_add_up_to_its_sequence_likelihood(tiny):
     """Weighted by p(z|x,y_<i), the per-step probabilities multiply to p_seq(y) (the chain rule of the
     RAG-Sequence marginal), and the responsibility at the last step is the citation p(z|x,y)."""
-    pipe = tiny_pipeline.pipe
+    pipe = tiny
     trace = pipe.run("Where is the old library?")
     c = trace.answer("rag-sequence")
     closed = pipe.closed_book_scores(trace.query, [c.token_ids])[0]  # (T,)
@@ -122,27 +111,3 @@ def test_a_rag_sequence_answers_steps_add_up_to_its_sequence_likelihood(tiny_pip
     cite = marginals.citation(trace.log_prior, c.token_logp)  # (K,)
     assert found[-1].responsibility == pytest.approx(cite.tolist(), abs=1e-9)
 
-
-def test_the_ask_page_shows_the_token_sources_the_engine_computes(default_pipeline):
-    """On the default question the Ask page's shares per decoding are those recomputed here from a
-    fresh trace and a fresh closed-book row, and each strip is drawn."""
-    from streamlit.testing.v1 import AppTest
-
-    from app.source_views import share_line
-    from conftest import ROOT
-    from rag_core.analysis.token_sources import candidate_sources
-    from rag_core.catalog import resolve_index
-
-    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
-    at.session_state["index_name"] = "wiki"
-    at.run()
-    assert not at.exception
-    wiki = default_pipeline.with_index("wiki", resolve_index("wiki", default_pipeline.models.encoder)[1])
-    trace = wiki.run("Who wrote Moby-Dick?", Config(index="wiki"))
-    captions = [c.value for c in at.caption]
-    for decoding, name in (("rag-token", "RAG-Token"), ("rag-sequence", "RAG-Sequence")):
-        c = trace.answer(decoding)
-        found = candidate_sources(trace.log_prior, c, default_pipeline.closed_book_scores(trace.query, [c.token_ids])[0])
-        assert f"{name}: {share_line(found)}" in captions, captions
-    assert {"ask_sources_rag-token_0", "ask_sources_rag-sequence_0"} <= {c.key for c in at.get("plotly_chart")
-                                                                          if getattr(c, "key", None)}

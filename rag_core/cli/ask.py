@@ -1,6 +1,7 @@
 """`python -m rag_core ask QUESTION`: RAG-Token and RAG-Sequence answers, their probabilities and
 the retrieved passages; `--csv` writes the per-token trace (docs/trace-schema.md). `--expected
-ANSWER` adds the diagnosis of the answer, as the Ask page's Diagnose panel shows it."""
+ANSWER` adds the diagnosis of the answer, as the Ask page's Diagnose panel shows it; `--sentences`
+which sentence of the cited passage carried each answer."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +9,9 @@ import json
 
 from ..analysis import diagnosis_report as report
 from ..analysis.matching import normalize_answer
+from ..analysis.sentences import attribute
+from ..config import RAG_SEQUENCE, RAG_TOKEN
+from ..marginals import citation
 from ..pipeline import clean_question, load_pipeline
 from .common import CliError, add_decoding_args, add_model_args, config_from, decoding_fields, progress_bar
 from .report import ask_json, ask_text
@@ -26,6 +30,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--expected", default=None, metavar="ANSWER",
                    help="the right answer (aliases separated by |): diagnose the answer as the Ask page's Diagnose "
                         "panel does, with the verdicts, their evidence and the counterfactuals")
+    p.add_argument("--sentences", action="store_true",
+                   help="also leave each sentence of the cited passage out and report how much less "
+                        "likely each answer becomes (Δ log p per sentence)")
     add_model_args(p)
 
 
@@ -50,5 +57,33 @@ def run(args: argparse.Namespace) -> int:
             out["diagnosis"] = report.diagnosis_json(d, checks, removals)
         else:
             out += "\n\n" + report.diagnosis_text(d, checks, removals)
+    if args.sentences:
+        rows = sentence_rows(pipe, trace)
+        if args.json:
+            out["sentences"] = rows
+        else:
+            out += "\n\n" + sentence_text(rows)
     print(json.dumps(out, indent=1, ensure_ascii=False) if args.json else out)
     return 0
+
+
+def sentence_rows(pipe, trace) -> list[dict]:
+    """Per decoding: the passage its answer cites most and each sentence's Δ log p(y|x,z)."""
+    out = []
+    for d in (RAG_TOKEN, RAG_SEQUENCE):
+        c = trace.answer(d)
+        if c is None or not c.token_ids:
+            continue
+        z = int(citation(trace.log_prior, c.token_logp).argmax())
+        att = attribute(pipe, trace.query, trace.hits[z].passage, c.token_ids)
+        out += [{"decoding": d, "answer": c.answer, "doc_rank": z + 1, "doc_title": att.passage.title, **r}
+                for r in att.rows()]
+    return out
+
+
+def sentence_text(rows: list[dict]) -> str:
+    lines = ["which sentence carried it (Δ log p(y|x,z) with the sentence left out):"]
+    for r in rows:
+        lines.append(f"  {r['decoding']:<13} #{r['doc_rank']} s{r['sentence']} rank {r['rank']}  "
+                     f"Δ {r['delta_logp']:+.3f}  {r['text'][:90]}")
+    return "\n".join(lines)

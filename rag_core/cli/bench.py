@@ -13,7 +13,7 @@ import sys
 from ..config import REPO_ROOT
 from .common import progress_bar
 
-SCRIPTS = ["trace_floor", "vs_transformers", "map", "app_calls", "encode", "cold_start", "app_cold", "soak", "ann", "load"]
+SCRIPTS = ["trace_floor", "vs_transformers", "map", "app_calls", "encode", "cold_start", "app_cold", "soak", "ann", "load", "sentence_drop"]
 GOALS = {
     "trace_vs_floor_k5": ("<=", 1.5),
     "trace_vs_floor_k10": ("<=", 2.0),
