@@ -24,7 +24,7 @@ from rag_core.trace import Trace
 # How each verdict reads at a glance: a word and a colour (no emoji: some fonts draw them as boxes).
 STATUS = {True: ("Fired", "red", ":material/error:"), None: ("Not checked", "orange", ":material/help:"),
           False: ("Not this", "gray", ":material/check_circle:")}
-ORDER = {True: 0, None: 1, False: 2}  # fired first
+ORDER = diagnosis_report.ORDER  # fired first
 LABELS = {RAG_SEQUENCE: "RAG-Sequence", RAG_TOKEN: "RAG-Token"}
 
 

@@ -8,12 +8,11 @@ import streamlit as st
 
 from app import charts, state
 from app.views import passage_label, table
-from rag_core.marginals import citation
 from rag_core.analysis.token_sources import PASSAGE, SEVERAL, WEIGHTS, shares
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.marginals import citation
 from rag_core.trace import Trace
 
-MARGINAL = {RAG_TOKEN: "token", RAG_SEQUENCE: "sequence"}
 EXPLAINED = ("Each token's probability with the passages is set beside the same model's with no passage "
              "(closed-book, same prefix). A token the passages made at least twice as likely is credited to the "
              "passage that carries two thirds of it, or to several passages; any other token came from the "

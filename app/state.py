@@ -65,7 +65,8 @@ def cached_trace(question: str, index_name: str, cfg: Config) -> Trace:
 @st.cache_resource(show_spinner=False, max_entries=512)
 def _closed_book_row(question: str, token_ids: tuple[int, ...]):
     """The closed-book teacher-forced row of one answer (T,): it depends on the question and the
-    answer only, so every index and setting shares it."""
+    answer only, so every index and setting shares it (the pipeline is built without an index: a
+    closed-book row reads none)."""
     return Pipeline(models(), "", None, Config()).closed_book_scores(question, [list(token_ids)])[0]
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from app import state
-from rag_core import marginals
+from rag_core import exports, marginals
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import prob
 from rag_core.trace import Trace
@@ -97,9 +97,18 @@ def passages_table(trace: Trace, compact: bool = False) -> None:
     table(frame, fmt)
 
 
+def export_buttons(frame: pd.DataFrame, kind: str, stem: str, key: str, what: str) -> None:
+    """One download button per export format (CSV, Parquet, JSON Lines) of the same frame."""
+    names = {"csv": "CSV", "parquet": "Parquet", "jsonl": "JSON Lines"}
+    for col, fmt in zip(st.columns(len(exports.FORMATS)), exports.FORMATS):
+        col.download_button(f"Download the {what} ({names[fmt]})", exports.frame_bytes(frame, fmt, kind),
+                            file_name=f"{stem}.{fmt}", mime=exports.MIME[fmt], key=f"{key}_{fmt}",
+                            help="The same columns in every format (docs/trace-schema.md), as the CLI writes them.")
+
+
 def csv_download(trace: Trace, key: str) -> None:
-    st.download_button("Download the trace CSV", trace.to_csv(), file_name="rag-trace.csv", mime="text/csv",
-                       key=key, help="One row per (decoding, candidate, step, passage), as the CLI writes it.")
+    """The trace in every export format: one row per (decoding, candidate, step, passage)."""
+    export_buttons(trace.to_frame(), "trace", "rag-trace", key, "trace")
 
 
 def need_trace():

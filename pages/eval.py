@@ -125,6 +125,7 @@ only_wrong = st.toggle("Only questions RAG got wrong", key="eval_wrong")
 if only_wrong:
     table = table[~(table.get("rag-token ✓", True) & table.get("rag-sequence ✓", True))]
 views.table(table, {c: st.column_config.Column(c, width="medium" if c == "question" else "small") for c in table.columns})
+views.export_buttons(run.frame(), "eval", path.stem, "eval_export", "rows")
 
 st.subheader("Drill down")
 questions = list(table["question"]) or [r.question for r in run.results]

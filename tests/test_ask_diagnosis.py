@@ -5,6 +5,7 @@ import json
 import pytest
 
 from conftest import run_cli
+from rag_core import exports
 from rag_core.analysis import counterfactual, deep_search, scoring, verdicts
 from rag_core.analysis import diagnosis_report as report
 from rag_core.config import Config
@@ -12,13 +13,17 @@ from rag_core.analysis.sentences import attribute
 from rag_core.marginals import citation, prob
 
 
-def test_ask_expected_prints_the_panels_verdicts_and_counterfactuals(default_pipeline):
+def test_ask_expected_prints_the_panels_verdicts_and_counterfactuals(default_pipeline, tmp_path):
     question, expected = "Who wrote Moby-Dick?", ["Nathaniel Hawthorne"]
-    out = run_cli("ask", question, "-k", "3", "--expected", " | ".join(expected), "--json", "--sentences")
+    out = run_cli("ask", question, "-k", "3", "--expected", " | ".join(expected), "--json", "--sentences",
+                  "--csv", tmp_path / "t.csv", "--parquet", tmp_path / "t.parquet", "--jsonl", tmp_path / "t.jsonl")
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout)["diagnosis"]
     cfg = Config(k=3)
     trace = default_pipeline.run(question, cfg)
+    csv, parquet, jsonl = (exports.read_frame(tmp_path / f"t.{f}") for f in ("csv", "parquet", "jsonl"))
+    assert len(csv) == len(parquet) == len(jsonl) == len(trace.to_frame())  # one frame, three formats
+    assert exports.schema_of(tmp_path / "t.parquet") == "trace/2"
     forced = scoring.force_answers(default_pipeline, trace, expected)
     closed = default_pipeline.closed_book(trace.query, cfg)
     deep = deep_search.deep_search(default_pipeline, trace, expected)

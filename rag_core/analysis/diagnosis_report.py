@@ -19,6 +19,7 @@ from . import counterfactual, deep_search, scoring
 from .verdicts import VERDICTS, Diagnosis, diagnose
 
 STATUS_WORDS = {True: "FIRED", None: "not checked", False: "not this"}
+ORDER = {True: 0, None: 1, False: 2}  # how verdicts are listed: fired first, then not checked, then not this
 
 
 @dataclass
@@ -78,9 +79,8 @@ def diagnosis_text(d: Diagnosis, checks: Checks, removals: list[dict]) -> str:
     name = {RAG_TOKEN: "RAG-Token", RAG_SEQUENCE: "RAG-Sequence"}[d.decoding]
     head = (f"{name} answered {d.answer!r}: " + ("right" if d.correct else "wrong") +
             f" (expected {' or '.join(map(repr, d.expected))}); closed-book: {checks.closed_book!r}")
-    order = {True: 0, None: 1, False: 2}
     lines = [head, "", "verdicts (fired first):"]
-    for v in sorted(d.verdicts, key=lambda v: (order[v.fired], list(VERDICTS).index(v.code))):
+    for v in sorted(d.verdicts, key=lambda v: (ORDER[v.fired], list(VERDICTS).index(v.code))):
         lines.append(f"  {STATUS_WORDS[v.fired]:<12}{v.title}: {v.summary}")
     if removals:
         lines += ["", "counterfactuals, from the stored conditionals (no model call): each passage removed"]

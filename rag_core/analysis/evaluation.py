@@ -18,20 +18,20 @@ from typing import Callable
 
 import pandas as pd
 
-from .. import caches
+from .. import caches, exports
 from .._fs import write_atomic, write_bytes_atomic, write_text_atomic
 from ..config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN
 from ..decoding import DECODER_VERSION
 from ..marginals import prob
-from ..trace import neutralise, trace_to_dict
+from ..trace import trace_to_dict
 from . import checkpoint
 from .deep_search import deep_search
 from .matching import contains_answer, exact_match, passage_text
 from .question_result import ModeResult, QuestionResult
-from .retrieval_metrics import CELLS, error_split, retrieval_metrics
-from .token_sources import WEIGHTS, candidate_sources, shares
 from .questions import EvalQuestion
+from .retrieval_metrics import CELLS, error_split, retrieval_metrics
 from .scoring import score_texts
+from .token_sources import WEIGHTS, candidate_sources, shares
 from .verdicts import VERDICTS, diagnose as diagnose_answer
 
 MODES = (CLOSED_BOOK, RAG_TOKEN, RAG_SEQUENCE)
@@ -156,10 +156,11 @@ class EvalRun:
         return pd.DataFrame(self.rows(), columns=CSV_COLUMNS)
 
     def to_csv(self, path) -> None:
-        frame = self.frame()
-        for col in ("question", "answer", "answers", "title"):
-            frame[col] = frame[col].map(neutralise)
-        frame.to_csv(path, index=False)
+        self.export(path, "csv")
+
+    def export(self, path, fmt: str | None = None) -> None:
+        """The rows as CSV (spreadsheet-safe), Parquet or JSON Lines (`exports`), by `fmt` or the suffix."""
+        Path(path).write_bytes(exports.frame_bytes(self.frame(), fmt or exports.format_of(path), "eval"))
 
     def to_json(self) -> dict:
         return {"settings": self.settings, "summary": self.summary(), "results": [r.to_dict() for r in self.results]}

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
+from .. import exports
 from ..analysis import diagnosis_report as report
 from ..analysis.matching import normalize_answer
 from ..analysis.sentences import attribute
@@ -24,6 +26,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index", default=None, help="wiki, 2016, 2018, a user index name or a folder")
     add_decoding_args(p)
     p.add_argument("--csv", default=None, help="write the trace CSV here")
+    p.add_argument("--parquet", default=None, help="write the trace as Parquet here (same columns)")
+    p.add_argument("--jsonl", default=None, help="write the trace as JSON Lines here (same columns)")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
     p.add_argument("--corpus", default=None, help="a JSONL corpus to index and search instead")
     p.add_argument("--closed-book", action="store_true", help="also answer with no passage")
@@ -48,6 +52,9 @@ def run(args: argparse.Namespace) -> int:
     trace.closed_book = pipe.closed_book(args.question, cfg) if args.closed_book else None
     if args.csv:
         trace.to_csv(args.csv)
+    for fmt in ("parquet", "jsonl"):
+        if getattr(args, fmt):
+            Path(getattr(args, fmt)).write_bytes(exports.frame_bytes(trace.to_frame(), fmt, "trace"))
     out = ask_json(trace) if args.json else ask_text(trace)
     if expected:
         checks = report.run_checks(pipe, trace, expected)

@@ -39,6 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_decoding_args(p, decode=False)
     p.add_argument("--corpus", default=None, help="a JSONL corpus to index and search instead")
     p.add_argument("--csv", default=None, help="write one row per (question, mode) here")
+    p.add_argument("--parquet", default=None, help="the same rows as Parquet")
+    p.add_argument("--jsonl", default=None, help="the same rows as JSON Lines")
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     p.add_argument("--limit", type=positive_int, default=None, help="evaluate only the first N questions")
     p.add_argument("--no-diagnose", action="store_true", help="skip the verdicts of wrong answers")
@@ -75,10 +77,11 @@ def run(args: argparse.Namespace) -> int:
     questions, skipped = read_questions(args.questions)  # user errors surface before any model loads
     if args.limit:
         questions = questions[: args.limit]
-    if args.csv:
-        out = Path(args.csv)
-        if out.is_dir() or not out.parent.exists():
-            raise CliError(f"cannot write the CSV to {args.csv}: no such folder")
+    for name in ("csv", "parquet", "jsonl"):
+        out = getattr(args, name)
+        if out and (Path(out).is_dir() or not Path(out).parent.exists()):
+            what = {"csv": "CSV", "parquet": "Parquet file", "jsonl": "JSON Lines"}[name]
+            raise CliError(f"cannot write the {what} to {out}: no such folder")
     if skipped:
         print(f"skipped {skipped} malformed line{'s' if skipped != 1 else ''} of {args.questions}", file=sys.stderr)
     with progress_bar() as progress:
@@ -100,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
                           trace_dir=Path(args.traces) if args.traces else None, resume=resume)
     if args.csv:
         result.to_csv(args.csv)
+    for fmt in ("parquet", "jsonl"):
+        if getattr(args, fmt):
+            result.export(getattr(args, fmt), fmt)
     if not args.no_save:
         try:
             save_run(result)

@@ -1,0 +1,82 @@
+"""One frame, three formats: CSV, Parquet and JSON Lines, for the trace and for eval rows.
+
+The same dataframe (`Trace.to_frame`, `EvalRun.frame`) is written in every format, so a column
+means the same thing in each; docs/trace-schema.md lists the columns and their schema versions.
+CSV is made spreadsheet-safe (formula-like text cells quoted with a leading '); Parquet and JSON
+Lines keep every value exactly as computed, and Parquet carries the schema version in its metadata
+(key `rag_loupe_schema`, e.g. b"trace/2").
+
+>>> import pandas as pd
+>>> frame = pd.DataFrame({"query": ["=1+1"], "p": [0.5]})
+>>> frame_bytes(frame, "jsonl", "trace").decode()
+'{"query":"=1+1","p":0.5}\\n'
+"""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .trace import neutralise, write_csv
+
+FORMATS = ("csv", "parquet", "jsonl")
+SCHEMAS = {"trace": 2, "eval": 2}  # the schema version of each frame (docs/trace-schema.md)
+EVAL_TEXT_COLUMNS = ("question", "answer", "answers", "title")  # the eval rows' text a spreadsheet must not run
+MIME = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet", "jsonl": "application/jsonl"}
+SCHEMA_KEY = b"rag_loupe_schema"
+
+
+def format_of(path: str | Path) -> str:
+    """The format a file name asks for: .csv, .parquet or .jsonl."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix not in FORMATS:
+        raise ValueError(f"cannot tell the export format of {Path(path).name!r}: use .csv, .parquet or .jsonl")
+    return suffix
+
+
+def frame_bytes(frame: pd.DataFrame, fmt: str, kind: str) -> bytes:
+    """`frame` in format `fmt`; `kind` ("trace" or "eval") names its schema."""
+    if fmt == "csv" and kind == "trace":
+        return write_csv(frame).encode("utf-8")
+    if fmt == "csv":
+        safe = frame.copy()
+        for col in EVAL_TEXT_COLUMNS:
+            if col in safe:
+                safe[col] = safe[col].map(neutralise)
+        return safe.to_csv(index=False).encode("utf-8")
+    if fmt == "jsonl":
+        # 15 significant digits (pandas writes 10 by default): the numbers read back as computed
+        return frame.to_json(orient="records", lines=True, force_ascii=False, double_precision=15).encode("utf-8")
+    if fmt == "parquet":
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                               SCHEMA_KEY: f"{kind}/{SCHEMAS[kind]}".encode()})
+        buf = io.BytesIO()
+        pq.write_table(table, buf)
+        return buf.getvalue()
+    raise ValueError(f"unknown export format {fmt!r} (one of {', '.join(FORMATS)})")
+
+
+def write_frame(frame: pd.DataFrame, path: str | Path, kind: str) -> None:
+    """Write `frame` to `path` in the format its suffix names."""
+    Path(path).write_bytes(frame_bytes(frame, format_of(path), kind))
+
+
+def read_frame(path: str | Path) -> pd.DataFrame:
+    """Read an export back (the round trip the tests check)."""
+    fmt = format_of(path)
+    if fmt == "csv":
+        return pd.read_csv(path, keep_default_na=False, na_values=[""])
+    if fmt == "jsonl":
+        return pd.read_json(path, orient="records", lines=True, dtype=False, convert_dates=False)
+    return pq.read_table(path).to_pandas()
+
+
+def schema_of(path: str | Path) -> str | None:
+    """The schema a Parquet export was written with ("trace/2"), None when it has none."""
+    meta = pq.read_schema(path).metadata or {}
+    value = meta.get(SCHEMA_KEY)
+    return value.decode() if value else None
