@@ -128,10 +128,15 @@ def body_text(driver) -> str:
 
 
 def settled(driver) -> bool:
-    """Streamlit shows a status widget while a script runs; settled = no 'Running' indicator."""
+    """The script run is over: the app root's script state is not running (nor a rerun pending),
+    and no 'Running' status widget shows. (The status widget alone can be absent while a script
+    still runs, which let screenshots catch pages half drawn.)"""
     from selenium.webdriver.common.by import By
 
-    return not driver.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]')
+    roots = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stApp"]')
+    state = roots[0].get_attribute("data-test-script-state") if roots else "initial"
+    return state not in ("initial", "running", "rerunRequested") and not driver.find_elements(
+        By.CSS_SELECTOR, '[data-testid="stStatusWidget"]')
 
 
 def showing(driver, title: str) -> bool:
