@@ -25,6 +25,10 @@ from .trace import neutralise, write_csv
 FORMATS = ("csv", "parquet", "jsonl")
 SCHEMAS = {"trace": 2, "eval": 2}  # the schema version of each frame (docs/trace-schema.md)
 EVAL_TEXT_COLUMNS = ("question", "answer", "answers", "title")  # the eval rows' text a spreadsheet must not run
+# The eval rows leave a cell empty ("") where a mode has no value (closed-book's recall and
+# probabilities); typed formats get a null there instead, and one type a column.
+EVAL_TYPES = {"recall": "Int64", "answer_rank": "Int64", "p_seq": "Float64", "p_tok": "Float64",
+              "weights_share": "Float64"}
 MIME = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet", "jsonl": "application/jsonl"}
 SCHEMA_KEY = b"rag_loupe_schema"
 
@@ -47,6 +51,11 @@ def frame_bytes(frame: pd.DataFrame, fmt: str, kind: str) -> bytes:
             if col in safe:
                 safe[col] = safe[col].map(neutralise)
         return safe.to_csv(index=False).encode("utf-8")
+    if kind == "eval":
+        frame = frame.copy()
+        for col, dtype in EVAL_TYPES.items():
+            if col in frame:
+                frame[col] = pd.to_numeric(frame[col].replace("", None)).astype(dtype)
     if fmt == "jsonl":
         # 15 significant digits (pandas writes 10 by default): the numbers read back as computed
         return frame.to_json(orient="records", lines=True, force_ascii=False, double_precision=15).encode("utf-8")

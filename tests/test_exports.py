@@ -29,12 +29,17 @@ def test_a_trace_round_trips_in_every_format(tmp_path, fmt):
 @pytest.mark.parametrize("fmt", exports.FORMATS)
 def test_eval_rows_round_trip_and_csv_alone_neutralises_formulas(tmp_path, fmt):
     m = ModeResult("=cmd()", False, False, 0.25, 0.5, ["evidence-ignored"], 0.5)
-    run = EvalRun([QuestionResult("@q", ["+1"], "T", {"rag-sequence": m}, True, 2, 0.0, [2])], {"k": 5})
+    closed = ModeResult("Lyon", False, False)  # closed-book: no recall, no probabilities (empty cells)
+    run = EvalRun([QuestionResult("@q", ["+1"], "T", {"closed-book": closed, "rag-sequence": m}, True, 2, 0.0, [2])],
+                  {"k": 5})
     path = tmp_path / f"r.{fmt}"
     run.export(path)
     back = exports.read_frame(path)
     assert list(back.columns) == CSV_COLUMNS
-    row = back.iloc[0]
+    assert list(back["mode"]) == ["closed-book", "rag-sequence"]
+    assert pd.isna(back["recall"][0])  # closed-book's empty cells stay empty in every format
+    assert pd.isna(back["p_seq"][0])
+    row = back.iloc[1]
     if fmt == "csv":
         assert (row["question"], row["answer"], row["answers"]) == ("'@q", "'=cmd()", "'+1")
     else:
