@@ -49,8 +49,7 @@ def retrieval(run: ev.EvalRun, summary: dict) -> None:
                    help=None if v is not None else "this run was saved before every relevant rank was kept")
     split = pd.DataFrame([{"": c, **{m: summary["split"][m][c] for m in ev.RAG_MODES}} for c in CELLS])
     w = summary["weights_share"]
-    share = pd.DataFrame([{"": f"tokens from the model's weights, {kind} answers",
-                           **{m: w[m][kind] for m in ev.RAG_MODES}} for kind in ("right", "wrong")])
+    share = pd.DataFrame([{"answers": kind, **{m: w[m][kind] for m in ev.RAG_MODES}} for kind in ("right", "wrong")])
     left, right = st.columns(2)
     with left:
         views.table(split, hide_index=True)
@@ -58,8 +57,9 @@ def retrieval(run: ev.EvalRun, summary: dict) -> None:
                    "no passage had it, yet the answer is right.")
     with right:
         views.table(share, {m: st.column_config.NumberColumn(m, format=PCT) for m in ev.RAG_MODES}, hide_index=True)
-        st.caption("Per answer, the share of its tokens the passages did not at least double in probability "
-                   "(against the same model with no passage), averaged over right and over wrong answers.")
+        st.caption("Tokens from the model's weights: per answer, the share of its tokens the passages did not "
+                   "at least double in probability (against the same model with no passage), averaged over right "
+                   "and over wrong answers.")
     with st.expander("Examples of each case (RAG-Sequence)"):
         for c, v in error_split(run.results, ev.RAG_SEQUENCE).items():
             st.markdown(f"**{c}** ({v['n']})")
@@ -74,7 +74,10 @@ def compare(runs: list[Path], labels: dict[Path, str], current: Path) -> None:
     if len(runs) < 2:
         st.caption("Save a second run (another K, index, scale or decoding) to compare it with this one.")
         return
-    others = [p for p in runs if p != current]
+    a_file = (ev.load_run(current) or ev.EvalRun([], {})).settings.get("file")
+    # runs of the same question file first: only those pair up question by question
+    others = sorted((p for p in runs if p != current),
+                    key=lambda p: (ev.load_run(p) or ev.EvalRun([], {})).settings.get("file") != a_file)
     other = st.selectbox("Compare this run (A) with run B", others, format_func=labels.get, key="eval_compare_b")
     mode = st.radio("Mode", list(ev.RAG_MODES), index=1, horizontal=True, key="eval_compare_mode")
     a, b = ev.load_run(current), ev.load_run(other)

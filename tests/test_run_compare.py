@@ -113,3 +113,19 @@ def test_the_eval_page_shows_the_metrics_and_compares_two_runs(tmp_path, monkeyp
     assert [box for box in at.selectbox if box.label == "Compare this run (A) with run B"][0].value == path_b
     charts = [c for c in at.get("plotly_chart")]
     assert any('"type":"sankey"' in c.proto.spec.replace(" ", "") for c in charts)
+
+
+def test_the_comparison_offers_runs_of_the_same_question_file_first(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
+    same = save_run(EvalRun([result("q1", [1], True)], {"k": 1, "file": "dev.jsonl"}), "same")
+    other = save_run(EvalRun([result("x", [1], True)], {"k": 1, "file": "test.jsonl"}), "other")
+    current = save_run(EvalRun([result("q1", [1], False)], {"k": 5, "file": "dev.jsonl"}), "current")
+    for i, p in enumerate((same, other, current)):  # newest last: the page opens on `current`
+        os.utime(p, (time.time() + i, time.time() + i))
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=300)
+    at.session_state["index_name"] = "wiki"
+    visit(at, "eval.py")
+    box = [b for b in at.selectbox if b.label == "Compare this run (A) with run B"][0]
+    assert box.value == same
