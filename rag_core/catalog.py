@@ -18,6 +18,7 @@ from . import caches, snapshots
 from .config import ASSETS, DEFAULT_ENCODER, Progress
 from .corpus import Passage, load_wiki, passage_checksum
 from .encoders import Encoder
+from .hf_index import is_hf_spec, load_hf_index, parse_spec
 from .index import FLAT, IndexLoadError, PassageIndex
 
 NAMED = ("wiki", "2016", "2018")
@@ -134,8 +135,12 @@ def corpus_cache_folder(passages: list[Passage], encoder: Encoder) -> Path:
 
 
 def resolve_index(spec: str | None, encoder: Encoder, progress: Progress = _noop) -> tuple[str, PassageIndex]:
-    """An index by name (`wiki`, `2016`, `2018`, a user index) or folder; returns (display name, index)."""
+    """An index by name (`wiki`, `2016`, `2018`, a user index), folder, or `hf-dataset:DIR[:INDEX_FILE]`
+    (the Hugging Face datasets layout, `hf_index`); returns (display name, index)."""
     name = spec or default_index_name()
+    if is_hf_spec(name):
+        folder, index_file = parse_spec(name)
+        return folder.name, load_hf_index(folder, index_file, encoder_id=encoder.id, dim=encoder.dim)
     if name in NAMED:
         return name, load_named(name, encoder, progress)
     if USER_NAME.match(name) and (user_root() / name).is_dir():
@@ -143,4 +148,5 @@ def resolve_index(spec: str | None, encoder: Encoder, progress: Progress = _noop
     path = Path(name).expanduser()
     if path.is_dir():
         return path.name, PassageIndex.load(path, encoder_id=encoder.id, dim=encoder.dim)
-    raise IndexLoadError(f"unknown index {name!r}: not one of {', '.join(available_indexes())} and not a folder")
+    raise IndexLoadError(f"unknown index {name!r}: not one of {', '.join(available_indexes())}, not a folder "
+                         "and not hf-dataset:DIR[:INDEX_FILE]")

@@ -15,7 +15,7 @@ from ..analysis.sentences import attribute
 from ..config import RAG_SEQUENCE, RAG_TOKEN
 from ..marginals import citation
 from ..pipeline import clean_question, load_pipeline
-from .common import CliError, add_decoding_args, add_model_args, config_from, decoding_fields, progress_bar
+from .common import INDEX_HELP, CliError, add_decoding_args, add_model_args, config_from, decoding_fields, progress_bar
 from .report import ask_json, ask_text
 
 HELP = "answer a question with RAG-Token and RAG-Sequence"
@@ -23,7 +23,7 @@ HELP = "answer a question with RAG-Token and RAG-Sequence"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("question")
-    p.add_argument("--index", default=None, help="wiki, 2016, 2018, a user index name or a folder")
+    p.add_argument("--index", default=None, help=INDEX_HELP)
     add_decoding_args(p)
     p.add_argument("--csv", default=None, help="write the trace CSV here")
     p.add_argument("--parquet", default=None, help="write the trace as Parquet here (same columns)")

@@ -42,6 +42,11 @@ PRESETS = {  # named model stacks (DESIGN.md §2); the paper's need --allow-down
 }
 
 
+INDEX_HELP = ("wiki, 2016, 2018, a user index name, a folder, or hf-dataset:DIR[:INDEX_FILE]: a Hugging Face "
+              "datasets folder (save_to_disk, with title, text and embeddings columns) and its FAISS index "
+              "(default DIR/embeddings.faiss), e.g. the paper's psgs_w100")
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse's own errors follow the same one-line rule
         raise CliError(message)

@@ -21,8 +21,8 @@ from ..analysis.questions import read_questions
 from ..analysis.sweep import load_traces, sweep
 from ..config import RAG_SEQUENCE
 from ..pipeline import load_pipeline
-from .common import (CliError, add_decoding_args, add_model_args, config_from, decoding_fields, positive_float,
-                     positive_int, progress_bar)
+from .common import (INDEX_HELP, CliError, add_decoding_args, add_model_args, config_from, decoding_fields,
+                     positive_float, positive_int, progress_bar)
 from .eval_compare import run_compare
 
 HELP = "exact match on a questions JSONL under all three modes"
@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "latest); no model call")
     p.add_argument("--mode", choices=["rag-token", "rag-sequence", "closed-book"], default=RAG_SEQUENCE,
                    help="with --compare: the mode whose answers are compared")
-    p.add_argument("--index", default=None, help="wiki, 2016, 2018, a user index name or a folder")
+    p.add_argument("--index", default=None, help=INDEX_HELP)
     add_decoding_args(p, decode=False)
     p.add_argument("--corpus", default=None, help="a JSONL corpus to index and search instead")
     p.add_argument("--csv", default=None, help="write one row per (question, mode) here")

@@ -26,7 +26,7 @@ from ..training.gradient import MARGINALS
 from ..training.loop import PARTS, TrainSettings, loss_summary, restore, settings_mismatch, start_run, train
 from ..training.output import (TrainingError, check_output_folder, file_sha256, read_manifest, save_outputs,
                                start_folder, write_manifest)
-from .common import add_model_args, config_from, positive_float, positive_int, progress_bar
+from .common import INDEX_HELP, add_model_args, config_from, positive_float, positive_int, progress_bar
 
 HELP = "fine-tune the query encoder and/or the generator (LoRA) on a questions JSONL"
 
@@ -49,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint-every", type=positive_int, default=d.checkpoint_every, metavar="N")
     p.add_argument("--scale", type=positive_float, default=None, help="retriever scale (default: the encoder's)")
     p.add_argument("--eval", default=None, metavar="HELD_OUT.jsonl", help="held-out questions measured before and after")
-    p.add_argument("--index", default=None, help="wiki, 2016, 2018, a user index name or a folder")
+    p.add_argument("--index", default=None, help=INDEX_HELP)
     p.add_argument("--corpus", default=None, help="a JSONL corpus to index and train on instead")
     p.add_argument("--json", action="store_true", help="print the training manifest as JSON")
     add_model_args(p)
