@@ -136,6 +136,7 @@ def detour(page: str, label: str, **changes) -> None:
 def _undo_detour() -> None:
     d = st.session_state.pop("detour", None)
     if d:
+        st.session_state["detour_back_to"] = d["page"]  # the rerun that follows goes there (below)
         for k, v in d["before"].items():
             if v is None:
                 st.session_state.pop(k, None)
@@ -146,6 +147,10 @@ def _undo_detour() -> None:
 def detour_notice() -> None:
     """'Opened from Index swap: the question set to …, the sidebar index to … (was …)' with a Back
     button, while the settings are still the ones the detour set."""
+    if back_to := st.session_state.pop("detour_back_to", None):
+        # switched here, not after the button: the click's callback already undid the detour, so the
+        # rerun that follows it no longer draws the button (and a switch after it never ran)
+        st.switch_page(back_to)
     d = st.session_state.get("detour")
     if not d:
         return
@@ -155,8 +160,7 @@ def detour_notice() -> None:
     words = "; ".join(f"{DETOUR_NAMES.get(k, k)} set to “{md_text(v)}” (was “{md_text(d['before'][k] or 'the default')}”)"
                       for k, v in d["after"].items() if v != d["before"][k])
     st.info(f"Opened from {md_text(d['label'])}: {words}.", icon=":material/alt_route:")
-    if st.button(f"Back to {d['label']}, as it was", on_click=_undo_detour, key="detour_back"):
-        st.switch_page(d["page"])
+    st.button(f"Back to {d['label']}, as it was", on_click=_undo_detour, key="detour_back")
 
 
 def about(trace: Trace) -> None:

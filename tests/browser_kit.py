@@ -177,3 +177,94 @@ def charts_drawn(driver) -> bool:
     return all(c.find_elements(By.CSS_SELECTOR, "svg.main-svg") for c in charts)
 
 
+
+
+# --------------------------------------------------------------------------- widgets, as a user uses them
+
+def choose(driver, label: str, option: str, area: str = "main") -> None:
+    """Open the select box (or multiselect) labelled `label` and click the option whose text starts
+    with `option`, as a user would (the list opens in a popover outside the widget), then close it."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    box = driver.find_element(By.CSS_SELECTOR, f'{AREAS[area]}input[role="combobox"][aria-label="{label}"]')
+    box.click()
+    listbox = f'[role="listbox"][aria-label="{label}"] [role="option"]'
+    wait_for(driver, lambda: driver.find_elements(By.CSS_SELECTOR, listbox), 20, f"the options of {label}")
+    options = [o for o in driver.find_elements(By.CSS_SELECTOR, listbox) if o.text.strip().startswith(option)]
+    assert options, f"{label}: no option starting {option!r}"
+    options[0].click()
+    if driver.find_elements(By.CSS_SELECTOR, listbox):  # a multiselect stays open
+        box.send_keys(Keys.ESCAPE)
+
+
+def selected(driver, label: str, area: str = "main") -> str:
+    """The text a select box labelled `label` shows as chosen."""
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, f'{AREAS[area]}input[role="combobox"][aria-label="{label}"]'
+                               ).get_attribute("value")
+
+
+def chips(driver, label: str) -> list[str]:
+    """The chosen items of the multiselect labelled `label`."""
+    from selenium.webdriver.common.by import By
+
+    return [c.get_attribute("aria-label") for c in driver.find_elements(
+        By.XPATH, f'//div[@data-testid="stMultiSelect"][.//input[@aria-label="{label}"]]//span[@data-tag]')]
+
+
+AREAS = {"main": '[data-testid="stMain"] ', "sidebar": '[data-testid="stSidebar"] '}
+
+
+def field(driver, label: str, area: str = "main"):
+    """The text or number input labelled `label` in the page's main area or the sidebar (the
+    sidebar and a page can both have a "Retriever scale")."""
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, f'{AREAS[area]}input[aria-label="{label}"]:not([role="combobox"])')
+
+
+def type_into(driver, label: str, text: str, area: str = "main") -> None:
+    """Replace what the input labelled `label` holds with `text` and press Enter."""
+    from selenium.webdriver.common.keys import Keys
+
+    box = field(driver, label, area)
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(text)
+    box.send_keys(Keys.ENTER)
+
+
+def press(driver, text: str) -> None:
+    """Click the button whose caption is `text`."""
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.XPATH, f'//button[.//p[normalize-space()="{text}"]]').click()
+
+
+def flip(driver, label: str) -> None:
+    """Click the toggle labelled `label`."""
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.XPATH, f'//*[@data-testid="stCheckbox"][.//p[normalize-space()="{label}"]]').click()
+
+
+# Each metric's delta as the browser draws it: its text and the arrow icon drawn beside it (or none).
+READ_DELTAS = """
+return [...document.querySelectorAll('[data-testid="stMetricDelta"]')].map(d => {
+  const icon = d.querySelector('[data-testid^="stMetricDeltaIcon"]');
+  return [d.innerText.trim(), icon ? icon.getAttribute('data-testid').replace('stMetricDeltaIcon-', '') : '',
+          getComputedStyle(d).color];
+});
+"""
+
+
+def metric_deltas(driver) -> list[tuple[str, str, str]]:
+    """(text, "Up" / "Down" / "", css colour) of every metric delta on the page."""
+    return [tuple(x) for x in driver.execute_script(READ_DELTAS)]
+
+
+def reddish(css: str) -> bool:
+    """'rgba(255, 43, 43, 1)' is red: its red channel well above green and blue."""
+    r, g, b = (float(x) for x in css[css.index("(") + 1:].rstrip(")").split(",")[:3])
+    return r > 150 and r > 1.6 * g and r > 1.6 * b

@@ -6,8 +6,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-from browser_kit import (ARTIFACTS, PAGES, body_text, browser, charts_drawn, clipped_tables,  # noqa: F401
-                         new_browser, ready, served, server, settled, showing, wait_for)
+from browser_kit import (ARTIFACTS, PAGES, body_text, browser, charts_drawn, chips, choose, clipped_tables,  # noqa: F401
+                         field, flip, metric_deltas, new_browser, press, ready, reddish, selected, served,
+                         server, settled, showing, type_into, wait_for)
+from conftest import ROOT
 
 
 def test_ask_and_visit_every_page(server, browser):
@@ -39,7 +41,98 @@ def test_ask_and_visit_every_page(server, browser):
         errors = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
         assert not errors, f"{title}: {errors[0].text[:300]}"
         clipped[title] = clipped_tables(browser)
+        if path in ("map", "token_vs_sequence", "citations"):  # a trace page names what it shows
+            assert "Question: “Who painted the Mona Lisa?”" in body_text(browser), title
     assert not any(clipped.values()), clipped  # at 1280 px every table's columns fit
+
+
+# ---------------------------------------------------------------------------------- a user's steps
+# Each reproduces a bug a user met (no stale state, signed deltas, red wrong-year answers, detours
+# with a way back), in the browser, with a screenshot saved.
+
+def answered(driver, question: str) -> bool:
+    """The page's first line names `question` and the script run is over."""
+    return f"Question: “{question}”" in body_text(driver) and settled(driver)
+
+
+def test_counterfactuals_signed_and_reset_then_an_example_leaves_nothing_stale(server, browser):
+    browser.get(server + "/")
+    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser), 300, "the default answer")
+    # remove the top passage: each counterfactual's badge points the way its probability moved
+    choose(browser, "Remove passages", "#1 ")
+    wait_for(browser, lambda: chips(browser, "Remove passages") and settled(browser), 60, "the counterfactual")
+    type_into(browser, "Retriever scale", "2")
+    wait_for(browser, lambda: field(browser, "Retriever scale").get_attribute("value") == "2.00" and settled(browser),
+             60, "the new scale")
+    browser.save_screenshot(str(ARTIFACTS / "journey-counterfactual.png"))
+    deltas = [d for d in metric_deltas(browser) if "→" in d[0]]  # the counterfactual badges ("-0.166 (p a → b)")
+    assert deltas, metric_deltas(browser)
+    for text, arrow, colour in deltas:
+        assert arrow == ("Down" if text.startswith("-") else "Up"), (text, arrow)
+        assert reddish(colour) == text.startswith("-"), (text, colour)
+    assert any(t.startswith("-") for t, _, _ in deltas), deltas  # a falling probability is among them
+    # a new question: the counterfactual controls start from its own defaults
+    type_into(browser, "Question", "Who painted the Mona Lisa?")
+    wait_for(browser, lambda: answered(browser, "Who painted the Mona Lisa?") and "Leonardo" in body_text(browser),
+             240, "the Mona Lisa answer")
+    assert chips(browser, "Remove passages") == []
+    assert field(browser, "Retriever scale").get_attribute("value") == "20.00"
+    assert field(browser, "Expected answer").get_attribute("value") != "Herman Melville"
+    # picking an example asks it: the old answer, passages and expected answer are gone
+    choose(browser, "Example questions", "In which city is the Taj Mahal?")
+    wait_for(browser, lambda: answered(browser, "In which city is the Taj Mahal?"), 240, "the example's answer")
+    browser.save_screenshot(str(ARTIFACTS / "journey-example.png"))
+    assert field(browser, "Question").get_attribute("value") == "In which city is the Taj Mahal?"
+    assert "Leonardo" not in body_text(browser) and "Mona Lisa" not in body_text(browser)
+    assert field(browser, "Expected answer").get_attribute("value") == "Agra"
+
+
+def shipped_rows(question: str) -> list[dict]:
+    return [r for r in json.loads((ROOT / "assets" / "leaders_run.json").read_text())["rows"] if r["question"] == question]
+
+
+def test_index_swap_wrong_year_in_red_and_both_detours_go_back(server, browser):
+    question = "Who is the President of the United States?"  # the page's default
+    browser.get(server + "/index_swap")
+    wait_for(browser, lambda: showing(browser, "Index swap") and settled(browser) and ready(browser, "index_swap"),
+             300, "the index swap answers")
+    browser.save_screenshot(str(ARTIFACTS / "journey-swap.png"))
+    index_before = selected(browser, "Index", "sidebar")
+    # the shipped run (same settings, checked by fingerprint) says which answers name the other year's holder
+    other = [r for r in shipped_rows(question) if r[f"correct_{'2018' if r['index'] == '2016' else '2016'}"]
+             and not r[f"correct_{r['index']}"]]
+    assert other, "the default question has a wrong-year answer to show"
+    red = browser.find_elements("xpath", "//*[contains(text(), \"the other year's: wrong for this index\")]")
+    assert len(red) == len(other), (len(red), other)
+    assert all(reddish(e.value_of_css_property("color")) for e in red)
+    # "Explain this failure": Token vs Sequence on that question and index, saying so, with a way back
+    failure = selected(browser, "A failure to explain")
+    position, rest = failure.split(" · ")
+    index = rest.split(" index")[0]
+    press(browser, "Explain this failure")
+    wait_for(browser, lambda: showing(browser, "Token vs Sequence") and settled(browser), 240, "Token vs Sequence")
+    text = body_text(browser)
+    assert "Opened from Index swap" in text and f"the sidebar index set to “{index}”" in text, text[:500]
+    press(browser, "Back to Index swap, as it was")
+    wait_for(browser, lambda: showing(browser, "Index swap") and settled(browser) and ready(browser, "index_swap"),
+             240, "back on Index swap")
+    assert field(browser, "Question").get_attribute("value") == question
+    assert "Opened from" not in body_text(browser)
+    assert selected(browser, "Index", "sidebar") == index_before
+    # "Diagnose this": Ask on that question and index, that index's holder as the expected answer
+    press(browser, "Diagnose this")
+    wait_for(browser, lambda: showing(browser, "Ask") and settled(browser) and "Diagnose" in body_text(browser),
+             240, "the Ask page's Diagnose panel")
+    browser.save_screenshot(str(ARTIFACTS / "journey-diagnose.png"))
+    row = next(r for r in json.loads((ROOT / "assets" / "leaders_run.json").read_text())["rows"]
+               if r["position"] == position and r["index"] == index)
+    assert field(browser, "Question").get_attribute("value") == row["question"]
+    assert field(browser, "Expected answer").get_attribute("value") == row[f"holder_{index}"]
+    assert selected(browser, "Index", "sidebar") == index
+    press(browser, "Back to Index swap, as it was")
+    wait_for(browser, lambda: showing(browser, "Index swap") and settled(browser), 240, "back on Index swap again")
+    assert selected(browser, "Index", "sidebar") == index_before  # the sidebar index as it was
+    assert field(browser, "Question").get_attribute("value") == question
 
 
 # ---------------------------------------------------------------------------------- concurrent sessions
@@ -130,6 +223,10 @@ def test_eight_sessions_at_once(served, default_pipeline):
         wait_for(evaluator, lambda: "Summary" in body_text(evaluator) and settled(evaluator), 400, "the finished eval run")
         shown = evaluator.execute_script("return [...document.querySelectorAll('input')].map(i => i.value)")
         assert [v for v in shown if "dev.jsonl · 1 questions" in v], shown  # the Run selector shows the new run
+        flip(evaluator, "Only questions RAG got wrong")  # the next interaction keeps the new run on screen
+        wait_for(evaluator, lambda: settled(evaluator), 60, "the filtered table")
+        shown = evaluator.execute_script("return [...document.querySelectorAll('input')].map(i => i.value)")
+        assert [v for v in shown if "dev.jsonl · 1 questions" in v], shown
         sample("after the background run")
         for r in range(1, LOAD_ROUNDS):  # more rounds (the benchmark's), each session another question
             turn = ASK_QUESTIONS[r:] + ASK_QUESTIONS[:r]
