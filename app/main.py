@@ -4,7 +4,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import state
+from app import state, views
 
 st.set_page_config(page_title="RAG Loupe", page_icon=":material/search:", layout="wide")
 # Our own style rules (no user text in them): an answer or title that is one very long word wraps
@@ -27,6 +27,7 @@ nav = st.navigation([
     st.Page(PAGES / "eval.py", title="Eval", icon=":material/analytics:"),
 ])
 state.sidebar()
+views.follow_back()
 try:
     nav.run()
 finally:

@@ -136,7 +136,7 @@ def detour(page: str, label: str, **changes) -> None:
 def _undo_detour() -> None:
     d = st.session_state.pop("detour", None)
     if d:
-        st.session_state["detour_back_to"] = d["page"]  # the rerun that follows goes there (below)
+        st.session_state["detour_back_to"] = d["page"]  # the run that follows goes there (`follow_back`)
         for k, v in d["before"].items():
             if v is None:
                 st.session_state.pop(k, None)
@@ -144,13 +144,17 @@ def _undo_detour() -> None:
                 st.session_state[k] = v
 
 
+def follow_back() -> None:
+    """After a detour's Back button: go to the page the detour came from. Called by the app before
+    any page runs, because the click's callback has already undone the detour, so the page with the
+    button no longer draws it (a switch placed after the button never ran)."""
+    if back_to := st.session_state.pop("detour_back_to", None):
+        st.switch_page(back_to)
+
+
 def detour_notice() -> None:
     """'Opened from Index swap: the question set to …, the sidebar index to … (was …)' with a Back
     button, while the settings are still the ones the detour set."""
-    if back_to := st.session_state.pop("detour_back_to", None):
-        # switched here, not after the button: the click's callback already undid the detour, so the
-        # rerun that follows it no longer draws the button (and a switch after it never ran)
-        st.switch_page(back_to)
     d = st.session_state.get("detour")
     if not d:
         return

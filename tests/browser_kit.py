@@ -235,18 +235,24 @@ def type_into(driver, label: str, text: str, area: str = "main") -> None:
     box.send_keys(Keys.ENTER)
 
 
-def press(driver, text: str) -> None:
-    """Click the button whose caption is `text`."""
+def click_when_shown(driver, xpath: str, what: str) -> None:
+    """Click the element at `xpath` once the page shows it (a rerun can briefly remove it)."""
     from selenium.webdriver.common.by import By
 
-    driver.find_element(By.XPATH, f'//button[.//p[normalize-space()="{text}"]]').click()
+    wait_for(driver, lambda: driver.find_elements(By.XPATH, xpath), 60, what)
+    driver.find_element(By.XPATH, xpath).click()
+
+
+def press(driver, text: str) -> None:
+    """Click the button whose caption is `text`."""
+    click_when_shown(driver, f'//button[.//p[normalize-space()="{text}"]]', f"the button {text!r}")
 
 
 def flip(driver, label: str) -> None:
     """Click the toggle labelled `label`."""
     from selenium.webdriver.common.by import By
 
-    driver.find_element(By.XPATH, f'//*[@data-testid="stCheckbox"][.//p[normalize-space()="{label}"]]').click()
+    click_when_shown(driver, f'//*[@data-testid="stCheckbox"][.//p[normalize-space()="{label}"]]', f"the toggle {label!r}")
 
 
 # Each metric's delta as the browser draws it: its text and the arrow icon drawn beside it (or none).
