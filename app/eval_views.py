@@ -10,6 +10,7 @@ import streamlit as st
 
 from app import charts, views
 from rag_core.analysis import evaluation as ev
+from rag_core.analysis import shipped_runs
 from rag_core.analysis.retrieval_metrics import CELLS, error_split
 from rag_core.analysis.run_compare import compare_results
 
@@ -23,7 +24,8 @@ def run_label(path: Path) -> str:
     if run is None:
         return f"{path.stem} (unreadable)"
     s = run.settings
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.get("started", path.stat().st_mtime)))
+    when = ("shipped reference" if shipped_runs.is_shipped(path) else
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.get("started", path.stat().st_mtime))))
     beams = int(s.get("beams", 1))
     decoding = "greedy" if beams == 1 else f"{beams} beams"  # greedy and beam runs differ by several points
     return (f"{when} · {Path(str(s.get('file', '?'))).name} · {len(run.results)} questions · K={s.get('k')} · "

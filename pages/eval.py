@@ -9,6 +9,7 @@ import streamlit as st
 from app import eval_views, jobs, state, views
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import questions as question_file
+from rag_core.analysis import shipped_runs
 from rag_core.analysis.verdicts import VERDICTS
 from rag_core.config import ASSETS, RAG_SEQUENCE, RAG_TOKEN
 
@@ -71,7 +72,7 @@ with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
             st.warning("The run was cancelled; its questions so far are kept and the same run resumes from them.")
     jobs.progress_panel("eval")
 
-runs = ev.saved_runs()
+runs = ev.saved_runs() + shipped_runs.current_runs()  # this machine's runs, newest first, then the shipped ones
 if job is not None and not job.running and job.result and job.id == st.session_state.pop("eval_job", None):
     st.session_state["eval_selected"] = job.result  # this session's new run, selected once
 if not runs:
@@ -92,6 +93,10 @@ if run is None:
     st.error(f"{views.md_text(path.name)} cannot be read; run the evaluation again.")
     st.stop()
 summary = run.summary()
+if shipped_runs.is_shipped(path):
+    st.info("A shipped reference run of the held-out test split, made with today's models, prompt, passages and "
+            "settings (checked by fingerprint). Runs made on this machine are listed above it.",
+            icon=":material/inventory_2:")
 
 st.subheader("Summary")
 rows = [{"mode": mode, "EM": m["em"], "contained": m["contained"], f"recall@{summary['k']}": m["recall"],

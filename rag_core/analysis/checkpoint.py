@@ -22,6 +22,7 @@ from pathlib import Path
 from .. import caches
 from .._fs import write_json_atomic
 from ..decoding import DECODER_VERSION
+from ..generators.fingerprint import prompt_fingerprint
 from .questions import EvalQuestion
 from .question_result import QuestionResult
 
@@ -38,6 +39,7 @@ def run_key(pipe, questions: list[EvalQuestion], cfg, diagnose: bool) -> str:
         "index": [pipe.index_name, manifest.get("passages_checksum"), manifest.get("encoder")],
         "encoder": pipe.models.encoder.id,
         "generator": pipe.models.generator.id,
+        "prompt": prompt_fingerprint(),  # the same model under another prompt answers differently
         "decoder": DECODER_VERSION,
         "diagnose": diagnose,
     }

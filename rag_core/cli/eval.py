@@ -15,11 +15,11 @@ import json
 import sys
 from pathlib import Path
 
-from ..analysis import checkpoint
+from ..analysis import checkpoint, shipped_runs
 from ..analysis.evaluation import run_eval, save_run
 from ..analysis.questions import read_questions
 from ..analysis.sweep import load_traces, sweep
-from ..config import RAG_SEQUENCE
+from ..config import RAG_SEQUENCE, Config
 from ..pipeline import load_pipeline
 from .common import (INDEX_HELP, CliError, add_decoding_args, add_model_args, config_from, decoding_fields,
                      positive_float, positive_int, progress_bar)
@@ -49,6 +49,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="start afresh instead of continuing an interrupted run of the same inputs")
     p.add_argument("--traces", default=None, metavar="DIR",
                    help="also store each question's trace in DIR as JSON (for --sweep: counterfactuals over K and scale)")
+    p.add_argument("--ship", default=None, metavar="NAME",
+                   help="also store the run as the shipped reference assets/eval/runs/NAME.json, which the Eval page "
+                        "opens on (the whole file, default models, a named index, with the verdicts)")
     p.add_argument("--sweep", action="store_true",
                    help="with --traces DIR of an earlier run: EM over K and the scale from the stored traces, no model call")
     p.add_argument("--sweep-k", type=positive_int, nargs="+", default=[1, 2, 3, 4, 5], metavar="K")
@@ -64,6 +67,19 @@ def run_sweep(args: argparse.Namespace) -> int:
         frame.to_csv(args.csv, index=False)
     print(frame.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     return 0
+
+
+def check_shippable(args: argparse.Namespace, cfg: Config) -> None:
+    """A shipped run is the whole question file on a named index with the default models, so that
+    the Eval page and its test can recompute it (`shipped_runs`)."""
+    if args.limit or args.no_diagnose or args.corpus:
+        raise CliError("--ship stores a whole run: drop --limit, --no-diagnose and --corpus")
+    if any(getattr(cfg, f) != getattr(Config(), f) for f in ("question_encoder", "ctx_encoder", "generator")):
+        raise CliError("--ship is for the default models (a shipped run is checked against them)")
+    try:
+        shipped_runs.fingerprint(cfg, Path(args.questions))
+    except ValueError as e:
+        raise CliError(str(e)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
         if out and (Path(out).is_dir() or not Path(out).parent.exists()):
             what = {"csv": "CSV", "parquet": "Parquet file", "jsonl": "JSON Lines"}[name]
             raise CliError(f"cannot write the {what} to {out}: no such folder")
+    if args.ship:
+        check_shippable(args, cfg)
     if skipped:
         print(f"skipped {skipped} malformed line{'s' if skipped != 1 else ''} of {args.questions}", file=sys.stderr)
     with progress_bar() as progress:
@@ -111,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
             save_run(result)
         except OSError as e:  # a read-only cache must not lose the printed result
             print(f"note: could not save the run for the app ({e})", file=sys.stderr)
+    if args.ship:
+        print(f"shipped as {shipped_runs.ship(result, cfg, Path(args.questions), args.ship)}", file=sys.stderr)
     if args.json:
         print(json.dumps({"settings": result.settings, "summary": result.summary()}, indent=1, ensure_ascii=False))
     else:

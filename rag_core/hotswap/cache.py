@@ -22,9 +22,9 @@ from .. import caches
 from .._fs import write_json_atomic
 from ..catalog import named_passages
 from ..config import ASSETS, DECODE_NAMES, Config
-from ..corpus import Passage, passage_checksum
+from ..corpus import passage_checksum
 from ..decoding import DECODER_VERSION
-from ..generators import causal, seq2seq
+from ..generators.fingerprint import prompt_fingerprint
 from ..snapshots import load_leaders
 from .judge import JUDGE_VERSION
 from .results import YEARS, ExperimentResult
@@ -39,14 +39,6 @@ def leaders_frame(limit: int | None = None) -> pd.DataFrame:
 
 def _sha(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
-
-
-def prompt_fingerprint() -> str:
-    """The generators' prompts rendered on a placeholder, so a prompt change makes a new cache key."""
-    p = Passage("{id}", "{title}", "{text}")
-    parts = [causal.rag_prompt("{question}", p), causal.closed_book_prompt("{question}"),
-             seq2seq.rag_input("{question}", p), seq2seq.rag_input("{question}", None)]
-    return _sha(parts)[:16]
 
 
 def experiment_settings(cfg: Config) -> dict:

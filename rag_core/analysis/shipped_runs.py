@@ -1,0 +1,106 @@
+"""The reference evaluation runs shipped with the app (`assets/eval/runs/`), so that the Eval page
+has its tables, drill-down and comparison from the first start.
+
+Each shipped run carries a fingerprint of everything its answers depend on: the encoder and
+generator ids, the prompt, the questions file, the passages of its index, the decoding settings,
+the decoder's and the judge's versions. A run whose fingerprint no longer equals the one the
+current code and data give is stale: it is not offered (and a test fails until it is made again
+with `python -m rag_core eval FILE --ship NAME`).
+
+>>> sorted(run_config(Config(k=1)))[:3]
+['beams', 'decoder', 'early_stopping']
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import fields
+from functools import lru_cache
+from pathlib import Path
+
+from .._fs import write_text_atomic
+from ..catalog import NAMED, default_index_name, named_passages
+from ..config import ASSETS, Config
+from ..corpus import passage_checksum
+from ..decoding import DECODER_VERSION
+from ..generators.fingerprint import prompt_fingerprint
+from .evaluation import EvalRun
+
+SHIPPED_RUNS = ASSETS / "eval" / "runs"
+EVAL_VERSION = 1  # bump when exact match, the verdicts or a stored field of a run change meaning
+_DECODING = ("k", "scale", "beams", "max_new_tokens", "length_penalty", "early_stopping", "rescore")
+
+
+def run_config(cfg: Config) -> dict:
+    """The decoding settings a run's answers depend on (stored in the shipped file)."""
+    return {**{name: getattr(cfg, name) for name in _DECODING}, "decoder": DECODER_VERSION}
+
+
+@lru_cache(maxsize=8)
+def _index_checksum(name: str, stamp: tuple) -> str:
+    return passage_checksum(named_passages(name)[0])
+
+
+def index_checksum(name: str) -> str:
+    """The checksum of a named index's passages, from the files it is built from (no model);
+    memoised per version of those files."""
+    files = [ASSETS / "leaders.csv", *sorted((ASSETS / "snapshots").glob("*.jsonl"))]  # the base corpus is a package's
+    stamp = tuple((str(p), os.stat(p).st_mtime_ns) for p in files if p.exists())
+    return _index_checksum(name, stamp)
+
+
+def fingerprint(cfg: Config, questions_file: Path) -> str:
+    """What a run of `questions_file` under `cfg` depends on, as one short hash."""
+    name = cfg.index or default_index_name()
+    if name not in NAMED or cfg.corpus:
+        raise ValueError(f"only runs on a named index ({', '.join(NAMED)}) can be shipped, not {name!r}")
+    parts = {"question_encoder": cfg.question_encoder, "ctx_encoder": cfg.ctx_encoder or cfg.question_encoder,
+             "generator": cfg.generator, "prompt": prompt_fingerprint(), "index": [name, index_checksum(name)],
+             "questions": hashlib.sha256(Path(questions_file).read_bytes()).hexdigest(),
+             "settings": run_config(cfg), "eval": EVAL_VERSION}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()[:20]
+
+
+def ship(run: EvalRun, cfg: Config, questions_file: Path, name: str, folder: Path = SHIPPED_RUNS) -> Path:
+    """Store a complete run of `questions_file` as the shipped reference `name`."""
+    if not name.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"a shipped run's name is letters, digits, - and _, not {name!r}")
+    stored = {"fingerprint": fingerprint(cfg, questions_file), "config": run_config(cfg),
+              "index": cfg.index or default_index_name(), "file": _relative(questions_file)}
+    path = Path(folder) / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps({**run.to_json(), "shipped": stored}, ensure_ascii=False, indent=1))
+    return path
+
+
+def _relative(path: Path) -> str:
+    """The questions file as the project names it (`assets/eval/test.jsonl`), so any checkout matches."""
+    path = Path(path).resolve()
+    root = ASSETS.parent.resolve()
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def config_of(stored: dict) -> Config:
+    """The Config a shipped run was made with (today's model defaults, its own decoding settings)."""
+    known = {f.name for f in fields(Config)}
+    return Config().with_(index=stored["index"], **{k: v for k, v in stored["config"].items() if k in known})
+
+
+def is_current(path: Path) -> bool:
+    """Whether the shipped run at `path` is what the current code and data would compute."""
+    try:
+        stored = json.loads(Path(path).read_text(encoding="utf-8"))["shipped"]
+        return stored["config"].get("decoder") == DECODER_VERSION and stored["fingerprint"] == fingerprint(
+            config_of(stored), ASSETS.parent / stored["file"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def current_runs(folder: Path = SHIPPED_RUNS) -> list[Path]:
+    """The shipped runs that are still current, by name, the larger K first (`test-k5`, `test-k1`)."""
+    return sorted((p for p in Path(folder).glob("*.json") if is_current(p)), key=lambda p: p.stem, reverse=True)
+
+
+def is_shipped(path: Path) -> bool:
+    return Path(path).resolve().parent == SHIPPED_RUNS.resolve()

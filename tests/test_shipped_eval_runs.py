@@ -1,0 +1,109 @@
+"""The reference eval runs in assets/eval/runs/ are what the Eval page opens on. They must be what
+today's code and data compute: their fingerprint matches, a recomputed sample gives the same
+answers, verdicts and probabilities, and a changed input makes a run stale (not offered)."""
+import json
+import shutil
+
+import pytest
+
+from conftest import ROOT, visit
+from rag_core.analysis import evaluation as ev
+from rag_core.analysis import shipped_runs
+from rag_core.analysis.questions import read_questions
+from rag_core.config import Config
+
+NAMES = ("test-k5", "test-k1")
+TEST_FILE = ROOT / "assets" / "eval" / "test.jsonl"
+
+
+def shipped(name: str) -> dict:
+    return json.loads((shipped_runs.SHIPPED_RUNS / f"{name}.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("name,k", [("test-k5", 5), ("test-k1", 1)])
+def test_each_shipped_run_is_current_and_complete(name, k):
+    path = shipped_runs.SHIPPED_RUNS / f"{name}.json"
+    assert shipped_runs.is_current(path), (
+        f"{name} is stale: run `python -m rag_core eval assets/eval/test.jsonl -k {k} --ship {name}`")
+    data = shipped(name)
+    questions, _ = read_questions(TEST_FILE)
+    assert [r["question"] for r in data["results"]] == [q.question for q in questions]  # the whole test split
+    assert data["settings"]["k"] == data["shipped"]["config"]["k"] == k
+    assert data["settings"]["beams"] == 1
+    assert shipped_runs.current_runs() == [shipped_runs.SHIPPED_RUNS / f"{n}.json" for n in NAMES]
+
+
+def recomputed(pipe, name: str, question: str) -> dict:
+    stored = shipped(name)
+    cfg = shipped_runs.config_of(stored["shipped"])
+    q = next(q for q in read_questions(TEST_FILE)[0] if q.question == question)
+    return ev.run_eval(pipe, [q], cfg).results[0].to_dict()
+
+
+def comparable(result: dict) -> dict:
+    """A question's result without its timing, probabilities rounded to what the export keeps."""
+    out = {k: v for k, v in result.items() if k != "seconds"}
+    out["modes"] = {m: {f: (round(v, 5) if isinstance(v, float) else v) for f, v in mode.items()}
+                    for m, mode in result["modes"].items()}
+    return out
+
+
+def test_a_recomputed_sample_equals_the_shipped_rows(default_pipeline):
+    """A question K=5 got wrong (so its verdicts are compared too) and one K=1 got right."""
+    for name, em in (("test-k5", False), ("test-k1", True)):
+        row = next(r for r in shipped(name)["results"] if r["modes"]["rag-sequence"]["em"] == em)
+        assert comparable(recomputed(default_pipeline, name, row["question"])) == comparable(row), (name, row["question"])
+
+
+def test_a_changed_input_makes_a_run_stale(tmp_path, monkeypatch):
+    src = shipped_runs.SHIPPED_RUNS / "test-k1.json"
+    copy = tmp_path / "test-k1.json"
+    shutil.copy(src, copy)
+    assert shipped_runs.current_runs(tmp_path) == [copy]
+    stored = shipped("test-k1")["shipped"]
+    cfg = shipped_runs.config_of(stored)
+    for changed in (cfg.with_(k=2), cfg.with_(generator="another-generator"), cfg.with_(index="2016")):
+        assert shipped_runs.fingerprint(changed, TEST_FILE) != stored["fingerprint"], changed
+    other_questions = tmp_path / "test.jsonl"
+    other_questions.write_text(TEST_FILE.read_text(encoding="utf-8").replace("?", " ?", 1), encoding="utf-8")
+    assert shipped_runs.fingerprint(cfg, other_questions) != stored["fingerprint"]
+    monkeypatch.setattr(shipped_runs, "prompt_fingerprint", lambda: "another prompt")
+    assert shipped_runs.current_runs(tmp_path) == []  # a new prompt: the copy is stale and not offered
+    with pytest.raises(ValueError, match="named index"):
+        shipped_runs.fingerprint(cfg.with_(index="my-folder"), TEST_FILE)
+
+
+def test_the_eval_page_opens_on_the_shipped_run_on_a_fresh_cache(tmp_path, monkeypatch):
+    """No local run: the page shows the shipped K=5 run's summary, and offers K=1 to compare."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=300)
+    at.session_state["index_name"] = "wiki"  # no model or index is needed to show a stored run
+    visit(at, "eval.py")
+    assert not at.exception, [e.value for e in at.exception]
+    run_box = next(b for b in at.selectbox if b.label == "Run")
+    assert run_box.value == shipped_runs.SHIPPED_RUNS / "test-k5.json"
+    assert "shipped reference" in run_box.format_func(run_box.value)
+    summary = next(d.value for d in at.dataframe if "EM" in d.value.columns)
+    want = ev.EvalRun.from_json(shipped("test-k5")).summary()["modes"]
+    assert list(summary["EM"]) == [m["em"] for m in want.values()]
+    compare_b = next(b for b in at.selectbox if b.label == "Compare this run (A) with run B")
+    assert compare_b.value == shipped_runs.SHIPPED_RUNS / "test-k1.json"
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--limit", "3"], "--ship stores a whole run"),
+    (["--no-diagnose"], "--ship stores a whole run"),
+    (["--generator", "some-folder"], "default models"),
+    (["--index", "wiki", "--corpus", "c.jsonl"], "--ship stores a whole run"),
+])
+def test_ship_refuses_a_run_that_could_not_be_checked(extra, message):
+    from conftest import run_cli
+
+    out = run_cli("eval", str(TEST_FILE), "--ship", "x", *extra)
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2, out.stderr
+    assert len(lines) == 1 and lines[0].startswith("error:"), out.stderr
+    assert message in lines[0]
+    assert not (shipped_runs.SHIPPED_RUNS / "x.json").exists()
