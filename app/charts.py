@@ -202,12 +202,14 @@ def away_from(points: np.ndarray, centre: np.ndarray) -> list[str]:
 
 
 def passage_map(coords: np.ndarray, hover: np.ndarray, topic: np.ndarray, hits: list, rows: list[int], qpos,
-                question: str, dims: int, zoom: bool, uirevision: str) -> go.Figure:
+                question: str, dims: int, zoom: bool, uirevision: str, drawn: np.ndarray | None = None) -> go.Figure:
     """Every passage (coords: (N, dims)) coloured by topic, with its escaped `hover` text; the
     question at `qpos` (or None), lines to its top-K `hits` (at map rows `rows`) and numbered rings
-    on them. `hover` is already escaped; the question is escaped here. 2-D draws WebGL points and,
-    with `zoom`, frames the question and its top-K; 3-D draws scatter3d."""
+    on them. `drawn`: the rows of the cloud to send (`map_layout.draw_rows`), None for all. `hover`
+    is already escaped; the question is escaped here. Both views are WebGL: 2-D draws scattergl
+    and, with `zoom`, frames the question and its top-K; 3-D draws scatter3d."""
     C = coords
+    cloud = np.arange(len(C)) if drawn is None else np.asarray(drawn)  # (n_drawn,) rows of the cloud
     Scatter = go.Scattergl if dims == 2 else go.Scatter3d
 
     def xyz(points: np.ndarray) -> dict:
@@ -217,9 +219,11 @@ def passage_map(coords: np.ndarray, hover: np.ndarray, topic: np.ndarray, hits: 
         return axes
 
     fig = go.Figure()
-    topics = sorted(set(topic), key=lambda t: (t in NO_TOPIC, t))
+    topics = sorted(set(topic), key=lambda t: (t in NO_TOPIC, t))  # every topic keeps its colour when thinned
     for i, t in enumerate(topics):
-        sel = np.flatnonzero(topic == t)
+        sel = cloud[topic[cloud] == t]
+        if not len(sel):
+            continue
         colour = "#9A948F" if t in NO_TOPIC else PALETTE[i % len(PALETTE)]
         fig.add_trace(Scatter(**xyz(C[sel]), mode="markers", name=t, text=hover[sel],
                               hovertemplate="%{text}<extra></extra>", legendgroup="topics",

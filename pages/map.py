@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app import charts, state, views
-from rag_core import projection
+from rag_core import map_layout, projection
 from rag_core.pipeline import clean_question
 
 st.title("Map")
@@ -103,8 +103,13 @@ st.caption(f"Each dot is one of the {len(idx):,} passages of **{views.md_text(na
 C = pmap.coords
 hits = [h for h in hits if h.passage.id in pts["row"]]
 rows = [pts["row"][h.passage.id] for h in hits]
+drawn = map_layout.draw_rows(C, centre=qpos, keep=rows)  # every row up to the cap; the top-K always
+if len(drawn) < len(C):
+    near = f"the {int(map_layout.DRAW_CAP * map_layout.NEAR_SHARE):,} nearest the question, " if qpos is not None else ""
+    st.caption(f"Drawn: {len(drawn):,} of the {len(C):,} passages, so the map opens in a second or two: {near}the "
+               "top-K, and a fixed random share of the others.")
 fig = charts.passage_map(C, pts["hover"], pts["topic"], hits, rows, qpos, question, dims, zoom,
-                         uirevision=f"{name}-{method}-{dims}-{zoom}-{question}")
+                         uirevision=f"{name}-{method}-{dims}-{zoom}-{question}", drawn=drawn)
 st.plotly_chart(fig, width="stretch", key="passage-map")
 
 if hits and qpos is not None:

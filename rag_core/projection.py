@@ -2,7 +2,9 @@
 
 Fitting UMAP on the ~12.3k default passages takes about a minute, so a fitted map is cached on
 disk under `cache_dir()/maps/`, keyed by the index's manifest checksum and a digest of its vectors
-(a rebuilt index with other vectors refits), and loads in milliseconds afterwards.
+(a rebuilt index with other vectors refits), and loads in milliseconds afterwards. An index of
+more than `MAX_FIT` passages gets UMAP fitted on a fixed sample of that many, the rest placed
+like queries (`map_layout.fit_layout`): 100k passages in under two minutes (a full fit: over six).
 
 Placing a new query never calls UMAP's `transform()`: its first call compiles numba for ~90 s. A
 query lands instead at the score-weighted mean of its m nearest passages' map positions, weights
@@ -22,9 +24,8 @@ import hashlib
 import json
 import threading
 import time
-import warnings
 import zipfile
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -34,13 +35,12 @@ from ._fs import write_atomic
 from .config import ASSETS, DEFAULT_ENCODER, Progress
 from .corpus import load_wiki, passage_checksum
 from .index import PassageIndex
+from .map_layout import (  # noqa: F401 (the constants and PassageMap are re-exported: callers import them from here)
+    MAX_FIT, MIN_DIST, N_NEIGHBORS, PLACE_SCALE, PLACE_TOP_M, RANDOM_STATE, PassageMap, ProjectionError,
+    estimate_umap_seconds, fit_layout, fit_pca, sample_note)
+from .map_layout import umap_coords as _umap_coords  # a module global, so tests can stand in for the fit
 
 METHODS = ("umap", "pca")
-N_NEIGHBORS = 15  # UMAP's neighbourhood: local structure at the scale of a topic
-MIN_DIST = 0.1  # how tightly UMAP packs neighbours together
-RANDOM_STATE = 42  # fixed seed: the same index always gives the same picture
-PLACE_TOP_M = 10  # passages a query's position is averaged over
-PLACE_SCALE = 20.0  # softmax temperature of those weights: MiniLM's own retriever scale
 MIN_UMAP_POINTS = 32  # below this UMAP's neighbour graph is meaningless; use PCA instead
 FORMAT_VERSION = 1  # bump when the cached file layout or the fit parameters change
 # The UMAP layout of the base corpus, fitted once with the parameters above and shipped (float16).
@@ -50,79 +50,6 @@ FORMAT_VERSION = 1  # bump when the cached file layout or the fit parameters cha
 SHIPPED_BASE_MAP = ASSETS / "vectors" / "wiki-umap-{dims}d-f16.npy"
 SHIPPED_BASE_META = ASSETS / "vectors" / "wiki-minilm-f16.json"
 MIN_BASE_SHARE = 0.5  # reuse the shipped layout only for indexes mostly made of base passages
-EST_SECONDS = (10.0, 0.0075)  # progress bar only: a + b·N s on one core (fixed seed); 12.3k passages took 65-105 s
-
-
-class ProjectionError(ValueError):
-    """A map cannot be made as asked (bad method or dims); the message says why."""
-
-
-@dataclass
-class PassageMap:
-    """Map coordinates of every passage, and what is needed to place a query among them."""
-
-    method: str  # "umap" or "pca": how `coords` were made
-    coords: np.ndarray  # (N, dims) float32: row i is passage i of the index
-    vectors: np.ndarray  # (N, D) float32: the index's stored passage vectors, for placement
-    mean: np.ndarray | None = None  # (D,) PCA only: the centre of the vectors
-    components: np.ndarray | None = None  # (dims, D) PCA only: the principal axes
-    fit_seconds: float = 0.0  # how long the fit took when it was made
-    loaded_from: Path | None = None  # the cache file it was read from, None if fitted now
-    note: str = ""  # anything the viewer should know (e.g. "too few passages for UMAP")
-    shipped: bool = False  # extended from the shipped base layout: neither fitted now nor read from the cache
-    top_m: int = PLACE_TOP_M
-    scale: float = PLACE_SCALE
-
-    @property
-    def dims(self) -> int:
-        return int(self.coords.shape[1])
-
-    def place(self, query_vector: np.ndarray, scale: float | None = None) -> np.ndarray:
-        """Map position of query vector(s): (D,) -> (dims,), (Q, D) -> (Q, dims).
-
-        PCA: the exact projection. UMAP: Σ_j w_j coords[j] over the top m passages by inner
-        product, w = softmax(scale · s) — a passage's own vector lands on (or right by) itself.
-        """
-        q = np.asarray(query_vector, dtype=np.float32)
-        single = q.ndim == 1
-        q = q.reshape(-1, self.vectors.shape[1])  # (Q, D)
-        if self.method == "pca":
-            out = (q - self.mean) @ self.components.T  # (Q, dims): the exact projection
-        else:
-            s = q @ self.vectors.T  # (Q, N) inner products, as the retriever scores
-            m = min(self.top_m, s.shape[1])
-            top = np.argpartition(-s, m - 1, axis=1)[:, :m]  # (Q, m) unordered top m
-            ts = np.take_along_axis(s, top, axis=1) * float(scale or self.scale)  # (Q, m)
-            w = np.exp(ts - ts.max(axis=1, keepdims=True))
-            w /= w.sum(axis=1, keepdims=True)  # (Q, m) softmax weights
-            out = np.einsum("qm,qmd->qd", w, self.coords[top])  # (Q, dims)
-        return out[0] if single else out
-
-
-# ---------------------------------------------------------------- fitting
-
-def fit_pca(vectors: np.ndarray, dims: int = 2) -> PassageMap:
-    """PCA: the top eigenvectors of the (D, D) scatter matrix of the centred vectors, in float64.
-
-    Same axes as an SVD of the (N, D) matrix, ~10x faster for N >> D (0.3 s vs 6 s for 12k x 384
-    on two cores). Signs are fixed (largest entry positive) so that refits agree.
-    """
-    x = np.asarray(vectors, dtype=np.float32)  # (N, D)
-    if dims > x.shape[1]:
-        raise ProjectionError(f"cannot project {x.shape[1]}-dimensional vectors onto {dims} axes")
-    t0 = time.perf_counter()
-    mean = x.mean(axis=0, dtype=np.float64)  # (D,)
-    xc = x - mean  # (N, D) float64
-    _, vecs = np.linalg.eigh(xc.T @ xc)  # (D, D), eigenvalues ascending
-    comps = vecs[:, ::-1][:, :dims].T  # (dims, D): largest variance first
-    big = np.argmax(np.abs(comps), axis=1)
-    comps = comps * np.where(comps[np.arange(dims), big] < 0, -1.0, 1.0)[:, None]
-    coords = (xc @ comps.T).astype(np.float32)  # (N, dims)
-    return PassageMap("pca", coords, x, mean.astype(np.float32), comps.astype(np.float32), time.perf_counter() - t0)
-
-
-def estimate_umap_seconds(n: int) -> float:
-    return EST_SECONDS[0] + EST_SECONDS[1] * n
 
 
 def _fraction(elapsed: float, estimate: float) -> float:
@@ -132,16 +59,6 @@ def _fraction(elapsed: float, estimate: float) -> float:
     return 0.9 + 0.09 * (1.0 - np.exp(-(elapsed - estimate) / estimate))
 
 
-def _umap_coords(x: np.ndarray, dims: int) -> np.ndarray:
-    import umap  # imported here: it takes seconds, and only a fit needs it
-
-    reducer = umap.UMAP(n_neighbors=N_NEIGHBORS, min_dist=MIN_DIST, metric="cosine", n_components=dims,
-                        random_state=RANDOM_STATE)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "n_jobs overridden by random_state" and numba chatter
-        return np.asarray(reducer.fit_transform(x), dtype=np.float32)  # (N, dims)
-
-
 # One UMAP fit per cache file at a time, even across threads (Streamlit sessions). A fit runs in a
 # worker thread that also writes the cache, so a caller that stops waiting (a page rerun) loses
 # nothing: the fit finishes, and the next call finds it on disk or joins it here.
@@ -149,11 +66,13 @@ _inflight: dict[Path, tuple[threading.Thread, dict]] = {}
 _inflight_lock = threading.Lock()
 
 
-def _fit_umap_cached(x: np.ndarray, dims: int, path: Path | None, meta: dict, progress: Progress) -> PassageMap:
+def _fit_umap_cached(x: np.ndarray, dims: int, path: Path | None, meta: dict, progress: Progress,
+                     max_fit: int = MAX_FIT) -> PassageMap:
     def work(out: dict) -> None:
         t0 = time.perf_counter()
         try:
-            out["map"] = PassageMap("umap", _umap_coords(x, dims), x, fit_seconds=time.perf_counter() - t0)
+            coords, fitted = fit_layout(x, dims, _umap_coords, max_fit, lambda msg: out.update(stage=msg))
+            out["map"] = PassageMap("umap", coords, x, fit_seconds=time.perf_counter() - t0, fitted=fitted)
             if path is not None:
                 _try_save(path, out["map"], meta)
         except BaseException as e:  # handed to the waiting caller
@@ -168,12 +87,12 @@ def _fit_umap_cached(x: np.ndarray, dims: int, path: Path | None, meta: dict, pr
                 _inflight[path] = job
             job[0].start()
     thread, out = job
-    est, t0 = estimate_umap_seconds(len(x)), time.perf_counter()
+    est, t0 = estimate_umap_seconds(len(x), max_fit), time.perf_counter()
     while thread.is_alive():
         thread.join(0.5)
         el = time.perf_counter() - t0
-        progress(f"Fitting UMAP (cosine) on {len(x):,} passages: {el:.0f} s of about {est:.0f} s; "
-                 "done once, then cached on disk", _fraction(el, est))
+        stage = out.get("stage", f"Fitting UMAP (cosine) on {len(x):,} passages")
+        progress(f"{stage}: {el:.0f} s of about {est:.0f} s; done once, then cached on disk", _fraction(el, est))
     with _inflight_lock:
         if path is not None and _inflight.get(path) is job:
             del _inflight[path]
@@ -183,11 +102,12 @@ def _fit_umap_cached(x: np.ndarray, dims: int, path: Path | None, meta: dict, pr
 
 
 def fit_map(index: PassageIndex, method: str = "umap", dims: int = 2, progress: Progress | None = None,
-            cache: bool = True) -> PassageMap:
+            cache: bool = True, max_fit: int = MAX_FIT) -> PassageMap:
     """The map of an index's passages, from the disk cache when it was fitted before.
 
     `method`: "umap" (cosine, n_neighbors 15, min_dist 0.1, seed 42) or "pca"; `dims`: 2 or 3.
-    An index with fewer than 32 passages gets PCA (with a note): UMAP needs neighbours.
+    An index with fewer than 32 passages gets PCA (with a note): UMAP needs neighbours. UMAP fits
+    at most `max_fit` passages, a fixed sample, and places the rest as queries (`map_layout`).
     """
     if method not in METHODS:
         raise ProjectionError(f"map method must be umap or pca, got {method!r}")
@@ -202,29 +122,26 @@ def fit_map(index: PassageIndex, method: str = "umap", dims: int = 2, progress: 
             "ids_checksum": index.manifest.get("ids_checksum", ""), "vectors": vectors_digest(index.vectors)}
     if method == "umap":
         meta.update(n_neighbors=N_NEIGHBORS, min_dist=MIN_DIST, metric="cosine", random_state=RANDOM_STATE)
-    if method == "umap":
+        if len(x) > max_fit:  # only sampled layouts carry the key: full-fit cache files stay valid
+            meta["fit_sample"] = max_fit
         derived = from_shipped_base(index, x, dims)
         if derived is not None:
             derived.note = "; ".join(n for n in (note, derived.note) if n)
             progress("Map ready (shipped base layout)", 1.0)
             return derived
     path = cache_path(meta) if cache else None
-    if path is not None:
-        loaded = _load(path, meta, x)
-        if loaded is not None:
-            loaded.note = note
-            progress("Map loaded from the cache", 1.0)
-            return loaded
-    if method == "pca":
+    pmap = _load(path, meta, x) if path is not None else None
+    if pmap is not None:
+        progress("Map loaded from the cache", 1.0)
+    elif method == "pca":
         pmap = fit_pca(x, dims)
         if path is not None:
             _try_save(path, pmap, meta)
     else:
-        progress(f"Fitting UMAP (cosine) on {len(x):,} passages", 0.01)
-        pmap = _fit_umap_cached(x, dims, path, meta, progress)
-    pmap.note = "; ".join(n for n in (note, pmap.note) if n)
-    progress("Map ready", 1.0)
-    return pmap
+        progress(f"Fitting UMAP (cosine) on {min(len(x), max_fit):,} passages", 0.01)
+        pmap = _fit_umap_cached(x, dims, path, meta, progress, max_fit)
+    progress("Map ready", 1.0)  # a copy: callers that joined one fit share its map, not their notes
+    return replace(pmap, note="; ".join(n for n in (note, sample_note(pmap.fitted, len(x)), pmap.note) if n))
 
 
 def from_shipped_base(index: PassageIndex, x: np.ndarray, dims: int) -> PassageMap | None:
@@ -270,6 +187,8 @@ def _try_save(path: Path, pmap: PassageMap, meta: dict) -> None:
     arrays = {"coords": pmap.coords, "meta": np.array(json.dumps(dict(meta, fit_seconds=pmap.fit_seconds)))}
     if pmap.method == "pca":
         arrays.update(mean=pmap.mean, components=pmap.components)
+    if pmap.fitted is not None:
+        arrays.update(fitted=pmap.fitted)
 
     def write(tmp: str) -> None:
         with open(tmp, "wb") as f:
@@ -291,10 +210,14 @@ def _load(path: Path, meta: dict, x: np.ndarray) -> PassageMap | None:
             coords = z["coords"].astype(np.float32)
             mean = z["mean"] if "mean" in z.files else None
             comps = z["components"] if "components" in z.files else None
+            fitted = z["fitted"].astype(np.int64) if "fitted" in z.files else None
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, json.JSONDecodeError):
         return None  # broken cache: refit (and overwrite it)
     if any(stored.get(k) != v for k, v in meta.items()) or coords.shape != (len(x), meta["dims"]):
         return None
     if meta["method"] == "pca" and (mean is None or comps is None):
         return None
-    return PassageMap(meta["method"], coords, x, mean, comps, float(stored.get("fit_seconds", 0.0)), loaded_from=path)
+    if ("fit_sample" in meta) != (fitted is not None) or (fitted is not None and len(fitted) != meta["fit_sample"]):
+        return None
+    return PassageMap(meta["method"], coords, x, mean, comps, float(stored.get("fit_seconds", 0.0)), loaded_from=path,
+                      fitted=fitted)

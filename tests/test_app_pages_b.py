@@ -1,8 +1,9 @@
 """AppTest checks of the Map and Corpus pages.
 
 Map: PCA (instant) on the `wiki` index; the chart holds every passage, the question's marker and
-its K ringed passages. Corpus: AppTest cannot upload files, so the test calls what the Build button
-calls (`rag_core.catalog_actions`), in a throw-away cache folder, then asks a question on the new index.
+its K ringed passages; with the drawing cap lowered, a thinned cloud that keeps the top-K.
+Corpus: AppTest cannot upload files, so the test calls what the Build button calls
+(`rag_core.catalog_actions`), in a throw-away cache folder, then asks a question on the new index.
 """
 import base64
 import json
@@ -70,6 +71,26 @@ def test_map_page_pca_shows_passages_question_and_rings():
     data3 = chart(at)["data"]
     assert {d["type"] for d in data3} == {"scatter3d"}
     assert any(d.get("name") == "top-4 (rings)" and len(d["text"]) == 4 for d in data3)
+
+
+def test_map_page_thins_a_large_cloud_to_its_cap(monkeypatch):
+    from rag_core import map_layout
+
+    monkeypatch.setattr(map_layout, "DRAW_CAP", 3000)  # the wiki index (12,324 passages) is then "large"
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
+    at.session_state["index_name"] = "wiki"
+    at.session_state["map_method"] = "PCA"
+    at.session_state["k"] = 4
+    visit(at, "map.py")
+    data = chart(at)["data"]
+    cloud = [d for d in data if d.get("legendgroup") == "topics"]
+    assert all(d["type"] == "scattergl" for d in cloud) and sum(len(values(d["x"])) for d in cloud) == 3000
+    rings = next(d for d in data if d.get("name") == "top-4 (rings)")
+    assert rings["text"] == ["1", "2", "3", "4"]
+    drawn = set(zip((x for d in cloud for x in values(d["x"])), (y for d in cloud for y in values(d["y"]))))
+    assert set(zip(values(rings["x"]), values(rings["y"]))) <= drawn  # the top-K stay in the cloud, however thinned
+    assert any("Drawn: 3,000 of the 12,324 passages" in c.value and "1,500 nearest the question" in c.value
+               for c in at.caption)
 
 
 def _encoder():

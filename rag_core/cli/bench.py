@@ -13,13 +13,17 @@ import sys
 from ..config import REPO_ROOT
 from .common import progress_bar
 
-SCRIPTS = ["trace_floor", "vs_transformers", "map", "app_calls", "encode", "cold_start", "app_cold", "soak", "ann", "load", "sentence_drop"]
+SCRIPTS = ["trace_floor", "vs_transformers", "map", "map_100k", "app_calls", "encode", "cold_start", "app_cold", "soak",
+           "ann", "load", "sentence_drop"]
 GOALS = {
     "trace_vs_floor_k5": ("<=", 1.5),
     "trace_vs_floor_k10": ("<=", 2.0),
     "speedup_vs_transformers": (">=", 2.0),
     "map_place_p95_ms": ("<=", 20.0),
     "map_cold_vs_umap_transform": (">=", 20.0),
+    "map_100k_fit_s": ("<=", 180.0),  # the scale issue: a 100k-passage index gets its layout within 3 minutes
+    "map_100k_place_p95_ms": ("<=", 20.0),
+    "map_100k_browser_draw_s": ("<=", 2.0),
     "ann_1m_p50_ms": ("<=", 5.0),
     "ann_1m_recall_at_10": (">=", 0.95),
     "view_only_rerun_model_calls": ("<=", 0),
