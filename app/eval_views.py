@@ -16,6 +16,11 @@ from rag_core.analysis.run_compare import compare_results
 
 ASK = Path(__file__).resolve().parent.parent / "pages" / "ask.py"
 PCT = "percent"
+# The comparison's columns, sized to fit the page at 1280 px (views.widths).
+COMPARE_WIDTHS = {"question": 165, "answers": 95, "answer_a": 95, "answer_b": 95, "em_a": 45, "em_b": 45,
+                  "outcome_a": 90, "outcome_b": 90, "change": 60}
+QUESTION_WIDTHS = {"question": 165, "expected": 90, "closed-book": 80, "rag-token": 80, "rag-sequence": 80,
+                   "closed-book ✓": 40, "rag-token ✓": 40, "rag-sequence ✓": 40, "answer rank": 45, "verdicts": 100}
 
 
 def run_label(path: Path) -> str:
@@ -103,7 +108,7 @@ def compare(runs: list[Path], labels: dict[Path, str], current: Path) -> None:
     st.caption("Each question's outcome in A (left) and in B (right): right, or the first verdict that fired.")
     frame = cmp.frame()
     views.table(frame[frame.change != "same"] if st.toggle("Only questions that flipped", True, key="eval_cmp_flip")
-                else frame, hide_index=True)
+                else frame, views.widths(COMPARE_WIDTHS), hide_index=True)
     flipped = cmp.flipped("fixed") + cmp.flipped("broken")
     if flipped:
         pick = st.selectbox("A question that flipped", flipped, key="eval_cmp_pick")

@@ -78,6 +78,16 @@ def table(frame: pd.DataFrame, column_config: dict | None = None, hide_index: bo
     st.dataframe(frame, hide_index=hide_index, width=width, column_config=fmt, **kwargs)
 
 
+def widths(px: dict[str, int]) -> dict:
+    """Column settings of fixed pixel widths, for a table whose columns must all fit the page at
+    1280 px (about 790 px of content beside the sidebar) instead of scrolling sideways.
+
+    >>> list(widths({"question": 170}))
+    ['question']
+    """
+    return {c: st.column_config.Column(c, width=w) for c, w in px.items()}
+
+
 def probability_bars(columns) -> dict:
     """Column settings that draw probabilities in [0, 1] as bars, with the number beside."""
     return {c: st.column_config.ProgressColumn(c, min_value=0.0, max_value=1.0, format=NUMBER_FORMAT, width="small")

@@ -129,7 +129,7 @@ table = pd.DataFrame([{
 only_wrong = st.toggle("Only questions RAG got wrong", key="eval_wrong")
 if only_wrong:
     table = table[~(table.get("rag-token ✓", True) & table.get("rag-sequence ✓", True))]
-views.table(table, {c: st.column_config.Column(c, width="medium" if c == "question" else "small") for c in table.columns})
+views.table(table, views.widths({c: w for c, w in eval_views.QUESTION_WIDTHS.items() if c in table.columns}))
 views.export_buttons(run.frame(), "eval", path.stem, "eval_export", "rows")
 
 st.subheader("Drill down")

@@ -12,6 +12,11 @@ from browser_kit import (ARTIFACTS, PAGES, body_text, browser, charts_drawn, chi
 from conftest import ROOT
 
 
+# Text each page shows on a fresh cache (the Ask page's token sources are checked after asking).
+SHOWN = {"token_vs_sequence": ["Where each token came from"], "citations": ["Which sentence carried it"],
+         "eval": ["shipped reference", "Compare two runs", "Summary"]}
+
+
 def test_ask_and_visit_every_page(server, browser):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -25,6 +30,7 @@ def test_ask_and_visit_every_page(server, browser):
     box.send_keys("Who painted the Mona Lisa?")
     box.send_keys(Keys.ENTER)
     wait_for(browser, lambda: "Leonardo" in body_text(browser) and settled(browser), 240, "the new answer")
+    assert "Where each token came from" in body_text(browser)
     browser.save_screenshot(str(ARTIFACTS / "ask.png"))
     assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
 
@@ -43,6 +49,10 @@ def test_ask_and_visit_every_page(server, browser):
         clipped[title] = clipped_tables(browser)
         if path in ("map", "token_vs_sequence", "citations"):  # a trace page names what it shows
             assert "Question: “Who painted the Mona Lisa?”" in body_text(browser), title
+        for part in SHOWN.get(path, ()):  # each page's own parts are there on a fresh cache
+            assert part in body_text(browser), (title, part)
+        if path == "eval":  # the shipped runs are compared from the first start, with the Sankey drawn
+            assert browser.find_elements("css selector", '[data-testid="stPlotlyChart"] .sankey'), "no Sankey"
     assert not any(clipped.values()), clipped  # at 1280 px every table's columns fit
 
 
