@@ -55,6 +55,7 @@ class MeanPoolEncoder:
     max_length: int = 256
     batch_size: int = 64
     default_scale: float = 20.0
+    normalises: bool = True  # every vector it makes is unit-length (so s(z) is a cosine)
 
     @property
     def dim(self) -> int:
@@ -98,6 +99,7 @@ class DPREncoder:
     max_length: int = 256
     batch_size: int = 32
     default_scale: float = 1.0
+    normalises: bool = False  # pooler output as it is: q's length is part of the score
 
     @property
     def dim(self) -> int:

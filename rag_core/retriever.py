@@ -29,5 +29,11 @@ class Retriever:
 
     def retrieve(self, question: str, k: int, query_vector: np.ndarray | None = None) -> list[Hit]:
         q = self.query_vector(question) if query_vector is None else query_vector  # (1, D)
+        return self.search_vector(q, k)[0]
+
+    def search_vector(self, q: np.ndarray, k: int) -> tuple[list[Hit], np.ndarray]:
+        """The top k for a query vector (1, D): the hits, best first, and their index rows (k,)."""
         scores, rows = self.index.search(q, k)  # (1, k), (1, k)
-        return [Hit(r + 1, self.index.passages[int(i)], float(s)) for r, (s, i) in enumerate(zip(scores[0], rows[0])) if i >= 0]
+        keep = rows[0] >= 0  # FAISS pads with -1 when the index holds fewer than k passages
+        hits = [Hit(r + 1, self.index.passages[int(i)], float(s)) for r, (s, i) in enumerate(zip(scores[0][keep], rows[0][keep]))]
+        return hits, rows[0][keep].astype(np.int64)
