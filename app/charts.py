@@ -263,6 +263,32 @@ def passage_map(coords: np.ndarray, hover: np.ndarray, topic: np.ndarray, hits: 
     return fig
 
 
+def add_moved_query(fig: go.Figure, point) -> None:
+    """The query the user moved by clicking the map, as an open red star at `point` (2-D)."""
+    fig.add_trace(go.Scattergl(x=[float(point[0])], y=[float(point[1])], mode="markers", name="moved query",
+                               hovertext=["the query, moved here by hand"], hoverinfo="text",
+                               marker={"symbol": "star-open", "size": 20, "color": "#e4002b", "line": {"width": 2.5}}))
+
+
+def add_pull_arrow(fig: go.Figure, start, end, dims: int) -> None:
+    """The training pull on the query: an arrow from its map position `start` to where one step
+    along ∂ log p(y|x)/∂q puts it (`end`); in 3-D a shaft and a cone."""
+    start, end = np.asarray(start, float), np.asarray(end, float)
+    if dims == 2:
+        fig.add_annotation(x=end[0], y=end[1], ax=start[0], ay=start[1], xref="x", yref="y", axref="x", ayref="y",
+                           showarrow=True, arrowhead=3, arrowsize=1.5, arrowwidth=3, arrowcolor="#1a9850", text="")
+        fig.add_trace(go.Scattergl(x=[end[0]], y=[end[1]], mode="markers", name="one training step",
+                                   hovertext=["where one step along the gradient moves the query"], hoverinfo="text",
+                                   marker={"size": 8, "color": "#1a9850"}))
+        return
+    fig.add_trace(go.Scatter3d(x=[start[0], end[0]], y=[start[1], end[1]], z=[start[2], end[2]], mode="lines",
+                               name="one training step", line={"color": "#1a9850", "width": 6}, hoverinfo="skip"))
+    d = end - start
+    fig.add_trace(go.Cone(x=[end[0]], y=[end[1]], z=[end[2]], u=[d[0]], v=[d[1]], w=[d[2]], sizemode="absolute",
+                          sizeref=max(float(np.linalg.norm(d)), 1e-6) * 0.4, anchor="tip", showscale=False,
+                          colorscale=[[0, "#1a9850"], [1, "#1a9850"]], hoverinfo="skip", name="pull"))
+
+
 # ---------------- where each token came from ----------------
 
 SOURCE_COLORS = {SEVERAL: "#a0a0a0", WEIGHTS: "#2f2f2f", FORCED: "#e8e8e8", END: "#e8e8e8"}

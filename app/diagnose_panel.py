@@ -45,7 +45,7 @@ def _known_answers() -> dict[str, str]:
     return out
 
 
-def _prefill(question: str) -> str:
+def prefill(question: str) -> str:
     """An example picked on the Ask page, an answer handed over by the Eval page, or the dev set's."""
     picked = st.session_state.get("example")
     pending = st.session_state.get("expected_answers", {})
@@ -218,7 +218,7 @@ def render(trace: Trace | None) -> None:
     st.subheader("Diagnose: why is this answer wrong?")
     if st.session_state.get("_diag_for") != trace.query:  # a new question: prefill its expected answer
         st.session_state["_diag_for"] = trace.query
-        st.session_state["diag_expected"] = _prefill(trace.query)
+        st.session_state["diag_expected"] = prefill(trace.query)
     c1, c2 = st.columns([3, 1])
     text = c1.text_input("Expected answer", key="diag_expected", max_chars=500,
                          help="Aliases separated by |, e.g. “Herman Melville | Melville”. Matching is SQuAD exact "

@@ -23,6 +23,7 @@ nav = st.navigation([
     st.Page(PAGES / "citations.py", title="Citations", icon=":material/format_quote:"),
     st.Page(PAGES / "index_swap.py", title="Index swap", icon=":material/swap_horiz:"),
     st.Page(PAGES / "by_hand.py", title="By hand", icon=":material/edit:"),
+    st.Page(PAGES / "train.py", title="Train", icon=":material/model_training:"),
     st.Page(PAGES / "corpus.py", title="Corpus", icon=":material/library_books:"),
     st.Page(PAGES / "eval.py", title="Eval", icon=":material/analytics:"),
 ])

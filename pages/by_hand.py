@@ -88,13 +88,15 @@ views.table(pd.DataFrame(rows))  # full width: one column per factor
 st.header("The retriever in two dimensions")
 st.caption("Score s(z) = d(z)·q(x), the inner product; prior p(z|x) = softmax(scale · s) over the passages.")
 PULSE = toys.load_spec("softmax")
-vec_in = by_hand.vector_table(PULSE)
+vec_in = by_hand.vector_table(PULSE).iloc[1:]  # the passages; the query has its sliders
 a, b = st.columns([2, 3])
 with a:
+    qx = st.slider("Move the query: q x", -1.5, 1.5, float(PULSE["query_vector"][0]), 0.05, key="hand_q_x")
+    qy = st.slider("Move the query: q y", -1.5, 1.5, float(PULSE["query_vector"][1]), 0.05, key="hand_q_y")
     vec_ed = st.data_editor(vec_in, key="hand_pulse_vec", hide_index=True, disabled=["vector"])
     scale = st.number_input("scale", value=float(PULSE.get("scale", 1.0)), min_value=0.0, max_value=100.0, step=0.5,
                             key="hand_pulse_scale")
-spec, err = checked("pulse", lambda: by_hand.vector_spec(PULSE, vec_ed, scale), PULSE)
+spec, err = checked("pulse", lambda: by_hand.vector_spec(PULSE, vec_ed, scale, (qx, qy)), PULSE)
 pulse = run(spec)
 probs = by_hand.prior_probs(pulse)
 with a:
@@ -106,7 +108,8 @@ with b:
     for col, h, p in zip(m, pulse.hits, probs):
         col.metric(f"p({h.passage.id}|x)", f"{p:.3f}")
     st.plotly_chart(fig, key="hand_pulse_chart", config=charts.NO_BAR)
-    st.caption("Marker size grows with p(z|x). Hover a point for its score.")
+    st.caption("Marker size grows with p(z|x). Hover a point for its score. Drag the query's sliders: the "
+               "passage the query points along gains the prior, and a larger scale sharpens the race.")
 
 # ---------------- (c) prior to posterior ----------------
 st.header("Prior to posterior")

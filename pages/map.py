@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import charts, state, views
+from app import charts, moved_query, state, train_views, views
 from rag_core import map_layout, projection
 from rag_core.pipeline import clean_question
 
@@ -110,7 +110,22 @@ if len(drawn) < len(C):
                "top-K, and a fixed random share of the others.")
 fig = charts.passage_map(C, pts["hover"], pts["topic"], hits, rows, qpos, question, dims, zoom,
                          uirevision=f"{name}-{method}-{dims}-{zoom}-{question}", drawn=drawn)
-st.plotly_chart(fig, width="stretch", key="passage-map")
+pull = st.toggle("Show the training pull", key="map_pull", disabled=qpos is None,
+                 help="The arrow from the question to where one step of the paper's training signal moves the query, "
+                      "for the expected answer typed on the Train page (one teacher-forced pass the first time).")
+if pull and qpos is not None:
+    start, end = train_views.pull_on_map(pmap, question, name, cfg)
+    if start is None:
+        st.info("Type the expected answer on the Train page first: the pull is toward the passages that explain it.")
+    else:
+        charts.add_pull_arrow(fig, start, end, dims)
+moved = moved_query.clicked_point("passage-map", (question, name, pmap.method, dims)) if dims == 2 else None
+if moved is not None:
+    charts.add_moved_query(fig, moved)
+st.plotly_chart(fig, width="stretch", key="passage-map", **({"on_select": "rerun", "selection_mode": "points"}
+                                                            if dims == 2 else {}))
+if dims == 2 and qpos is not None:
+    st.caption("Click any dot to move the query there (the open star): its top K and prior follow below.")
 
 if hits and qpos is not None:
     dist = np.linalg.norm(C - qpos, axis=1)  # map distance of every passage to the question
@@ -119,3 +134,5 @@ if hits and qpos is not None:
                            "rank by map distance": int(order[r])} for h, r in zip(hits, rows)])
     st.caption("The top-K again, with where each one falls if you ranked all passages by distance on the map:")
     views.table(table, hide_index=True, width="stretch")
+if moved is not None and qpos is not None:
+    moved_query.panel(pipe, pmap, moved, question, hits, cfg.k, float(cfg.scale or encoder.default_scale))

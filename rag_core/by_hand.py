@@ -121,18 +121,23 @@ def vector_table(spec: dict) -> pd.DataFrame:
                         + [{"vector": p["id"], "x": p["vector"][0], "y": p["vector"][1]} for p in spec["passages"]])
 
 
-def vector_spec(base: dict, vec_frame: pd.DataFrame, scale: float) -> dict:
+def vector_spec(base: dict, vec_frame: pd.DataFrame, scale: float, query: tuple[float, float] | None = None) -> dict:
     """`base` with the query vector (first row), the passage vectors (the rows after) and `scale`.
+    With `query` given (the page's sliders), `vec_frame` holds the passage rows only.
 
     >>> base = {"query_vector": [1, 0], "passages": [{"id": "d1", "vector": [1, 0]}]}
     >>> s = vector_spec(base, pd.DataFrame({"x": [0.5, -1], "y": [2, 3]}), 4)
     >>> s["query_vector"], s["passages"][0]["vector"], s["scale"]
     ([0.5, 2.0], [-1.0, 3.0], 4.0)
+    >>> vector_spec(base, pd.DataFrame({"x": [-1], "y": [3]}), 4, query=(0.2, 0.1))["query_vector"]
+    [0.2, 0.1]
     """
     spec = copy.deepcopy(base)
     xs, ys = numbers(vec_frame["x"], "coordinate", False), numbers(vec_frame["y"], "coordinate", False)
-    spec["query_vector"] = [xs[0], ys[0]]
-    for p, x, y in zip(spec["passages"], xs[1:], ys[1:]):
+    if query is None:
+        query, xs, ys = (xs[0], ys[0]), xs[1:], ys[1:]
+    spec["query_vector"] = [float(query[0]), float(query[1])]
+    for p, x, y in zip(spec["passages"], xs, ys):
         p["vector"] = [x, y]
     spec["scale"] = float(scale)
     return spec

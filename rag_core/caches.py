@@ -1,8 +1,9 @@
 """The cache folders: one name for each kind of thing the engine keeps on disk, its size, and a safe clear.
 
 Everything lives under `cache_dir()` (outside the repository). All but one kind are rebuilt on
-demand when missing, so clearing them only costs time; `user-indexes` holds the indexes built from
-a user's uploads and is never part of "all": it is cleared only when named.
+demand when missing, so clearing them only costs time; `user-indexes` (indexes built from a user's
+uploads) and `training` (fine-tuned models) are a user's own work and never part of "all": they are
+cleared only when named.
 
 >>> sorted(KINDS)[:3]
 ['corpus-indexes', 'eval', 'indexes']
@@ -27,8 +28,9 @@ KINDS = {  # folder under cache_dir() -> what it holds, for `cache list` and the
     "leaders": "index-swap experiment runs, one folder per settings key (resumable)",
     "eval": "saved eval runs, shown on the Eval page",
     "user-indexes": "indexes built from your uploads on the Corpus page (not rebuilt: cleared only by name)",
+    "training": "fine-tuning runs started on the Train page, resumable (not rebuilt: cleared only by name)",
 }
-REBUILT = tuple(k for k in KINDS if k != "user-indexes")  # what "all" clears
+REBUILT = tuple(k for k in KINDS if k not in ("user-indexes", "training"))  # what "all" clears
 
 
 def folder(kind: str) -> Path:

@@ -84,6 +84,25 @@ class PassageMap:
                                   for i in range(0, len(q), step)]) if len(q) else np.zeros((0, self.dims), np.float32)
         return out[0] if single else out
 
+    def lift(self, point: np.ndarray, m: int = PLACE_TOP_M, normalise: bool = True) -> np.ndarray:
+        """The query vector for a map point, the inverse of `place`: (dims,) -> (D,). The mean of
+        the vectors of the m passages nearest `point` on the map, weighted by 1 / map distance,
+        made unit-length when the encoder's vectors are (every q it makes is).
+
+        >>> pm = PassageMap("pca", np.array([[0, 0], [1, 0], [9, 9]], np.float32), np.eye(3, dtype=np.float32))
+        >>> [round(float(v), 3) for v in pm.lift(np.array([0.25, 0.0]), m=2)]   # weights 4 : 4/3
+        [0.949, 0.316, 0.0]
+        """
+        p = np.asarray(point, dtype=np.float64).reshape(-1)[: self.dims]  # (dims,)
+        dist = np.linalg.norm(self.coords.astype(np.float64) - p, axis=1)  # (N,) map distance to the point
+        m = min(m, len(dist))
+        near = np.argpartition(dist, m - 1)[:m]  # (m,) nearest on the map
+        w = 1.0 / np.maximum(dist[near], 1e-6)  # (m,) a passage right under the point dominates
+        q = (w / w.sum()) @ self.vectors[near].astype(np.float64)  # (D,)
+        if normalise:
+            q = q / max(float(np.linalg.norm(q)), 1e-12)  # (D,)
+        return q.astype(np.float32)
+
     def _weighted(self, q: np.ndarray, scale: float) -> np.ndarray:
         s = q @ self.vectors.T  # (Q, N) inner products, as the retriever scores
         m = min(self.top_m, s.shape[1])

@@ -159,9 +159,11 @@ class Pipeline:
         with self.models.lock:
             return self.retriever.query_vector(question)
 
-    def retrieve(self, question: str, k: int) -> list[Hit]:
+    def retrieve(self, question: str, k: int, query_vector=None) -> list[Hit]:
+        """The top k for the question, or for `query_vector` (1, D) when one is given (a query the
+        user moved on the Map, or one a training step moved)."""
         with self.models.lock:
-            return self.retriever.retrieve(question, k)
+            return self.retriever.retrieve(question, k, query_vector=query_vector)
 
     def run(self, question: str, cfg: Config | None = None, keep_state: bool = False) -> Trace | PreparedRun:
         """Retrieve, prepare the K prompts once, decode: the trace (with `keep_state`, the trace and
@@ -169,9 +171,11 @@ class Pipeline:
         run = self.run_settings(question, [cfg or self.cfg])[0]
         return run if keep_state else run.trace
 
-    def run_settings(self, question: str, cfgs: list[Config]) -> list[PreparedRun]:
+    def run_settings(self, question: str, cfgs: list[Config], query_vector=None) -> list[PreparedRun]:
         """One question under several settings (K, scale, decoding) from one retrieval and one
         prompt pass for the largest K: a smaller K decodes from the first K rows of that state.
+        `query_vector` (1, D): retrieve with it instead of q(question); the generator still reads
+        the question.
 
         The one path every caller takes (Ask, diagnosis, eval, the index swap), under the models'
         lock: the shared generator serves one query at a time."""
@@ -180,7 +184,7 @@ class Pipeline:
         gen = self.models.generator
         runs = []
         with self.models.lock:
-            hits = self.retrieve(question, max(c.k for c in cfgs))
+            hits = self.retrieve(question, max(c.k for c in cfgs), query_vector)
             if not hits:
                 raise QuestionError("the index returned no passages")
             state_all = gen.prepare(question, [h.passage for h in hits])  # one batched pass over the K prompts

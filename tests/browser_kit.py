@@ -20,7 +20,7 @@ from conftest import ROOT, cache_sharing
 
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
 PAGES = [("", "Ask"), ("map", "Map"), ("token_vs_sequence", "Token vs Sequence"), ("citations", "Citations"),
-         ("index_swap", "Index swap"), ("by_hand", "By hand"), ("corpus", "Corpus"), ("eval", "Eval")]
+         ("index_swap", "Index swap"), ("by_hand", "By hand"), ("train", "Train"), ("corpus", "Corpus"), ("eval", "Eval")]
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 SHARED_CACHES = ("models", "indexes", "corpus-indexes", "leaders", "maps")
 

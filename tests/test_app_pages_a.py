@@ -144,6 +144,22 @@ def test_by_hand_defaults_and_validation(at):
     assert [metrics(at)[f"p(d{i}|x)"] for i in (1, 2, 3)] == ["0.550", "0.247", "0.202"]
 
 
+def test_by_hand_query_sliders_move_the_prior(at):
+    """The seed's first demo: move q and the three-passage softmax follows (checked by brute force)."""
+    at.session_state["hand_pulse_vec"] = {"edited_rows": {}, "added_rows": [], "deleted_rows": []}  # no bad cell
+    visit(at, "by_hand.py")
+    at.slider(key="hand_q_x").set_value(0.0)
+    at.slider(key="hand_q_y").set_value(1.0).run()
+    vecs, q = [(1.0, 0.0), (0.2, 0.1), (0.0, 1.0)], (0.0, 1.0)
+    weights = [math.exp(1.0 * (d[0] * q[0] + d[1] * q[1])) for d in vecs]  # scale 1, the shipped toy's
+    want = [f"{w / sum(weights):.3f}" for w in weights]
+    assert [metrics(at)[f"p(d{i}|x)"] for i in (1, 2, 3)] == want
+    assert want[2] > want[0]  # q now points along d3: it overtakes d1
+    at.slider(key="hand_q_x").set_value(1.0)
+    at.slider(key="hand_q_y").set_value(0.0).run()
+    assert [metrics(at)[f"p(d{i}|x)"] for i in (1, 2, 3)] == ["0.550", "0.247", "0.202"]
+
+
 def test_frankenstein_detector_flags_stitched_answers_only():
     tr = toys.run_toy("obama").trace
     by_answer = {c.answer: c for c in tr.of("rag-token")}

@@ -14,6 +14,7 @@ from conftest import ROOT
 
 # Text each page shows on a fresh cache (the Ask page's token sources are checked after asking).
 SHOWN = {"token_vs_sequence": ["Where each token came from"], "citations": ["Which sentence carried it"],
+         "train": ["The pull at the start", "Taking steps", "On the map", "Fine-tune on a question file"],
          "eval": ["shipped reference", "Compare two runs", "Summary"]}
 
 
@@ -41,13 +42,17 @@ def test_ask_and_visit_every_page(server, browser):
         link.click()
         wait_for(browser, lambda: showing(browser, title) and settled(browser) and ready(browser, path), 300,
                  f"the {title} page")
+        if path == "train":  # the walk needs an expected answer: the user types one
+            type_into(browser, "Expected answer y", "Leonardo da Vinci")
+            wait_for(browser, lambda: "The pull at the start" in body_text(browser) and settled(browser), 240,
+                     "the query walk")
         time.sleep(1.5)  # charts are drawn by the browser after the script has finished
         wait_for(browser, lambda: charts_drawn(browser), 60, f"the charts of {title}")
         browser.save_screenshot(str(ARTIFACTS / f"{path}.png"))
         errors = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
         assert not errors, f"{title}: {errors[0].text[:300]}"
         clipped[title] = clipped_tables(browser)
-        if path in ("map", "token_vs_sequence", "citations"):  # a trace page names what it shows
+        if path in ("map", "token_vs_sequence", "citations", "train"):  # a trace page names what it shows
             assert "Question: “Who painted the Mona Lisa?”" in body_text(browser), title
         for part in SHOWN.get(path, ()):  # each page's own parts are there on a fresh cache
             assert part in body_text(browser), (title, part)

@@ -14,18 +14,12 @@ import json
 import signal
 import sys
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Callable, Iterator
 
-from ..analysis.questions import read_questions
 from ..config import DECODINGS
-from ..encoders import MeanPoolEncoder
-from ..pipeline import Pipeline, load_pipeline
-from ..training import checkpoint, heldout
 from ..training.gradient import MARGINALS
-from ..training.loop import PARTS, TrainSettings, loss_summary, restore, settings_mismatch, start_run, train
-from ..training.output import (TrainingError, check_output_folder, file_sha256, read_manifest, save_outputs,
-                               start_folder, write_manifest)
+from ..training.loop import PARTS, TrainSettings
+from ..training.session import fine_tune
 from .common import INDEX_HELP, add_model_args, config_from, positive_float, positive_int, progress_bar
 
 HELP = "fine-tune the query encoder and/or the generator (LoRA) on a questions JSONL"
@@ -73,65 +67,15 @@ def graceful_stop() -> Iterator[Callable[[], bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
-def base_models(cfg) -> dict:
-    return {"question_encoder": cfg.question_encoder, "ctx_encoder": cfg.ctx_encoder, "generator": cfg.generator}
-
-
-def check_resume(out: Path, data_hash: str, settings: TrainSettings, base: dict) -> None:
-    """Refuse, before any model loads, a resume whose data, settings or base models differ."""
-    saved = read_manifest(out) or {}
-    if saved.get("data", {}).get("sha256") != data_hash:
-        raise TrainingError(f"{out} was trained on another questions file (its hash differs): "
-                            "resume with the same file, or start afresh with --force")
-    why = settings_mismatch(saved.get("settings", {}), settings)
-    if why:
-        raise TrainingError(why)
-    if saved.get("base") != base:
-        raise TrainingError(f"{out} was trained from other base models ({saved.get('base')}): resume with the same ones")
-
-
 def run(args: argparse.Namespace) -> int:
     settings = TrainSettings(args.part, args.marginal, args.k, args.steps, args.batch, args.lr, args.lora_rank,
                              args.seed, args.checkpoint_every, args.scale).validate()
     cfg = config_from(args, k=args.k, index=args.index, corpus=args.corpus, scale=args.scale)
-    out = Path(args.out)
-    mode = check_output_folder(out, args.force, args.resume)  # refuse a folder that is not ours before any work
-    questions, skipped = read_questions(args.questions)
-    held = read_questions(args.eval)[0] if args.eval else None
-    data = {"file": Path(args.questions).name, "sha256": file_sha256(args.questions), "questions": len(questions),
-            "skipped": skipped}
-    if mode == "resume":
-        check_resume(out, data["sha256"], settings, base_models(cfg))
-    with progress_bar() as progress:
-        pipe = load_pipeline(cfg, progress)
-        before = heldout.evaluate(pipe, held, cfg, progress) if held else None
-        session = start_run(pipe.models, pipe.index, questions, settings)
-        manifest = {**settings.to_dict(), "lr": {p: settings.lr_of(p) for p in settings.parts}, "data": data,
-                    "settings": settings.to_dict(), "base": base_models(cfg), "index": pipe.index_name,
-                    "device": pipe.models.device.type}
-        start_folder(out, mode, manifest)
-        if mode == "resume":
-            restore(session, checkpoint.load(out))
-        with graceful_stop() as should_stop:
-            stopped = train(session, out, progress, should_stop)
-        trained, outputs = save_outputs(session, out)
-        after = None
-        if held and not stopped:
-            after = heldout.evaluate(Pipeline(trained, pipe.index_name, pipe.index, cfg), held, cfg, progress)
-    manifest.update(status="stopped" if stopped else "done", steps_done=session.step, seconds=round(session.seconds, 1),
-                    loss=loss_summary(session.losses), losses=session.losses, outputs=outputs)
-    if held:
-        manifest["heldout"] = {"file": Path(args.eval).name, "sha256": file_sha256(args.eval),
-                               "before": before.to_dict(), "after": after.to_dict() if after else None}
-    if isinstance(pipe.models.encoder, MeanPoolEncoder) and "question_encoder" in outputs:
-        manifest["note"] = SINGLE_TOWER_NOTE
-    manifest = write_manifest(out, manifest)
-    print(json.dumps(manifest, indent=1) if args.json else report(manifest, str(out)))
-    return 130 if stopped else 0
-
-
-SINGLE_TOWER_NOTE = ("the base encoder reads queries and passages with one tower; loaded with --question-encoder, "
-                     "the tuned tower would encode the passages too, while training kept the base passage vectors")
+    with progress_bar() as progress, graceful_stop() as should_stop:
+        manifest = fine_tune(cfg, settings, args.questions, args.out, args.eval, args.force, args.resume, progress,
+                             should_stop)
+    print(json.dumps(manifest, indent=1) if args.json else report(manifest, str(args.out)))
+    return 130 if manifest["status"] == "stopped" else 0
 
 
 def report(m: dict, out: str) -> str:

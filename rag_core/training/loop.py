@@ -252,8 +252,10 @@ def restore(run: Run, ckpt: checkpoint.Checkpoint) -> None:
     run.step, run.losses, run.seconds = ckpt.step, list(ckpt.losses), ckpt.seconds
 
 
-def train(run: Run, folder, progress: Progress | None = None, should_stop: Callable[[], bool] | None = None) -> bool:
+def train(run: Run, folder, progress: Progress | None = None, should_stop: Callable[[], bool] | None = None,
+          on_step: Callable[[int, float], None] | None = None) -> bool:
     """Take steps until `settings.steps`, checkpointing into `folder`; True when stopped early.
+    `on_step(step, loss)` hears every step's loss as it is taken (the Train page's live curve).
 
     `should_stop` is asked before each step (a stop button, a first Ctrl-C): the run then saves its
     checkpoint at that step boundary, so nothing done is lost and `--resume` continues from it."""
@@ -264,6 +266,8 @@ def train(run: Run, folder, progress: Progress | None = None, should_stop: Calla
             break
         loss = take_step(run)
         run.seconds = before + time.perf_counter() - t0
+        if on_step:
+            on_step(run.step, loss)
         if progress:
             progress(f"step {run.step}/{s.steps} · loss {loss:.3f}", run.step / s.steps)
         if run.step % s.checkpoint_every == 0 or run.step == s.steps:

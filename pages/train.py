@@ -1,0 +1,92 @@
+"""Train: the paper's training signal for the retriever on the current question (the query pulled
+toward the passages that explain the answer), steps along it, and fine-tuning on a question file."""
+import streamlit as st
+
+from app import diagnose_panel, state, train_charts, train_views, views
+from rag_core.training.query_walk import DEFAULT_STEP_SIZE, WalkError
+
+st.title("Train")
+st.caption("RAG learns which passages to retrieve without ever being told: it only sees questions and answers. "
+           "Differentiating log p(y|x) through the prior gives ∂ log p(y|x)/∂q = scale · Σ_z (p(z|x,y) − p(z|x)) d(z). "
+           "In words: the query vector q moves toward every passage that explained the answer better than the "
+           "retriever expected (posterior above prior) and away from the rest.")
+
+cfg = state.settings()
+question = state.question()
+scale = float(cfg.scale or state.models().encoder.default_scale)
+views.about_query(question, cfg.index, f"K={cfg.k} · scale {scale:g}")
+
+kept = st.session_state.get("_train_answer")  # widget state is dropped on other pages: this copy is not
+if "train_expected" not in st.session_state or st.session_state.get("_train_for") != question:
+    st.session_state["_train_for"] = question  # a new question (or a return): its own answer, or a prefill
+    typed = st.session_state.get("diag_expected", "") if st.session_state.get("_diag_for") == question else ""
+    st.session_state["train_expected"] = (kept["answer"] if kept and kept["question"] == question else
+                                          (typed or diagnose_panel.prefill(question)).split("|")[0].strip())
+c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
+answer = c1.text_input("Expected answer y", key="train_expected", max_chars=300,
+                       help="The answer whose likelihood the query climbs (filled from the Ask page's Diagnose box).")
+marginal = c2.radio("Marginal", ["sequence", "token"], key="train_marginal", horizontal=True,
+                    format_func=lambda m: f"RAG-{m.title()}")
+step_size = c3.select_slider("Step size η", [0.005, 0.01, 0.02, 0.05, 0.1, 0.2], value=DEFAULT_STEP_SIZE,
+                             key="train_eta", help="q ← q + η · gradient, then back to unit length (MiniLM's "
+                                                   "vectors all have length 1).")
+steps = c4.slider("Steps", 0, 20, 5, key="train_steps")
+st.session_state["_train_answer"] = {"question": question, "answer": answer, "marginal": marginal,
+                                     "step_size": float(step_size)}  # the Map's "training pull" reads it
+if not answer.strip():
+    st.info("Type the expected answer to see where it pulls the query.")
+    train_views.fine_tune_panel(cfg)
+    st.stop()
+try:
+    w = train_views.walk(question, cfg.index, answer, marginal, cfg.k, cfg.scale, float(step_size), int(steps))
+except (WalkError, *state.USER_ERRORS) as e:
+    st.error(str(e).splitlines()[0] if str(e) else "the walk could not be taken")
+    st.stop()
+
+
+def labels(step):
+    return [f"z{h.rank} · {h.passage.title[:28]}" for h in step.hits]
+
+
+first = w.steps[0]
+st.subheader("The pull at the start")
+if w.still:
+    why = ("K = 1: the one passage has prior 1 and posterior 1" if len(first.hits) == 1 else
+           "every passage explains the answer equally well, so the posterior equals the prior")
+    st.info(f"Nothing moves: {why}. Every bracket is 0, so the gradient is the zero vector and the retriever "
+            "learns nothing from this answer.")
+st.caption("Each bar is the bracket of one passage: how much more (green) or less (red) it explains the answer "
+           "than the retriever expected. " + ("RAG-Sequence: posterior minus prior." if marginal == "sequence" else
+                                               "RAG-Token: per-token responsibility minus prior, summed over the "
+                                               "answer's tokens.") + " The bars sum to 0.")
+st.plotly_chart(train_charts.pull_bars(labels(first), [h.passage.title for h in first.hits], first.bracket,
+                                       first.prior, first.posterior, marginal), key="train_pull",
+                config={"displayModeBar": False})
+
+st.subheader("Taking steps")
+lls = [s.log_likelihood for s in w.steps]
+gaps = [0.5 * float((s.posterior - s.prior).abs().sum()) for s in w.steps]
+m1, m2, m3 = st.columns(3)
+m1.metric("log p(y|x)", f"{lls[-1]:.3f}", f"{lls[-1] - lls[0]:+.3f} since step 0", delta_color="normal")
+m2.metric("gap between prior and posterior", f"{gaps[-1]:.3f}", f"{gaps[-1] - gaps[0]:+.3f}", delta_color="inverse",
+          help="½ Σ_z |p(z|x,y) − p(z|x)|: 0 when the retriever already ranks as the answer would.")
+m3.metric("generator passes", w.generator_passes,
+          help="One teacher-forced pass for the first top K, then one per step where a new passage entered.")
+st.caption("As q climbs, the prior moves toward the posterior and log p(y|x) rises. A passage that enters the "
+           "top K (a bigger dot) is read by the generator once; the others are remembered.")
+st.plotly_chart(train_charts.walk_lines(lls, gaps, [len(s.entered) for s in w.steps]), key="train_lines",
+                config={"displayModeBar": False})
+t = st.slider("Show step", 0, len(w.steps) - 1, len(w.steps) - 1, key="train_show") if len(w.steps) > 1 else 0
+st.plotly_chart(train_charts.prior_posterior_bars(labels(w.steps[t]), w.steps[t].prior, w.steps[t].posterior),
+                key="train_bars", config={"displayModeBar": False})
+views.table(train_views.moves_table(w), hide_index=True,
+            column_config=views.widths({"step": 50, "log p(y|x)": 90, "gap": 70, "generator passes": 90}))
+
+st.subheader("On the map")
+fig, how = train_views.walk_map(w, cfg.index)
+st.caption(f"The query's path (red arrows, from the star) on {how}, among the passages nearest to where it "
+           "started. Rings: passages of some step's top K, green if they entered it, red if they left it.")
+st.plotly_chart(fig, key="train_map")
+
+st.divider()
+train_views.fine_tune_panel(cfg)

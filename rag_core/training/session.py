@@ -1,0 +1,117 @@
+"""One fine-tuning run from a questions file to a finished output folder: the work `train` does on
+the command line and the Train page's background job does in the app, written once.
+
+`fine_tune` checks the output folder (the never-destroy rule of `output`) and a resume's data,
+settings and base models before any model loads, measures the held-out file before and after, and
+returns the manifest it wrote.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Callable
+
+from .._fs import write_bytes_atomic
+from ..analysis.questions import read_questions
+from ..config import Config, Progress
+from ..encoders import MeanPoolEncoder
+from ..pipeline import Pipeline, load_pipeline
+from . import checkpoint, heldout
+from .loop import TrainSettings, loss_summary, restore, settings_mismatch, start_run, train
+from .output import (TrainingError, check_output_folder, file_sha256, read_manifest, save_outputs, start_folder,
+                     write_manifest)
+
+def base_models(cfg) -> dict:
+    return {"question_encoder": cfg.question_encoder, "ctx_encoder": cfg.ctx_encoder, "generator": cfg.generator}
+
+
+def check_resume(out: Path, data_hash: str, settings: TrainSettings, base: dict) -> None:
+    """Refuse, before any model loads, a resume whose data, settings or base models differ."""
+    saved = read_manifest(out) or {}
+    if saved.get("data", {}).get("sha256") != data_hash:
+        raise TrainingError(f"{out} was trained on another questions file (its hash differs): "
+                            "resume with the same file, or start afresh with --force")
+    why = settings_mismatch(saved.get("settings", {}), settings)
+    if why:
+        raise TrainingError(why)
+    if saved.get("base") != base:
+        raise TrainingError(f"{out} was trained from other base models ({saved.get('base')}): resume with the same ones")
+
+
+SINGLE_TOWER_NOTE = ("the base encoder reads queries and passages with one tower; loaded with --question-encoder, "
+                     "the tuned tower would encode the passages too, while training kept the base passage vectors")
+
+
+def fine_tune(cfg: Config, settings: TrainSettings, questions_file: str | Path, out: str | Path,
+              eval_file: str | Path | None = None, force: bool = False, resume: bool = False,
+              progress: Progress | None = None, should_stop: Callable[[], bool] | None = None,
+              on_step: Callable[[int, float], None] | None = None) -> dict:
+    """Train on `questions_file` into `out`; the manifest (status "done" or "stopped").
+    `should_stop` is asked before each step; `on_step(step, loss)` hears each step's loss."""
+    settings = settings.validate()
+    out = Path(out)
+    mode = check_output_folder(out, force, resume)  # refuse a folder that is not ours before any work
+    questions, skipped = read_questions(str(questions_file))
+    held = read_questions(str(eval_file))[0] if eval_file else None
+    data = {"file": Path(questions_file).name, "sha256": file_sha256(questions_file), "questions": len(questions),
+            "skipped": skipped}
+    if mode == "resume":
+        check_resume(out, data["sha256"], settings, base_models(cfg))
+    pipe = load_pipeline(cfg, progress)
+    before = heldout.evaluate(pipe, held, cfg, progress) if held else None
+    session = start_run(pipe.models, pipe.index, questions, settings)
+    manifest = {**settings.to_dict(), "lr": {p: settings.lr_of(p) for p in settings.parts}, "data": data,
+                "settings": settings.to_dict(), "base": base_models(cfg), "index": pipe.index_name,
+                "device": pipe.models.device.type}
+    start_folder(out, mode, manifest)
+    if mode == "resume":
+        restore(session, checkpoint.load(out))
+    stopped = train(session, out, progress, should_stop, on_step)
+    trained, outputs = save_outputs(session, out)
+    after = None
+    if held and not stopped:
+        after = heldout.evaluate(Pipeline(trained, pipe.index_name, pipe.index, cfg), held, cfg, progress)
+    manifest.update(status="stopped" if stopped else "done", steps_done=session.step, seconds=round(session.seconds, 1),
+                    loss=loss_summary(session.losses), losses=session.losses, outputs=outputs)
+    if held:
+        manifest["heldout"] = {"file": Path(eval_file).name, "sha256": file_sha256(eval_file),
+                               "before": before.to_dict(), "after": after.to_dict() if after else None}
+    if isinstance(pipe.models.encoder, MeanPoolEncoder) and "question_encoder" in outputs:
+        manifest["note"] = SINGLE_TOWER_NOTE
+    return write_manifest(out, manifest)
+
+
+def run_folder(base: str | Path, settings: TrainSettings, data_sha256: str, cfg: Config) -> Path:
+    """Where the app keeps the run of these settings on this data and these models: the same
+    inputs always name the same folder, so starting them again resumes (or shows) that run.
+
+    >>> run_folder("/tmp", TrainSettings(steps=20), "ab" * 32, Config()).name[:24]
+    'query-sequence-k5-s20-lr'
+    """
+    key = json.dumps([settings.to_dict(), data_sha256, base_models(cfg), cfg.index], sort_keys=True)
+    lr = "-".join(f"{settings.lr_of(p):g}" for p in settings.parts)
+    return Path(base) / (f"{settings.part}-{settings.marginal}-k{settings.k}-s{settings.steps}-lr{lr}-"
+                         f"{hashlib.sha256(key.encode()).hexdigest()[:10]}")
+
+
+def run_state(folder: str | Path) -> str:
+    """What starting the run at `folder` would do: "new", "resume" (a stopped or killed run with a
+    checkpoint), "replace" (begun, but killed before its first checkpoint) or "done"."""
+    manifest = read_manifest(folder)
+    if manifest is None:
+        return "new"
+    if manifest.get("status") == "done":
+        return "done"
+    return "resume" if checkpoint.exists(Path(folder)) else "replace"
+
+
+def keep_upload(base: str | Path, data: bytes) -> Path:
+    """An uploaded questions file kept under `base/uploads`, named by its content (the same upload
+    is the same file, so its runs resume); written atomically."""
+    folder = Path(base) / "uploads"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(data).hexdigest()[:16]}.jsonl"
+    if not path.is_file():
+        write_bytes_atomic(path, data)
+    return path

@@ -1,0 +1,88 @@
+"""Moving the query by hand on the Map: `PassageMap.lift` against a brute-force loop, a passage's own
+map point lifting back to (nearly) its own vector, and the Map page's moved-query panel against a
+fresh retrieval with the lifted vector (and its answer against the pipeline run from that vector)."""
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from rag_core.config import Config
+from rag_core.map_layout import PassageMap, fit_pca
+from rag_core.pipeline import Pipeline
+
+from conftest import visit
+
+ROOT = Path(__file__).resolve().parent.parent
+QUESTION = "Who wrote Moby-Dick?"
+
+
+def brute_lift(coords, vectors, point, m):
+    dists = [math.dist(c, point) for c in coords.tolist()]
+    order = sorted(range(len(dists)), key=lambda i: dists[i])[:m]
+    weights = [1.0 / max(dists[i], 1e-6) for i in order]
+    q = [sum(w * float(vectors[i][j]) for w, i in zip(weights, order)) / sum(weights) for j in range(vectors.shape[1])]
+    norm = math.sqrt(sum(v * v for v in q))
+    return [v / norm for v in q]
+
+
+def test_lift_equals_a_brute_force_loop():
+    rng = np.random.default_rng(3)
+    vectors = rng.normal(size=(40, 6)).astype(np.float32)
+    pmap = fit_pca(vectors, 2)
+    for point in (pmap.coords[5] + 0.01, np.array([0.3, -0.2]), pmap.coords.mean(0)):
+        assert pmap.lift(point, m=7).tolist() == pytest.approx(brute_lift(pmap.coords, vectors, point, 7), abs=1e-6)
+    raw = pmap.lift(np.array([0.3, -0.2]), m=7, normalise=False)
+    assert abs(float(np.linalg.norm(raw)) - 1.0) > 1e-3  # DPR-style: the length is kept
+
+
+def test_a_passage_point_lifts_to_a_query_that_retrieves_that_passage(default_pipeline):
+    idx = default_pipeline.index
+    pmap = PassageMap("pca", fit_pca(np.asarray(idx.vectors[:3000], np.float32), 2).coords,
+                      np.asarray(idx.vectors[:3000], np.float32))
+    for row in (10, 1234, 2999):
+        q = pmap.lift(pmap.coords[row])[None]  # right on the passage: its weight dominates
+        assert default_pipeline.retrieve(QUESTION, 1, query_vector=q)[0].passage.id == idx.passages[row].id
+
+
+@pytest.fixture(scope="module")
+def moved_map():
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
+    at.session_state["index_name"] = "wiki"
+    at.session_state["question"] = QUESTION
+    at.session_state["map_method"] = "PCA"
+    at.session_state["_moved"] = ((QUESTION, "wiki", "pca", 2), [0.1, -0.05])
+    return visit(at, "map.py")
+
+
+def test_the_moved_query_panel_equals_a_fresh_retrieval(moved_map):
+    from app import state
+    from rag_core import projection
+
+    idx = state.index("wiki")
+    pmap = projection.fit_map(idx, "pca", 2)
+    q = pmap.lift(np.array([0.1, -0.05]))  # (D,)
+    x = np.asarray(idx.index.reconstruct_n(0, len(idx)), dtype=np.float64)  # (N, D)
+    scores = x @ q.astype(np.float64)  # (N,)
+    top = np.argsort(-scores)[:5]
+    table = next(d.value for d in moved_map.dataframe if "rank for the question" in d.value.columns)
+    assert list(table["title"]) == [idx.passages[i].title for i in top]
+    assert table["s(z)"].tolist() == pytest.approx(np.round(scores[top], 4).tolist(), abs=2e-4)
+    probs = np.exp(20 * scores[top]) / np.exp(20 * scores[top]).sum()
+    assert table["p(z|x)"].tolist() == pytest.approx(probs.tolist(), abs=1e-5)
+
+
+def test_answer_from_here_runs_the_generator_on_the_moved_top_k(moved_map):
+    from app import state
+    from rag_core import projection
+
+    moved_map.button(key="map_answer_moved").click().run()
+    shown = [t.value for t in moved_map.text if "from the moved query" in t.value]
+    pmap = projection.fit_map(state.index("wiki"), "pca", 2)
+    pipe = Pipeline(state.models(), "wiki", state.index("wiki"), Config(index="wiki"))  # the sidebar's defaults
+    trace = pipe.run_settings(QUESTION, [pipe.cfg], query_vector=pmap.lift(np.array([0.1, -0.05]))[None])[0].trace
+    assert shown == [f"RAG-Token from the moved query: {trace.answer('rag-token').answer}",
+                     f"RAG-Sequence from the moved query: {trace.answer('rag-sequence').answer}"]
+    moved_map.button(key="map_unmove").click().run()
+    assert not [d for d in moved_map.dataframe if "rank for the question" in d.value.columns]
