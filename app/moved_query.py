@@ -29,12 +29,14 @@ def panel(pipe, pmap, point: np.ndarray, question: str, own_hits: list, k: int, 
     """The moved query's top K beside the question's own, and the answer from there on request."""
     q = pmap.lift(point, normalise=bool(getattr(pipe.models.encoder, "normalises", False)))[None]  # (1, D)
     hits = pipe.retrieve(question, k, query_vector=q)
+    st.session_state["_moved_q"] = {"question": question, "index": pipe.index_name, "vector": q[0].tolist()}
     prior = marginals.log_prior(torch.tensor([h.score for h in hits]), scale).exp()  # (K,)
     own = {h.passage.id: h.rank for h in own_hits}
     st.subheader("The query, moved by hand")
     st.caption("You clicked a point on the map: the query vector is now the mean of the vectors of the 10 passages "
                "nearest that point (nearer ones weigh more), made unit-length. The top K, the scores and the prior "
-               "below follow from it alone: no generator call.")
+               "below follow from it alone: no generator call. The Train page starts its steps from here, so "
+               "you can watch training pull the query back.")
     views.table(pd.DataFrame([{"rank": h.rank, "title": h.passage.title, "s(z)": round(h.score, 4),
                                "p(z|x)": float(p), "rank for the question": own.get(h.passage.id, "—")}
                               for h, p in zip(hits, prior)]), hide_index=True,
@@ -45,6 +47,7 @@ def panel(pipe, pmap, point: np.ndarray, question: str, own_hits: list, k: int, 
         st.session_state["_moved_answer"] = (question, point.tolist())
     if c2.button("Back to the question's own query", key="map_unmove"):
         st.session_state.pop("_moved", None)
+        st.session_state.pop("_moved_q", None)
         st.rerun()
     if st.session_state.get("_moved_answer") == (question, point.tolist()):
         try:

@@ -11,8 +11,8 @@ import streamlit as st
 from app import jobs, state, train_charts, views
 from rag_core import caches, projection
 from rag_core.analysis.questions import read_questions
-from rag_core.config import DECODINGS, Config
-from rag_core.training import query_walk
+from rag_core.config import Config
+from rag_core.training import heldout, query_walk
 from rag_core.training.loop import PARTS, TrainSettings
 from rag_core.training.output import file_sha256, read_manifest
 from rag_core.training.session import fine_tune, keep_upload, run_folder, run_state
@@ -32,10 +32,19 @@ def _conditionals(question: str, index_name: str, answer: str) -> query_walk.Con
 
 @st.cache_resource(show_spinner="Walking the query (a new passage costs one generator pass)…", max_entries=64)
 def walk(question: str, index_name: str, answer: str, marginal: str, k: int, scale: float | None,
-         step_size: float, steps: int) -> query_walk.Walk:
+         step_size: float, steps: int, start: tuple[float, ...] | None = None) -> query_walk.Walk:
+    """The cached walk; `start`: a query vector moved by hand on the Map, instead of q(question)."""
     cond = _conditionals(question, index_name, " ".join(answer.split()))
     return query_walk.walk(state.pipeline(index_name), question, answer, marginal, k, scale, step_size, steps,
-                           conditionals=cond)
+                           start=None if start is None else np.array(start, dtype=np.float32), conditionals=cond)
+
+
+def moved_start(question: str, index_name: str) -> tuple[float, ...] | None:
+    """The query vector the user moved on the Map for this question and index, if any."""
+    moved = st.session_state.get("_moved_q")
+    if moved and moved["question"] == question and moved["index"] == index_name:
+        return tuple(moved["vector"])
+    return None
 
 
 @st.cache_resource(show_spinner="Laying out the map…", max_entries=8)
@@ -177,12 +186,6 @@ def result(m: dict, out: Path) -> None:
         st.code(f"python -m rag_core ask \"…\" --{part.replace('_', '-')} {out / folder}", language="bash")
     h = m.get("heldout")
     if h:
-        before, after = h["before"], h.get("after") or {}
-        rows = [(f"EM {d}", before["em"][d], (after.get("em") or {}).get(d)) for d in DECODINGS]
-        rows += [("answer-recall@1", before["recall_at_1"], after.get("recall_at_1")),
-                 (f"answer-recall@{before['k']}", before["recall_at_k"], after.get("recall_at_k")),
-                 ("distinct passages retrieved", before["distinct"], after.get("distinct")),
-                 ("entropy of the passages retrieved (bits)", before["entropy_bits"], after.get("entropy_bits"))]
-        st.caption(f"Held out: {h['file']} ({before['n']} questions). Fewer distinct passages and a lower entropy "
-                   "after training would be the retrieval collapse the paper warns of.")
-        views.table(pd.DataFrame(rows, columns=["figure", "before", "after"]), hide_index=True)
+        st.caption(f"Held out: {h['file']} ({h['before']['n']} questions). Fewer distinct passages and a lower "
+                   "entropy after training would be the retrieval collapse the paper warns of.")
+        views.table(pd.DataFrame(heldout.comparison_rows(h), columns=["figure", "before", "after"]), hide_index=True)

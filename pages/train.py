@@ -37,8 +37,12 @@ if not answer.strip():
     st.info("Type the expected answer to see where it pulls the query.")
     train_views.fine_tune_panel(cfg)
     st.stop()
+start = train_views.moved_start(question, cfg.index)
+if start is not None and not st.toggle("Start from the query you moved on the Map", True, key="train_from_moved",
+                                       help="Off: start from q(x), the question's own query vector."):
+    start = None
 try:
-    w = train_views.walk(question, cfg.index, answer, marginal, cfg.k, cfg.scale, float(step_size), int(steps))
+    w = train_views.walk(question, cfg.index, answer, marginal, cfg.k, cfg.scale, float(step_size), int(steps), start)
 except (WalkError, *state.USER_ERRORS) as e:
     st.error(str(e).splitlines()[0] if str(e) else "the walk could not be taken")
     st.stop()

@@ -6,8 +6,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from browser_kit import (ARTIFACTS, PAGES, body_text, browser, charts_drawn, chips, choose, clipped_tables,  # noqa: F401
-                         field, flip, metric_deltas, new_browser, press, ready, reddish, selected, served,
+from browser_kit import (ARTIFACTS, PAGES, body_text, browser, charts_drawn, chips, choose, click_when_shown,  # noqa: F401
+                         clipped_tables, field, flip, metric_deltas, new_browser, press, ready, reddish, selected, served,
                          server, settled, showing, type_into, wait_for)
 from conftest import ROOT
 
@@ -157,6 +157,30 @@ ASK_QUESTIONS = ["Who painted the Mona Lisa?", "In which city is the Taj Mahal?"
                  "Who wrote Pride and Prejudice?"]
 # `bench --only load` runs this test with more rounds and reads the RSS samples from this file.
 LOAD_REPORT = os.environ.get("RAG_LOUPE_LOAD_REPORT")
+def test_a_background_fine_tune_cancelled_from_the_sidebar_offers_to_resume(server, browser):
+    """Start fine-tuning on the Train page, leave for another page (the job goes on: every page's
+    sidebar shows it), press the sidebar's Cancel, come back: the run stopped at a step boundary and
+    the page offers to resume it from its checkpoint."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(server + "/train")
+    wait_for(browser, lambda: showing(browser, "Train") and settled(browser) and ready(browser, "train"), 300,
+             "the Train page")
+    press(browser, "Start fine-tuning")
+    wait_for(browser, lambda: "Fine-tuning ·" in body_text(browser), 120, "the job's progress on the page")
+    browser.find_element(By.XPATH, '//a[@data-testid="stSidebarNavLink"][contains(@href, "/by_hand")]').click()
+    wait_for(browser, lambda: showing(browser, "By hand") and "Fine-tuning ·" in body_text(browser), 120,
+             "the job in the sidebar of another page")
+    click_when_shown(browser, '//section[@data-testid="stSidebar"]//button[.//p[normalize-space()="Cancel"]]',
+                     "the sidebar's Cancel")
+    browser.find_element(By.XPATH, '//a[@data-testid="stSidebarNavLink"][contains(@href, "/train")]').click()
+    wait_for(browser, lambda: "Resume from the checkpoint" in body_text(browser) and settled(browser), 300,
+             "the offer to resume")
+    browser.save_screenshot(str(ARTIFACTS / "journey-cancel.png"))
+    assert "Fine-tuning ·" not in body_text(browser)  # nothing runs any more
+    assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
+
+
 LOAD_ROUNDS = int(os.environ.get("RAG_LOUPE_LOAD_ROUNDS", "1"))
 
 

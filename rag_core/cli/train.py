@@ -16,7 +16,7 @@ import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from ..config import DECODINGS
+from ..training import heldout
 from ..training.gradient import MARGINALS
 from ..training.loop import PARTS, TrainSettings
 from ..training.session import fine_tune
@@ -98,15 +98,8 @@ def report(m: dict, out: str) -> str:
 
 
 def heldout_table(h: dict) -> list[str]:
-    before, after = h["before"], h["after"] or {}
-    rows = [(f"EM {d}", before["em"][d], after.get("em", {}).get(d)) for d in DECODINGS]
-    rows += [("answer-recall@1", before["recall_at_1"], after.get("recall_at_1")),
-             (f"answer-recall@{before['k']}", before["recall_at_k"], after.get("recall_at_k")),
-             ("distinct passages", before["distinct"], after.get("distinct")),
-             ("passage entropy (bits)", before["entropy_bits"], after.get("entropy_bits"))]
-
     def cell(v) -> str:
         return "" if v is None else f"{v:>8d}" if isinstance(v, int) else f"{v:8.3f}"
 
-    lines = [f"{'held-out ' + h['file'] + ' (' + str(before['n']) + ' questions)':<30}{'before':>8} {'after':>8}"]
-    return lines + [f"  {name:<28}{cell(b)} {cell(a)}" for name, b, a in rows]
+    lines = [f"{'held-out ' + h['file'] + ' (' + str(h['before']['n']) + ' questions)':<30}{'before':>8} {'after':>8}"]
+    return lines + [f"  {name:<28}{cell(b)} {cell(a)}" for name, b, a in heldout.comparison_rows(h)]

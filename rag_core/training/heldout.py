@@ -65,3 +65,14 @@ def evaluate(pipe: Pipeline, questions: Sequence[EvalQuestion], cfg: Config, pro
     n = max(1, len(questions))
     distinct, bits = collapse_monitor(retrieved)
     return HeldOut(len(questions), cfg.k, {d: em[d] / n for d in DECODINGS}, at1 / n, atk / n, distinct, bits)
+
+
+def comparison_rows(heldout: dict) -> list[tuple[str, float | int, float | int | None]]:
+    """A manifest's held-out figures as (figure, before, after) rows, the same for the command
+    line and the Train page; `after` is None for a run stopped before its second measurement."""
+    before, after = heldout["before"], heldout.get("after") or {}
+    rows = [(f"EM {d}", before["em"][d], (after.get("em") or {}).get(d)) for d in DECODINGS]
+    return rows + [("answer-recall@1", before["recall_at_1"], after.get("recall_at_1")),
+                   (f"answer-recall@{before['k']}", before["recall_at_k"], after.get("recall_at_k")),
+                   ("distinct passages", before["distinct"], after.get("distinct")),
+                   ("passage entropy (bits)", before["entropy_bits"], after.get("entropy_bits"))]
