@@ -52,7 +52,7 @@ def walk_lines(log_likelihood: list[float], gap: list[float], entered: list[int]
                              hovertext=[f"step {s}: gap = {v:.3f}" for s, v in zip(steps, gap)], hoverinfo="text",
                              line=dict(color="#b2182b", dash="dot")))
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=10, b=10), xaxis=dict(title="step", dtick=1),
-                      yaxis=dict(title="log p(y|x)"), yaxis2=dict(title="gap", overlaying="y", side="right", tickformat=".2f",
+                      yaxis=dict(title="log p(y|x)"), yaxis2=dict(title="gap", overlaying="y", side="right", tickformat=".2f", tickmode="linear", tick0=0, dtick=0.25,
                                                                   range=[0, 1], showgrid=False),
                       legend=dict(orientation="h", y=1.12))
     return fig
