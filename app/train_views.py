@@ -15,7 +15,7 @@ from rag_core.config import Config
 from rag_core.training import heldout, query_walk
 from rag_core.training.loop import PARTS, TrainSettings
 from rag_core.training.output import file_sha256, read_manifest
-from rag_core.training.session import fine_tune, keep_upload, run_folder, run_state
+from rag_core.training.session import discard_damaged, fine_tune, keep_upload, run_folder, run_state
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_FILE = ROOT / "assets" / "train" / "questions.jsonl"
@@ -156,8 +156,13 @@ def fine_tune_panel(cfg: Config) -> None:
         _live_curve()
         return
     label = {"new": "Start fine-tuning", "resume": "Resume from the checkpoint", "replace": "Start again",
-             "done": "Train again from scratch"}[now]
+             "done": "Train again from scratch", "damaged": "Start again"}[now]
+    if now == "damaged":
+        st.warning("The files of an earlier run with these settings were damaged (a write was cut short); "
+                   "starting again replaces them.")
     if st.button(label, key="ft_start", type="primary" if now != "done" else "secondary"):
+        if now == "damaged":
+            discard_damaged(out)
         jobs.start(JOB, _work(base, settings, questions, out, HELD_OUT[held], now == "resume"),
                    label=f"Fine-tuning · {out.name}")
         st.rerun()

@@ -3,7 +3,7 @@ import json
 
 import streamlit as st
 
-from app import source_views, state, views
+from app import diagnose_panel, source_views, state, views
 from rag_core.config import ASSETS
 
 st.title("Ask")
@@ -49,4 +49,4 @@ if trace is not None:
     st.caption("score s(z) = d(z)·q(x); prior p(z|x) = softmax(scale · s); posterior p(z|x,y) after the whole answer.")
     views.passages_table(trace)
     views.csv_download(trace, "ask-csv")
-from app import diagnose_panel; diagnose_panel.render(trace)  # noqa: E702 (the Diagnose panel)
+diagnose_panel.render(trace)

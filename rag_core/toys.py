@@ -132,7 +132,7 @@ def summary_lines(result: ToyResult) -> list[str]:
     """What `python -m rag_core toy NAME` prints."""
     if result.trace is None:
         return [" ".join(f"{p:.3f}" for p in result.log_prior.exp().tolist())]
-    if len(result.spec.get("candidates", [])) == 1 and len(result.hits) > 1 and result.spec.get("name") == "posterior":
+    if result.spec.get("report") == "posterior":  # a spec may ask for p(z|x,y) of its one answer instead
         c = result.trace.candidates[0]
         return [" ".join(f"{p:.3f}" for p in marginals.citation(result.log_prior, c.token_logp).tolist())]
     lines = []

@@ -67,6 +67,13 @@ def cache_sharing(folder: Path, kinds=("models",)) -> Path:
     return folder
 
 
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty cache folder for one test (modules with a cache of their own override it)."""
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
+    return tmp_path
+
+
 @pytest.fixture(scope="session")
 def default_pipeline():
     """The real embedded default stack on the default index, loaded once for the whole run."""

@@ -22,12 +22,6 @@ from test_eval import QUESTIONS, toy_pipe
 from test_kill import kill_when
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
-    return tmp_path
-
-
 @pytest.fixture(scope="module")
 def encoder():
     return load_encoder(DEFAULT_ENCODER, None, torch.device("cpu"))

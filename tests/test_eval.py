@@ -73,7 +73,8 @@ class ToyPipe:
         self.models = Models(None, ToyGenerator(tables, closed), None)
         self.cfg = Config(beams=1, max_new_tokens=6)
 
-    def retrieve(self, question, k):
+    def retrieve(self, question, k, query_vector=None):
+        assert query_vector is None  # the toy retrieves by question only
         return [Hit(i + 1, p, math.log(prior)) for i, (p, prior) in enumerate(self.retrieval[question][:k])]
 
     def scale_for(self, cfg):

@@ -11,12 +11,6 @@ from test_projection import clustered, make_index
 N, MAX_FIT = 3000, 600
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
-    return tmp_path
-
-
 @pytest.fixture(scope="module")
 def sampled(tmp_path_factory):
     """One real UMAP layout of 3,000 passages with the threshold lowered to 600, the fit spied on."""

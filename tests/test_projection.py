@@ -24,12 +24,6 @@ def make_index(x: np.ndarray, tag: str = "p") -> PassageIndex:
     return PassageIndex.build(x, ps, encoder_id="toy")
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
-    return tmp_path
-
-
 @pytest.fixture(scope="module")
 def umap_pair(tmp_path_factory):
     """One UMAP fit (2-D) of a clustered index, and a second fit_map call that hits the cache."""

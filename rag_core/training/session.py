@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -97,10 +100,17 @@ def run_folder(base: str | Path, settings: TrainSettings, data_sha256: str, cfg:
 
 def run_state(folder: str | Path) -> str:
     """What starting the run at `folder` would do: "new", "resume" (a stopped or killed run with a
-    checkpoint), "replace" (begun, but killed before its first checkpoint) or "done"."""
+    checkpoint), "replace" (begun, but killed before its first checkpoint), "done", or "damaged"
+    (the folder is there but its manifest cannot be read: `discard_damaged` clears the way).
+
+    >>> import tempfile; base = Path(tempfile.mkdtemp())
+    >>> run_state(base / "none"), run_state(base)
+    ('new', 'damaged')
+    """
+    folder = Path(folder)
     manifest = read_manifest(folder)
     if manifest is None:
-        return "new"
+        return "damaged" if folder.exists() else "new"
     if manifest.get("status") == "done":
         return "done"
     return "resume" if checkpoint.exists(Path(folder)) else "replace"
@@ -115,3 +125,15 @@ def keep_upload(base: str | Path, data: bytes) -> Path:
     if not path.is_file():
         write_bytes_atomic(path, data)
     return path
+
+
+def discard_damaged(folder: str | Path) -> None:
+    """Remove a run folder of the app's own cache whose manifest cannot be read (a torn write), so
+    the run starts afresh; renamed away first, so no reader sees half of it. Only a folder that
+    `run_state` calls "damaged" is touched."""
+    folder = Path(folder)
+    if run_state(folder) != "damaged":
+        raise TrainingError(f"{folder} is not a damaged training run: left as it is")
+    aside = folder.with_name(f".{folder.name}.damaged-{time.time_ns()}")
+    os.rename(folder, aside)
+    shutil.rmtree(aside, ignore_errors=True)
