@@ -54,7 +54,7 @@ def panel(pipe, pmap, point: np.ndarray, question: str, own_hits: list, k: int, 
             with st.spinner("Answering from the moved query…"):
                 trace = pipe.run_settings(question, [pipe.cfg], query_vector=q)[0].trace
         except state.USER_ERRORS as e:
-            st.error(str(e).splitlines()[0] if str(e) else "that did not work")
+            st.error(views.md_text(str(e).splitlines()[0]) if str(e) else "that did not work")
             return
         for d, name in ((RAG_TOKEN, "RAG-Token"), (RAG_SEQUENCE, "RAG-Sequence")):
             c = trace.answer(d)

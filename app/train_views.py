@@ -127,7 +127,8 @@ def _questions_file(upload) -> Path | None:
         read_questions(str(path))
         return path
     except (ValueError, OSError, UnicodeDecodeError) as e:
-        st.error("That question file cannot be used: " + (str(e).splitlines()[0] if str(e) else type(e).__name__))
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        st.error("That question file cannot be used: " + views.md_text(why))  # it may quote the file
         return None
 
 
@@ -167,7 +168,7 @@ def fine_tune_panel(cfg: Config) -> None:
                    label=f"Fine-tuning · {out.name}")
         st.rerun()
     if job is not None and job.error:
-        st.error("The fine-tuning stopped: " + job.error)
+        st.error("The fine-tuning stopped: " + views.md_text(job.error))
     manifest = read_manifest(out)
     if manifest and manifest.get("losses"):
         result(manifest, out)

@@ -44,7 +44,7 @@ if start is not None and not st.toggle("Start from the query you moved on the Ma
 try:
     w = train_views.walk(question, cfg.index, answer, marginal, cfg.k, cfg.scale, float(step_size), int(steps), start)
 except (WalkError, *state.USER_ERRORS) as e:
-    st.error(str(e).splitlines()[0] if str(e) else "the walk could not be taken")
+    st.error(views.md_text(str(e).splitlines()[0]) if str(e) else "the walk could not be taken")
     st.stop()
 
 
