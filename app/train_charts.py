@@ -74,7 +74,7 @@ def walk_map(cloud: np.ndarray, cloud_hover: list[str], path: np.ndarray, passag
         if sel:
             fig.add_trace(go.Scatter(x=passages[sel, 0], y=passages[sel, 1], mode="markers", name=k,
                                      hovertext=[passage_hover[i] for i in sel], hoverinfo="text",
-                                     marker=dict(size=13, symbol="circle-open", line=dict(width=2.5, color=colour[k]))))
+                                     marker=dict(size=13, symbol="circle-open", color=colour[k], line=dict(width=2.5))))
     fig.add_trace(go.Scatter(x=path[:, 0], y=path[:, 1], mode="markers", name="query, step by step",
                              hovertext=[f"query after {s} step(s)" for s in range(len(path))], hoverinfo="text",
                              marker=dict(size=[16] + [8] * (len(path) - 1), symbol=["star"] + ["circle"] * (len(path) - 1),

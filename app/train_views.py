@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import jobs, state, train_charts, views
+from app import diagnose_panel, jobs, state, train_charts, views
 from rag_core import caches, projection
 from rag_core.analysis.questions import read_questions
 from rag_core.config import Config
@@ -76,9 +76,13 @@ def walk_map(w: query_walk.Walk, index_name: str, cloud_size: int = 1500):
 
 def pull_on_map(pmap: projection.PassageMap, question: str, index_name: str, cfg: Config):
     """Map positions of the query and of the query after one step along the gradient of the
-    expected answer typed on the Train page; (None, None) when none was typed for this question."""
+    expected answer: the one typed on the Train page, else the one the Diagnose box would offer;
+    (None, None) when there is neither."""
     kept = st.session_state.get("_train_answer")
-    if not kept or kept["question"] != question or not kept["answer"].strip():
+    if not kept or kept["question"] != question:
+        kept = {"answer": diagnose_panel.prefill(question).split("|")[0].strip(), "marginal": "sequence",
+                "step_size": query_walk.DEFAULT_STEP_SIZE}
+    if not kept["answer"].strip():
         return None, None
     w = walk(question, index_name, kept["answer"], kept["marginal"], cfg.k, cfg.scale, kept["step_size"], 1)
     a, b = pmap.place(np.stack([w.steps[0].query, w.steps[1].query]), scale=w.scale)  # (dims,) each

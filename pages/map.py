@@ -112,11 +112,13 @@ fig = charts.passage_map(C, pts["hover"], pts["topic"], hits, rows, qpos, questi
                          uirevision=f"{name}-{method}-{dims}-{zoom}-{question}", drawn=drawn)
 pull = st.toggle("Show the training pull", key="map_pull", disabled=qpos is None,
                  help="The arrow from the question to where one step of the paper's training signal moves the query, "
-                      "for the expected answer typed on the Train page (one teacher-forced pass the first time).")
+                      "for the expected answer typed on the Train page, or else the one the Diagnose box offers "
+                      "(one teacher-forced pass the first time).")
 if pull and qpos is not None:
     start, end = train_views.pull_on_map(pmap, question, name, cfg)
     if start is None:
-        st.info("Type the expected answer on the Train page first: the pull is toward the passages that explain it.")
+        st.info("No expected answer is known for this question: type one on the Train page (the pull is toward "
+                "the passages that explain it).")
     else:
         charts.add_pull_arrow(fig, start, end, dims)
 moved = moved_query.clicked_point("passage-map", (question, name, pmap.method, dims)) if dims == 2 else None

@@ -131,3 +131,16 @@ def test_the_map_draws_the_pull_of_the_answer_typed_on_train():
     assert [arrows[0]["ax"], arrows[0]["ay"]] == pytest.approx(start.tolist(), abs=1e-5)
     assert [arrows[0]["x"], arrows[0]["y"]] == pytest.approx(end.tolist(), abs=1e-5)
     assert float(np.linalg.norm(end - start)) > 0  # the answer really pulls
+
+
+def test_the_map_pull_uses_the_known_answer_without_a_visit_to_train():
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
+    at.session_state["index_name"] = "wiki"
+    at.session_state["map_method"] = "PCA"
+    at.session_state["map_pull"] = True
+    visit(at, "map.py")  # the default question, whose dev-set answer is "Herman Melville | Melville"
+    assert len(chart(at, "passage-map")["layout"]["annotations"]) == 1
+    at.session_state["question"] = "Which passage would a made-up question pull toward?"
+    at.run()
+    assert not chart(at, "passage-map")["layout"].get("annotations")
+    assert any("No expected answer is known" in i.value for i in at.info)
