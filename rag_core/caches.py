@@ -31,6 +31,9 @@ KINDS = {  # folder under cache_dir() -> what it holds, for `cache list` and the
     "training": "fine-tuning runs started on the Train page, resumable (not rebuilt: cleared only by name)",
 }
 REBUILT = tuple(k for k in KINDS if k not in ("user-indexes", "training"))  # what "all" clears
+# The kinds that gain an entry per new input (a corpus file, an index's map, a settings key) keep only
+# their most recently written entries; an evicted one is rebuilt if it is asked for again.
+LIMITS = {"corpus-indexes": 8, "maps": 32, "leaders": 8}
 
 
 def folder(kind: str) -> Path:
@@ -82,6 +85,25 @@ def clear(kind: str) -> int:
     path.mkdir()
     shutil.rmtree(trash, ignore_errors=True)
     return freed
+
+
+def keep_newest(kind: str, keep: Path | None = None, limit: int | None = None) -> list[Path]:
+    """Bound a kind's folder to its `LIMITS` entries (or `limit`): the least recently written go,
+    never `keep` (the entry just written) nor a hidden temporary one; returns what was removed.
+    E.g. with a limit of 2 and maps m0..m3 written in that order, m0 and m1 go (`tests/test_caches.py`).
+    """
+    limit = LIMITS[kind] if limit is None else limit
+    entries = [p for p in folder(kind).iterdir() if not p.name.startswith(".") and p != keep]
+    entries.sort(key=lambda p: p.stat().st_mtime, reverse=True)  # newest first
+    gone = entries[max(0, limit - (keep is not None)):]
+    for p in gone:
+        aside = p.with_name(f".{p.name}.evicted-{os.getpid()}-{time.time_ns()}")
+        try:
+            os.rename(p, aside)  # one rename: a reader sees the entry whole or not at all
+        except OSError:  # removed meanwhile by another process
+            continue
+        shutil.rmtree(aside, ignore_errors=True) if aside.is_dir() else aside.unlink(missing_ok=True)
+    return gone
 
 
 def human(n: int) -> str:

@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch
 
-from . import marginals
+from . import caches, marginals
 from .catalog import build_corpus_index, corpus_cache_folder, resolve_index
 from .config import MAX_QUESTION_CHARS, RAG_SEQUENCE, RAG_TOKEN, Config
 from .corpus import read_corpus_file
@@ -84,7 +84,9 @@ def open_index(cfg: Config, encoder: Encoder, progress=None) -> tuple[str, Passa
         try:
             return cfg.corpus, PassageIndex.load(folder, encoder_id=encoder.id, dim=encoder.dim)
         except IndexLoadError:
-            return cfg.corpus, build_corpus_index(parsed.passages, encoder, folder, progress=prog)
+            built = build_corpus_index(parsed.passages, encoder, folder, progress=prog)
+            caches.keep_newest("corpus-indexes", keep=folder)
+            return cfg.corpus, built
     return resolve_index(cfg.index, encoder, prog)
 
 

@@ -196,6 +196,7 @@ def _try_save(path: Path, pmap: PassageMap, meta: dict) -> None:
 
     try:
         write_atomic(path, write)
+        caches.keep_newest("maps", keep=path)
     except OSError as e:
         pmap.note = (pmap.note + "; " if pmap.note else "") + f"not cached on disk ({e.strerror or e})"
 

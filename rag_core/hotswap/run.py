@@ -18,6 +18,7 @@ import json
 import time
 from typing import Callable
 
+from .. import caches
 from .._fs import append_line, write_json_atomic
 from ..catalog import load_named
 from ..config import DECODE_NAMES, RAG_TOKEN, Config, Progress
@@ -114,6 +115,7 @@ def run_experiment(cfg: Config, pipeline_factory: Callable[[], object] | None = 
         pipes = year_pipelines(pipeline_factory, progress)
         for folder in folders:
             folder.mkdir(parents=True, exist_ok=True)
+            caches.keep_newest("leaders", keep=folder)
         t_start = time.perf_counter()
         for i, leader in enumerate(todo):
             eta = ""
