@@ -2,6 +2,7 @@
 the next use detects it and rebuilds it (or falls back to what is intact), never a traceback."""
 import json
 import logging
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,17 +10,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from safetensors import safe_open
 
 from rag_core import caches, catalog, projection
 from rag_core.analysis import evaluation as ev
-from rag_core.config import DEFAULT_ENCODER, DEFAULT_GENERATOR, Config
+from rag_core.config import DEFAULT_ENCODER, DEFAULT_GENERATOR, Config, cache_dir
 from rag_core.encoders import load_encoder
 from rag_core.generators import load_generator
+from rag_core.generators.loading import smollm_folder
 from rag_core.hotswap import cache as hotswap_cache
 from rag_core.hotswap.run import experiment_config
 from conftest import ROOT
 from test_eval import QUESTIONS, toy_pipe
 from test_kill import kill_when
+
+REAL_CACHE = cache_dir()  # read at import, before a test points RAG_LOUPE_CACHE at a throw-away folder
 
 
 @pytest.fixture(scope="module")
@@ -83,28 +88,32 @@ def test_a_damaged_saved_eval_run_reads_as_none(cache):
 
 
 @pytest.mark.slow
-def test_a_killed_or_damaged_generator_conversion_heals(cache, caplog):
+def test_a_killed_or_damaged_generator_conversion_heals(cache, caplog, monkeypatch):
     """The packaged GGUF is converted to safetensors once (about 20 s). A conversion killed with
-    SIGKILL while it writes leaves no converted model and the next start converts afresh, tidying
-    the killed one's temporary folder. A garbled safetensors file later gives one warning line,
-    then a fresh conversion, and the model answers as before."""
+    SIGKILL while it writes leaves no converted model. A garbled safetensors file (here a copy of
+    the real cache's converted model, garbled) gives one warning line, then a fresh conversion that
+    also tidies the killed one's temporary folder, and the model answers with the same weights."""
     convert = [sys.executable, "-c", "from rag_core.generators.loading import smollm_folder; print(smollm_folder())"]
     proc = subprocess.Popen(convert, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     models = caches.folder("models")
     kill_when(proc, lambda: any(p.name.startswith(".") for p in models.iterdir()))
     assert not [p for p in models.iterdir() if not p.name.startswith(".")]  # no half-made model: the old state
-    out = subprocess.run(convert, cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-1500:]
-    folder = Path(out.stdout.strip().splitlines()[-1])
-    assert [p.name for p in models.iterdir()] == [folder.name]  # the killed run's temporary folder is gone
+    assert [p for p in models.iterdir() if p.name.startswith(".")]  # the killed run's temporary folder
 
-    gen = load_generator(DEFAULT_GENERATOR, torch.device("cpu"))
-    ids = gen.encode_answer("Paris")
-    before = next(gen.model.parameters()).detach().clone()  # a copy: the loaded weights map the file itself
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(REAL_CACHE))  # the converted model every other test uses
+    real = smollm_folder()
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(cache))
+    folder = models / real.name
+    shutil.copytree(real, folder)
+    with safe_open(str(real / "model.safetensors"), framework="pt") as f:
+        name = next(iter(f.keys()))
+        before = f.get_tensor(name)
+    ids = load_generator(DEFAULT_GENERATOR, torch.device("cpu")).encode_answer("Paris")
     garble(folder / "model.safetensors", keep=8)
     with caplog.at_level(logging.WARNING, logger="rag_core.generators.loading"):
         again = load_generator(DEFAULT_GENERATOR, torch.device("cpu"))
     notes = [r.getMessage() for r in caplog.records]
     assert len(notes) == 1 and "could not be read" in notes[0] and "converting it again" in notes[0]
+    assert [p.name for p in models.iterdir()] == [folder.name]  # converted afresh; the killed run's folder is gone
     assert again.encode_answer("Paris") == ids
-    assert torch.equal(next(again.model.parameters()).detach(), before)
+    assert torch.equal(dict(again.model.named_parameters())[name].detach(), before)

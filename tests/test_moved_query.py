@@ -83,12 +83,13 @@ def test_the_train_page_steps_from_the_moved_query(moved_map):
 
     moved_map.session_state["_train_for"] = QUESTION
     moved_map.session_state["train_expected"] = "Herman Melville"
+    moved_map.session_state["train_steps"] = 2
     visit(moved_map, "train.py")
     line = next(json.loads(c.proto.spec) for c in moved_map.get("plotly_chart") if "train_lines" in c.proto.id)
     pipe = Pipeline(state.models(), "wiki", state.index("wiki"), Config(index="wiki"))
     lifted = projection.fit_map(state.index("wiki"), "pca", 2).lift(np.array([0.1, -0.05]))
-    moved = walk(pipe, QUESTION, "Herman Melville", "sequence", 5, None, 0.02, 5, start=lifted)
-    own = walk(pipe, QUESTION, "Herman Melville", "sequence", 5, None, 0.02, 5)
+    moved = walk(pipe, QUESTION, "Herman Melville", "sequence", 5, None, 0.02, 2, start=lifted)
+    own = walk(pipe, QUESTION, "Herman Melville", "sequence", 5, None, 0.02, 2)
     assert line["data"][0]["y"] == pytest.approx([s.log_likelihood for s in moved.steps], abs=1e-5)
     assert abs(moved.steps[0].log_likelihood - own.steps[0].log_likelihood) > 1e-3  # really another start
     moved_map.toggle(key="train_from_moved").set_value(False).run()

@@ -31,7 +31,7 @@ def plain_forward(gen, prompts, answer_ids=None):
 
 def test_prepare_matches_a_plain_forward(default_pipeline, gen):
     q = "Who wrote Moby-Dick?"
-    passages = [h.passage for h in default_pipeline.retrieve(q, 4)]
+    passages = [h.passage for h in default_pipeline.retrieve(q, 2)]
     passages.append(Passage("x", "A short one", "Tiny."))  # rows of very different lengths
     state = gen.prepare(q, passages)
     ref = plain_forward(gen, [causal.rag_prompt(q, p) for p in passages])  # (K, V)

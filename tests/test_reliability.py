@@ -168,11 +168,10 @@ def test_a_save_that_fails_midway_changes_nothing(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- concurrency
 
 
-def test_eight_concurrent_queries_each_get_their_own_trace(default_pipeline):
+def test_concurrent_queries_each_get_their_own_trace(default_pipeline):
+    """Five threads ask at once (the eight browser sessions of test_browser.py do it through the app)."""
     questions = ["Who wrote Moby-Dick?", "Who painted the Mona Lisa?", "In what year did the Berlin Wall fall?",
-                 "In which country is Machu Picchu located?", "Who wrote Pride and Prejudice?",
-                 "Who founded Standard Oil in 1870?", "In which city were the Beatles formed?",
-                 "Who created the video game Tetris?"]
+                 "In which country is Machu Picchu located?", "Who created the video game Tetris?"]
     cfg = Config(k=3, max_new_tokens=8)
     alone = {q: default_pipeline.run(q, cfg) for q in questions}
     together, errors = {}, []

@@ -91,7 +91,7 @@ def wait_for_job(timeout: float = 400):
 def test_fine_tuning_runs_in_the_background_and_a_cancelled_run_resumes(tmp_path, monkeypatch):
     monkeypatch.setenv("RAG_LOUPE_CACHE", str(cache_sharing(tmp_path, ("models", "indexes"))))
     at = open_train(steps=0)
-    at.session_state["ft_steps"] = 2
+    at.session_state["ft_steps"] = 1
     at.run()
     at.button(key="ft_start").click().run()
     from app import jobs
@@ -105,9 +105,9 @@ def test_fine_tuning_runs_in_the_background_and_a_cancelled_run_resumes(tmp_path
     at.button(key="ft_start").click().run()
     job = wait_for_job()
     assert job.error is None and job.result["status"] == "done", job.error
-    out = next((tmp_path / "training").glob("query-sequence-k5-s2-*"))
+    out = next((tmp_path / "training").glob("query-sequence-k5-s1-*"))
     manifest = read_manifest(out)
-    assert manifest["steps_done"] == 2 and len(manifest["losses"]) == 2
+    assert manifest["steps_done"] == 1 and len(manifest["losses"]) == 1
     at.run()
     assert at.button(key="ft_start").label == "Train again from scratch"
     assert chart(at, "ft_loss")["data"][0]["y"] == pytest.approx(manifest["losses"])
