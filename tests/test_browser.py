@@ -206,6 +206,10 @@ def ask(driver, question: str) -> None:
     box.send_keys(Keys.ENTER)
 
 
+def input_values(driver) -> list[str]:
+    return driver.execute_script("return [...document.querySelectorAll('input')].map(i => i.value)")
+
+
 def start_one_question_eval(driver) -> None:
     """On the Eval page: the question slider to its minimum (1), then Run (a background job)."""
     from selenium.webdriver.common.by import By
@@ -263,13 +267,14 @@ def test_eight_sessions_at_once(served, default_pipeline):
             assert not [w for w in others if f"\n{w}\n" in f"\n{shown}\n"], (i, q)
             assert not d.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
         sample("after the burst")
-        wait_for(evaluator, lambda: "Summary" in body_text(evaluator) and settled(evaluator), 400, "the finished eval run")
-        shown = evaluator.execute_script("return [...document.querySelectorAll('input')].map(i => i.value)")
-        assert [v for v in shown if "dev.jsonl · 1 questions" in v], shown  # the Run selector shows the new run
+        # the page opens on the shipped run (its Summary is there from the start): wait for the job
+        # to end and the Run selector to show the new run, the one its session started
+        wait_for(evaluator, lambda: "Evaluation run" not in body_text(evaluator) and settled(evaluator)
+                 and [v for v in input_values(evaluator) if "dev.jsonl · 1 questions" in v], 400, "the finished eval run")
         flip(evaluator, "Only questions RAG got wrong")  # the next interaction keeps the new run on screen
         wait_for(evaluator, lambda: settled(evaluator), 60, "the filtered table")
-        shown = evaluator.execute_script("return [...document.querySelectorAll('input')].map(i => i.value)")
-        assert [v for v in shown if "dev.jsonl · 1 questions" in v], shown
+        shown = input_values(evaluator)
+        assert [v for v in shown if "dev.jsonl · 1 questions" in v], shown  # the new run stays selected
         sample("after the background run")
         for r in range(1, LOAD_ROUNDS):  # more rounds (the benchmark's), each session another question
             turn = ASK_QUESTIONS[r:] + ASK_QUESTIONS[:r]
