@@ -25,6 +25,15 @@ def clicked_point(key: str, owner: tuple) -> np.ndarray | None:
     return np.array(moved[1]) if moved and moved[0] == owner else None
 
 
+@st.cache_resource(show_spinner="Answering from the moved query…", max_entries=32)
+def _answer_from(question: str, index_name: str, vector: tuple[float, ...], settings_key: tuple):
+    """The trace of the question decoded over the top K of a moved query vector, computed once per
+    (question, index, vector, settings): reruns of the Map page make no new generator call."""
+    pipe = state.pipeline(index_name)
+    cfg = pipe.cfg.with_(**dict(settings_key))
+    return pipe.run_settings(question, [cfg], query_vector=np.array([vector], dtype=np.float32))[0].trace
+
+
 def panel(pipe, pmap, point: np.ndarray, question: str, own_hits: list, k: int, scale: float) -> None:
     """The moved query's top K beside the question's own, and the answer from there on request."""
     q = pmap.lift(point, normalise=bool(getattr(pipe.models.encoder, "normalises", False)))[None]  # (1, D)
@@ -51,8 +60,7 @@ def panel(pipe, pmap, point: np.ndarray, question: str, own_hits: list, k: int, 
         st.rerun()
     if st.session_state.get("_moved_answer") == (question, point.tolist()):
         try:
-            with st.spinner("Answering from the moved query…"):
-                trace = pipe.run_settings(question, [pipe.cfg], query_vector=q)[0].trace
+            trace = _answer_from(question, pipe.index_name, tuple(q[0].tolist()), state.settings_key(pipe.cfg))
         except state.USER_ERRORS as e:
             st.error(views.md_text(str(e).splitlines()[0]) if str(e) else "that did not work")
             return
