@@ -67,6 +67,7 @@ class Config:
     threads: int | None = None  # torch threads; None = all cores of this machine
     allow_downloads: bool = False  # hub ids load only when the user allows it
     top_alternatives: int = 5  # alternative tokens kept per step and passage for the UI
+    batch_questions: int | None = None  # questions decoded as one batch by eval and the index swap; None = by device
 
     def with_(self, **changes) -> "Config":
         return replace(self, **changes)
@@ -89,6 +90,8 @@ class Config:
             raise ValueError(f"length-penalty must be a number between -10 and 10, got {self.length_penalty!r}")
         if self.scale is not None and not (0 < self.scale <= 1000):
             raise ValueError(f"scale must be a positive number up to 1000, got {self.scale!r}")
+        if self.batch_questions is not None and (not isinstance(self.batch_questions, int) or not 1 <= self.batch_questions <= 256):
+            raise ValueError(f"batch-questions must be between 1 and 256, got {self.batch_questions!r}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
         return self

@@ -38,29 +38,68 @@ it (`finished`), which steps were forced, and the search's own score.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from . import marginals
-from .generators.base import GenState, Generator, pad_answers
+from .generators.base import GenState, Generator, PackedAnswers, pad_answers
 from .search import NAN, Scored, Search, SearchSettings, run_lockstep, topk
 
 DECODER_VERSION = 2  # bump when decoding results change: cached runs (leaders, eval traces) are keyed by it
 
 
-def _token_search(state0: GenState, log_pz: torch.Tensor, settings: SearchSettings, gen: Generator) -> Search:
-    return Search(list(range(state0.logprobs.shape[0])), log_pz, settings, gen.eos_ids)
+def _token_search(rows: list[int], log_pz: torch.Tensor, settings: SearchSettings, gen: Generator) -> Search:
+    return Search(list(rows), log_pz, settings, gen.eos_ids)
 
 
-def _passage_searches(state0: GenState, settings: SearchSettings, gen: Generator) -> list[Search]:
-    return [Search([z], torch.zeros(1), settings, gen.eos_ids) for z in range(state0.logprobs.shape[0])]
+def _passage_searches(rows: list[int], settings: SearchSettings, gen: Generator) -> list[Search]:
+    return [Search([z], torch.zeros(1), settings, gen.eos_ids) for z in rows]
+
+
+def _all_rows(state0: GenState) -> list[int]:
+    return list(range(state0.logprobs.shape[0]))
+
+
+@dataclass
+class Job:
+    """One question's decoding in a batch: the prepared rows it reads (its passages, best first),
+    their log prior, how to search, which model(s) (`token`, `sequence` or `both`) and how to
+    rescore RAG-Sequence's hypotheses."""
+
+    rows: list[int]
+    log_pz: torch.Tensor  # (K,)
+    settings: SearchSettings = SearchSettings()
+    decode: str = "both"
+    rescore: str = "thorough"
+
+
+def decode_jobs(gen: Generator, state0: GenState, jobs: list[Job]) -> list[tuple[list[Scored], list[Scored]]]:
+    """RAG-Token and RAG-Sequence answers of every job, from one decode loop over all of them.
+
+    Each job's searches read only its own rows, so its answers and numbers are those it gets
+    decoded alone; a row two searches share (a passage's beam that still equals the RAG-Token path,
+    or the same prompt row in two jobs) is computed once. Per job: (RAG-Token hypotheses, RAG-Sequence
+    hypotheses), each best first and empty for a model the job did not ask for."""
+    token = [_token_search(j.rows, j.log_pz, j.settings, gen) if j.decode != "sequence" else None for j in jobs]
+    per_passage = [_passage_searches(j.rows, j.settings, gen) if j.decode != "token" else [] for j in jobs]
+    run_lockstep(gen, state0, [t for t in token if t is not None] + [s for ps in per_passage for s in ps])
+    out = []
+    for job, tok, ps in zip(jobs, token, per_passage):
+        token_scored = tok.results() if tok is not None else []
+        seq = []
+        if ps:
+            state = state0 if job.rows == _all_rows(state0) else gen.select(state0, torch.tensor(job.rows))
+            seq = rescore_hypotheses(gen, state, job.log_pz, [s.results() for s in ps], job.rescore,
+                                     job.settings.top_alternatives, token_scored)
+        out.append((token_scored, seq))
+    return out
 
 
 def rag_token_decode(gen: Generator, state0: GenState, log_pz: torch.Tensor,
                      settings: SearchSettings = SearchSettings()) -> list[Scored]:
     """The RAG-Token search on the mixture; best hypothesis first (at most `beams`)."""
-    search = _token_search(state0, log_pz, settings, gen)
-    run_lockstep(gen, state0, [search], settings)
-    return search.results()
+    return decode_jobs(gen, state0, [Job(_all_rows(state0), log_pz, settings, "token")])[0][0]
 
 
 def closed_book_decode(gen: Generator, state0: GenState, settings: SearchSettings = SearchSettings()) -> Scored:
@@ -71,8 +110,8 @@ def closed_book_decode(gen: Generator, state0: GenState, settings: SearchSetting
 def rag_sequence_beams(gen: Generator, state0: GenState, settings: SearchSettings = SearchSettings()) -> list[list[Scored]]:
     """A search per passage under p(y|x,z); per passage its finished hypotheses, best first, each
     with a (1, T) table of its own passage's log-probs."""
-    searches = _passage_searches(state0, settings, gen)
-    run_lockstep(gen, state0, searches, settings)
+    searches = _passage_searches(_all_rows(state0), settings, gen)
+    run_lockstep(gen, state0, searches)
     return [s.results() for s in searches]
 
 
@@ -81,33 +120,48 @@ def decode_both(gen: Generator, state0: GenState, log_pz: torch.Tensor, settings
     """RAG-Token and RAG-Sequence from the same forward calls: the K + 1 searches run in lockstep,
     and a passage's beam that still equals a RAG-Token hypothesis shares its rows. The results are
     exactly those of `rag_token_decode` and `rag_sequence_decode` run alone."""
-    token = _token_search(state0, log_pz, settings, gen)
-    per_passage = _passage_searches(state0, settings, gen)
-    run_lockstep(gen, state0, [token] + per_passage, settings)
-    token_scored = token.results()
-    seq = rescore_hypotheses(gen, state0, log_pz, [s.results() for s in per_passage], rescore,
-                             settings.top_alternatives, token_scored)
-    return token_scored, seq
+    return decode_jobs(gen, state0, [Job(_all_rows(state0), log_pz, settings, "both", rescore)])[0]
 
 
 def score_answers(gen: Generator, state0: GenState, answers: list[list[int]], top_alternatives: int = 5
                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Teacher-force N answers under all K passages in one batched pass.
 
-    Returns token log-probs (N, K, T), mask (N, T), alternative ids and log-probs (N, K, T, A).
+    Returns token log-probs (N, K, T), mask (N, T), alternative ids and log-probs (N, K, T, A); the
+    entries past an answer's end are NaN (log-probs) and 0 (ids). A generator that can pack
+    (`teacher_force_packed`) reads all N answers in one row per passage; any other reads N × K rows.
     """
     k = state0.logprobs.shape[0]
     n = len(answers)
-    pad = getattr(gen, "pad_id", 0)
-    ids, mask = pad_answers(answers, pad)  # (N, T), (N, T)
+    ids, mask = pad_answers(answers, getattr(gen, "pad_id", 0))  # (N, T), (N, T)
     t = ids.shape[1]
-    state = gen.select(state0, torch.arange(k).repeat(n))  # (N*K rows): row n*K + z
-    logp = gen.teacher_force(state, ids.repeat_interleave(k, dim=0))  # (N*K, T, V)
-    tok = logp.gather(-1, ids.repeat_interleave(k, dim=0).unsqueeze(-1)).squeeze(-1)  # (N*K, T)
-    alt_ids, alt_lp = topk(logp, top_alternatives)  # (N*K, T, A)
-    a = alt_ids.shape[-1]
-    tok = tok.view(n, k, t).masked_fill(~mask.unsqueeze(1), NAN)  # (N, K, T)
-    return tok, mask, alt_ids.view(n, k, t, a), alt_lp.view(n, k, t, a)
+    a = min(top_alternatives, state0.logprobs.shape[-1])
+    tok = torch.full((n, k, t), NAN)  # (N, K, T)
+    alt_ids = torch.zeros((n, k, t, a), dtype=torch.long)  # (N, K, T, A)
+    alt_lp = torch.full((n, k, t, a), NAN)  # (N, K, T, A)
+    if hasattr(gen, "teacher_force_packed"):
+        tok[:, :, 0] = state0.logprobs[:, ids[:, 0]].T  # (N, K): step 0 comes from the prompt pass
+        first_ids, first_lp = topk(state0.logprobs, a)  # (K, A)
+        alt_ids[:, :, 0], alt_lp[:, :, 0] = first_ids, first_lp
+        packed = PackedAnswers.of(answers)
+        if len(packed.tokens):
+            logp = gen.teacher_force_packed(state0, packed)  # (K, L, V)
+            step = packed.steps + 1  # (L,) the answer step each packed position predicts
+            target = ids[packed.owner, step]  # (L,)
+            tok[packed.owner, :, step] = logp.gather(-1, target.view(1, -1, 1).expand(k, -1, 1)).squeeze(-1).T  # (L, K)
+            pid, plp = topk(logp, a)  # (K, L, A)
+            alt_ids[packed.owner, :, step], alt_lp[packed.owner, :, step] = pid.transpose(0, 1), plp.transpose(0, 1)
+    else:
+        state = gen.select(state0, torch.arange(k).repeat(n))  # (N*K rows): row n*K + z
+        logp = gen.teacher_force(state, ids.repeat_interleave(k, dim=0))  # (N*K, T, V)
+        tok = logp.gather(-1, ids.repeat_interleave(k, dim=0).unsqueeze(-1)).squeeze(-1).view(n, k, t)  # (N, K, T)
+        rid, rlp = topk(logp, a)  # (N*K, T, A)
+        alt_ids, alt_lp = rid.view(n, k, t, a), rlp.view(n, k, t, a)
+    off = ~mask.view(n, 1, t)  # (N, 1, T)
+    tok = tok.masked_fill(off, NAN)  # (N, K, T)
+    alt_ids = alt_ids.masked_fill(off.unsqueeze(-1), 0)  # (N, K, T, A)
+    alt_lp = alt_lp.masked_fill(off.unsqueeze(-1), NAN)  # (N, K, T, A)
+    return tok, mask, alt_ids, alt_lp
 
 
 def rag_sequence_decode(gen: Generator, state0: GenState, log_pz: torch.Tensor,

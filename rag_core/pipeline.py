@@ -16,8 +16,7 @@ from . import caches, marginals
 from .catalog import build_corpus_index, corpus_cache_folder, resolve_index
 from .config import MAX_QUESTION_CHARS, RAG_SEQUENCE, RAG_TOKEN, Config
 from .corpus import read_corpus_file
-from .decoding import (Scored, SearchSettings, closed_book_decode, decode_both, rag_sequence_decode,
-                       rag_token_decode, score_answers)
+from .decoding import Job, Scored, SearchSettings, decode_jobs, score_answers
 from .encoders import Encoder, load_encoder
 from .generators import Generator, load_generator
 from .generators.base import GenState
@@ -25,6 +24,10 @@ from .index import IndexLoadError, PassageIndex
 from .retriever import Retriever
 from .sources import offline_unless_allowed, pick_device, set_threads
 from .trace import Candidate, Hit, Trace
+
+CPU_BATCH = 4  # questions a batch on CPU (measured: `bench --only batch`)
+GPU_BATCH = 32  # on a GPU, where a wider batch keeps the device busy
+
 
 class QuestionError(ValueError):
     """A question a user typed cannot be answered as given; the message says why."""
@@ -100,26 +103,83 @@ def to_candidates(gen: Generator, decoding: str, scored: list[Scored]) -> list[C
     return out
 
 
-def analyse(gen: Generator, question: str, hits: list[Hit], log_pz: torch.Tensor, cfg: Config, index_name: str,
-            scale: float, state0: GenState | None = None) -> Trace:
-    """Decode under both models from one prepared state and build the trace."""
-    state0 = state0 or gen.prepare(question, [h.passage for h in hits])
-    calls = state0.calls
-    search = SearchSettings.from_config(cfg)
-    token_scored: list[Scored] = []
-    seq: list[Scored] = []
-    if cfg.decode == "both":
-        # Both decodings share every forward call (see decoding.decode_both); same results as apart.
-        token_scored, seq = decode_both(gen, state0, log_pz, search, cfg.rescore)
-    elif cfg.decode == "token":
-        token_scored = rag_token_decode(gen, state0, log_pz, search)
-    else:
-        seq = rag_sequence_decode(gen, state0, log_pz, search, cfg.rescore)
+def trace_of(gen: Generator, question: str, hits: list[Hit], log_pz: torch.Tensor, cfg: Config, index_name: str,
+             scale: float, decoded: tuple[list[Scored], list[Scored]], calls: int) -> Trace:
+    """The trace of one question's decoded answers (RAG-Token hypotheses, RAG-Sequence hypotheses)."""
+    token_scored, seq = decoded
     candidates = to_candidates(gen, RAG_TOKEN, token_scored) + to_candidates(gen, RAG_SEQUENCE, seq)
     settings = {"k": len(hits), "beams": cfg.beams, "rescore": cfg.rescore, "decode": cfg.decode,
                 "max_new_tokens": cfg.max_new_tokens, "length_penalty": cfg.length_penalty,
                 "early_stopping": cfg.early_stopping, "generator": gen.id}
     return Trace(question, index_name, hits, log_pz.double(), scale, candidates, settings, model_calls=calls)
+
+
+def _job(cfg: Config, rows: list[int], log_pz: torch.Tensor) -> Job:
+    return Job(rows, log_pz, SearchSettings.from_config(cfg), cfg.decode, cfg.rescore)
+
+
+def analyse(gen: Generator, question: str, hits: list[Hit], log_pz: torch.Tensor, cfg: Config, index_name: str,
+            scale: float, state0: GenState | None = None) -> Trace:
+    """Decode under both models from one prepared state and build the trace."""
+    state0 = state0 or gen.prepare(question, [h.passage for h in hits])
+    # Both decodings share every forward call (see decoding.decode_jobs); same results as apart.
+    decoded = decode_jobs(gen, state0, [_job(cfg, list(range(len(hits))), log_pz)])[0]
+    return trace_of(gen, question, hits, log_pz, cfg, index_name, scale, decoded, state0.calls)
+
+
+@dataclass
+class Query:
+    """One question retrieved on one index, to be decoded under `cfgs` (K, scale, decoding); the
+    hits are the top max(K) of them."""
+
+    question: str  # as cleaned by `clean_question`
+    hits: list[Hit]
+    index_name: str
+    cfgs: list[Config]
+    notices: list[str] = field(default_factory=list)
+
+
+def decode_queries(gen: Generator, queries: list[Query], scale_of: Callable[[Config], float],
+                   keep_state: bool = False) -> list[list["PreparedRun"]]:
+    """Several questions (on any indexes) through one prompt pass and one decode loop: per query,
+    one run per config, each exactly what the query decoded alone gives.
+
+    A prompt row two queries share (the same question and passage, e.g. a base-corpus passage both
+    year indexes retrieve) is prepared and decoded once. `keep_state`: each run also keeps its own
+    K prepared rows (a copy), for teacher forcing gold answers later.
+    """
+    rows: list[tuple[str, object]] = []
+    where: dict[tuple, int] = {}
+    rows_of: list[list[int]] = []
+    for q in queries:
+        ids = []
+        for h in q.hits:
+            key = (q.question, h.passage.id, h.passage.title, h.passage.text)
+            if key not in where:
+                where[key] = len(rows)
+                rows.append((q.question, h.passage))
+            ids.append(where[key])
+        rows_of.append(ids)
+    state = gen.prepare_rows(rows)  # one batched pass over every distinct prompt
+    jobs, made = [], []
+    for q, ids in zip(queries, rows_of):
+        for cfg in q.cfgs:
+            scale = scale_of(cfg)
+            log_pz = marginals.log_prior(torch.tensor([h.score for h in q.hits[: cfg.k]]), scale)  # (k,)
+            jobs.append(_job(cfg, ids[: cfg.k], log_pz))
+            made.append((q, cfg, scale, log_pz))
+    decoded = decode_jobs(gen, state, jobs)
+    out: dict[int, list[PreparedRun]] = {id(q): [] for q in queries}
+    for (q, cfg, scale, log_pz), job, result in zip(made, jobs, decoded):
+        hits = q.hits[: cfg.k]
+        trace = trace_of(gen, q.question, hits, log_pz, cfg, q.index_name, scale, result, state.calls)
+        trace.settings["notices"] = q.notices
+        own = None
+        if keep_state:
+            whole = job.rows == list(range(state.logprobs.shape[0]))
+            own = state if whole else gen.select(state, torch.tensor(job.rows))
+        out[id(q)].append(PreparedRun(trace, own))
+    return [out[id(q)] for q in queries]
 
 
 DECODE_SETTINGS = ("k", "beams", "rescore", "decode", "max_new_tokens", "length_penalty", "early_stopping")
@@ -181,35 +241,50 @@ class Pipeline:
 
         The one path every caller takes (Ask, diagnosis, eval, the index swap), under the models'
         lock: the shared generator serves one query at a time."""
+        with self.models.lock:
+            query = self.query(question, cfgs, query_vector)
+            return decode_queries(self.models.generator, [query], self.scale_for, keep_state=True)[0]
+
+    def query(self, question: str, cfgs: list[Config], query_vector=None) -> Query:
+        """The question cleaned and retrieved for the largest K of `cfgs`: what a batch decodes."""
         cfgs = [c.validate() for c in cfgs]
         question, notices = clean_question(question)
-        gen = self.models.generator
-        runs = []
+        hits = self.retrieve(question, max(c.k for c in cfgs), query_vector)
+        if not hits:
+            raise QuestionError("the index returned no passages")
+        return Query(question, hits, self.index_name, cfgs, notices)
+
+    def run_many(self, questions: list[str], cfgs: list[Config], keep_state: bool = False) -> list[list[PreparedRun]]:
+        """Several questions, each under `cfgs`, decoded as one batch (`decode_queries`): the same
+        runs as `run_settings` one question at a time, in fewer model calls."""
         with self.models.lock:
-            hits = self.retrieve(question, max(c.k for c in cfgs), query_vector)
-            if not hits:
-                raise QuestionError("the index returned no passages")
-            state_all = gen.prepare(question, [h.passage for h in hits])  # one batched pass over the K prompts
-            for cfg in cfgs:
-                sub = hits[: cfg.k]
-                state = state_all if len(sub) == len(hits) else gen.select(state_all, torch.arange(len(sub)))
-                scale = self.scale_for(cfg)
-                log_pz = marginals.log_prior(torch.tensor([h.score for h in sub]), scale)  # (k,)
-                trace = analyse(gen, question, sub, log_pz, cfg, self.index_name, scale, state)
-                trace.settings["notices"] = notices
-                runs.append(PreparedRun(trace, state))
-        return runs
+            queries = [self.query(q, cfgs) for q in questions]
+            return decode_queries(self.models.generator, queries, self.scale_for, keep_state)
+
+    def batch_size(self, cfg: Config | None = None) -> int:
+        """How many questions eval and the index swap decode together: `cfg.batch_questions`, or
+        by device. On CPU the prompt pass is compute-bound and gains nothing from a bigger batch,
+        while decoding steps share their weight reads: a few questions take most of the gain."""
+        cfg = cfg or self.cfg
+        if cfg.batch_questions is not None:
+            return cfg.batch_questions
+        return GPU_BATCH if self.models.device.type == "cuda" else CPU_BATCH
 
     def closed_book(self, question: str, cfg: Config | None = None) -> str:
         """The generator alone, with no passage: what it "knows" by itself, searched as the RAG
         answers are (same beams, length limit and penalty)."""
+        return self.closed_book_many([question], cfg)[0]
+
+    def closed_book_many(self, questions: list[str], cfg: Config | None = None) -> list[str]:
+        """`closed_book` of several questions through one prompt pass and one decode loop."""
         cfg = (cfg or self.cfg).validate()
-        question, _ = clean_question(question)
+        cleaned = [clean_question(q)[0] for q in questions]
         gen = self.models.generator
+        settings = SearchSettings.from_config(cfg.with_(top_alternatives=1))
         with self.models.lock:
-            state = gen.prepare(question, None)
-            best = closed_book_decode(gen, state, SearchSettings.from_config(cfg.with_(top_alternatives=1)))
-        return gen.decode(best.tokens)
+            state = gen.prepare_rows([(q, None) for q in cleaned])
+            decoded = decode_jobs(gen, state, [Job([i], torch.zeros(1), settings, "token") for i in range(len(cleaned))])
+        return [gen.decode(token[0].tokens) for token, _ in decoded]
 
 
     def closed_book_scores(self, question: str, answers: list[list[int]]) -> torch.Tensor:

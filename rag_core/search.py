@@ -188,14 +188,17 @@ class RowPool:
         self.where = {key: i for i, key in enumerate(keys)}
 
 
-def run_lockstep(gen: Generator, state0: GenState, searches: list[Search], settings: SearchSettings) -> None:
-    """Run every search to its end in lockstep, one `advance` call per step for all of them."""
+def run_lockstep(gen: Generator, state0: GenState, searches: list[Search]) -> None:
+    """Run every search to its end in lockstep, one `advance` call per step for all of them.
+
+    The searches may read rows of different questions (a batch, see `decoding.decode_jobs`) and
+    differ in their settings: each ranks by its own forced tokens and length limit."""
     rows = RowPool(gen, state0)
-    for step in range(settings.max_new_tokens):
-        forced = forced_tokens(gen, step, settings.max_new_tokens)
+    for step in range(max((s.s.max_new_tokens for s in searches), default=0)):
         for s in searches:
             if s.alive:
                 keys = [(z, h.tokens) for h in s.alive for z in s.passages]
+                forced = forced_tokens(gen, step, s.s.max_new_tokens)
                 s.step(rows.logprobs(keys).view(len(s.alive), len(s.passages), -1), step, forced)  # (B, R, V)
         wanted = [(z, h.tokens) for s in searches for h in s.alive for z in s.passages]
         if not wanted:

@@ -55,7 +55,7 @@ def test_eval_and_index_swap_from_several_threads(default_pipeline):
         return {m: (v.answer, v.verdicts) for m, v in r.modes.items()}
 
     def swap_answers(leader):
-        rec = hotswap.position_records(pipes, leader, [cfg])[0]
+        rec = hotswap.positions_records(pipes, [leader], [cfg])[0][0]
         return [(r["index"], r["decoding"], r["answer"]) for r in rec["rows"]] + [rec["closed"]["answer"]]
 
     jobs = [(eval_answers, q) for q in questions] + [(swap_answers, leader) for leader in leaders]

@@ -4,6 +4,7 @@ import math
 
 import pandas as pd
 import pytest
+import torch
 
 from conftest import ROOT, run_cli
 from rag_core.analysis import evaluation as ev
@@ -67,10 +68,11 @@ class ToyPipe:
 
     index_name = "toy"
     run, run_settings, closed_book_scores = Pipeline.run, Pipeline.run_settings, Pipeline.closed_book_scores
+    query, run_many, batch_size, closed_book_many = Pipeline.query, Pipeline.run_many, Pipeline.batch_size, Pipeline.closed_book_many
 
     def __init__(self, retrieval, tables, closed):
         self.retrieval = retrieval
-        self.models = Models(None, ToyGenerator(tables, closed), None)
+        self.models = Models(None, ToyGenerator(tables, closed), torch.device("cpu"))
         self.cfg = Config(beams=1, max_new_tokens=6)
 
     def retrieve(self, question, k, query_vector=None):

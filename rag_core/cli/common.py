@@ -102,6 +102,11 @@ def add_decoding_args(p: argparse.ArgumentParser, decode: bool = True) -> None:
     p.add_argument("--scale", type=positive_float, default=d.scale, help="retriever scale (default: the encoder's)")
 
 
+def add_batch_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--batch-questions", type=positive_int, default=None, metavar="N",
+                   help="questions decoded together (default: by device, 4 on CPU); the answers do not change")
+
+
 def decoding_fields(args: argparse.Namespace, decode: str | None = None) -> dict:
     """The Config fields `add_decoding_args` declared (`decode` fixes the decoding a command runs)."""
     return {"k": args.k, "decode": decode or args.decode, "beams": args.beams, "length_penalty": args.length_penalty,

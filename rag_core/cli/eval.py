@@ -21,7 +21,7 @@ from ..analysis.questions import read_questions
 from ..analysis.sweep import load_traces, sweep
 from ..config import RAG_SEQUENCE, Config
 from ..pipeline import load_pipeline
-from .common import (INDEX_HELP, CliError, add_decoding_args, add_model_args, config_from, decoding_fields,
+from .common import (INDEX_HELP, CliError, add_batch_arg, add_decoding_args, add_model_args, config_from, decoding_fields,
                      positive_float, positive_int, progress_bar)
 from .eval_compare import run_compare
 
@@ -57,6 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sweep-k", type=positive_int, nargs="+", default=[1, 2, 3, 4, 5], metavar="K")
     p.add_argument("--sweep-scale", type=positive_float, nargs="+", default=[5.0, 10.0, 20.0, 40.0], metavar="S")
     add_model_args(p)
+    add_batch_arg(p)
 
 
 def run_sweep(args: argparse.Namespace) -> int:
@@ -89,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("the following arguments are required: questions")
     if args.sweep:
         return run_sweep(args)
-    cfg = config_from(args, **decoding_fields(args, decode="both"), index=args.index, corpus=args.corpus)
+    cfg = config_from(args, **decoding_fields(args, decode="both"), index=args.index, corpus=args.corpus,
+                     batch_questions=args.batch_questions)
     questions, skipped = read_questions(args.questions)  # user errors surface before any model loads
     if args.limit:
         questions = questions[: args.limit]

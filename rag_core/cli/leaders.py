@@ -19,7 +19,7 @@ from ..hotswap.cache import cached_result, leaders_frame, write_shipped
 from ..hotswap.results import GOAL_MATCHED, GOAL_MISMATCHED, PAPER, SPLITS, YEARS, position_split
 from ..hotswap.run import experiment_config, run_experiment
 from ..pipeline import load_pipeline
-from .common import CliError, add_decoding_args, add_model_args, config_from, decoding_fields, positive_int, progress_bar
+from .common import CliError, add_batch_arg, add_decoding_args, add_model_args, config_from, decoding_fields, positive_int, progress_bar
 
 HELP = "the 2016/2018 index hot-swap experiment"
 
@@ -37,6 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true", help="recompute every position (the cache is refreshed)")
     p.add_argument("--json", action="store_true", help="print the tables as JSON")
     add_model_args(p)
+    add_batch_arg(p)
 
 
 def _pct(x: float) -> str:
@@ -87,7 +88,8 @@ def _variant(text: str, cfg):
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = experiment_config(config_from(args, **decoding_fields(args), index="2018", corpus=None))
+    cfg = experiment_config(config_from(args, **decoding_fields(args), index="2018", corpus=None,
+                                               batch_questions=args.batch_questions))
     variants = [_variant(v, cfg) for v in args.also]
     if args.csv and os.path.isdir(args.csv):
         raise CliError(f"--csv {args.csv} is a folder; give a file name")

@@ -46,6 +46,11 @@ class Generator(Protocol):
     def prepare(self, question: str, passages: Sequence[Passage] | None) -> GenState:
         """One batched forward of the K prompts; `passages=None` is closed-book (one row)."""
 
+    def prepare_rows(self, rows: Sequence[tuple[str, Passage | None]]) -> GenState:
+        """The same forward over rows that may belong to different questions: row r reads
+        `rows[r]` = (question, passage), or (question, None) for closed-book. Several questions
+        batched this way decode in one loop (`decoding.decode_jobs`)."""
+
     def select(self, state: GenState, idx: torch.Tensor) -> GenState:
         """A state whose row r is a copy of `state`'s row `idx[r]`."""
 
@@ -73,6 +78,42 @@ def forced_ids(generation_config, encoder_decoder: bool) -> tuple[int | None, fr
     eos = getattr(generation_config, "forced_eos_token_id", None)
     eos_set = frozenset() if eos is None else frozenset([int(eos)] if isinstance(eos, int) else [int(e) for e in eos])
     return (None if bos is None else int(bos)), eos_set
+
+
+def rows_of(question: str, passages: Sequence[Passage] | None) -> list[tuple[str, Passage | None]]:
+    """The prompt rows of one question: one per passage, or one closed-book row (`passages=None`)."""
+    return [(question, None)] if passages is None else [(question, p) for p in passages]
+
+
+@dataclass(frozen=True)
+class PackedAnswers:
+    """N answers laid end to end as the input of one teacher-forced pass: each answer's tokens but
+    its last (reading token i predicts token i + 1; the first token's distribution comes from the
+    prompt pass), with which answer each input token belongs to and its step in that answer.
+
+    >>> p = PackedAnswers.of([[5, 6, 7], [8], [9, 4]])
+    >>> p.tokens.tolist(), p.owner.tolist(), p.steps.tolist()
+    ([5, 6, 9], [0, 0, 2], [0, 1, 0])
+    >>> p.mask().int().tolist()  # token l may read token m: same answer, m not after l
+    [[1, 0, 0], [1, 1, 0], [0, 0, 1]]
+    """
+
+    tokens: torch.Tensor  # (L,) long: the input tokens
+    owner: torch.Tensor  # (L,) long: the answer each belongs to
+    steps: torch.Tensor  # (L,) long: its step within that answer (0 = the answer's first token)
+
+    @classmethod
+    def of(cls, answers: Sequence[Sequence[int]]) -> "PackedAnswers":
+        tokens = [int(t) for a in answers for t in list(a)[:-1]]
+        owner = [n for n, a in enumerate(answers) for _ in range(max(len(a) - 1, 0))]
+        steps = [i for a in answers for i in range(max(len(a) - 1, 0))]
+        return cls(torch.tensor(tokens, dtype=torch.long), torch.tensor(owner, dtype=torch.long),
+                   torch.tensor(steps, dtype=torch.long))
+
+    def mask(self) -> torch.Tensor:
+        """(L, L) bool: the block-diagonal causal mask (one block per answer)."""
+        order = torch.arange(len(self.tokens))  # (L,)
+        return (self.owner[:, None] == self.owner[None, :]) & (order[:, None] >= order[None, :])  # (L, L)
 
 
 def pad_answers(answers: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:

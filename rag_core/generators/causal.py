@@ -19,7 +19,7 @@ import torch
 from ..config import MAX_PASSAGE_WORDS, MAX_QUESTION_CHARS
 from ..corpus import Passage
 from ..sources import TOKENIZER_LOCK
-from .base import ForwardCounter, GenState, forced_ids
+from .base import ForwardCounter, GenState, PackedAnswers, forced_ids, rows_of
 
 # Worked examples the prompt shows before the real question. Written for this prompt; none of them
 # is about a question in the shipped dev set (assets/eval/dev.jsonl). Each one is built against a
@@ -169,12 +169,18 @@ class CausalGenerator:
         with TOKENIZER_LOCK:  # fast tokenizers must not be used from two threads at once
             return [self.tokenizer.encode(t, add_special_tokens=False) for t in texts]
 
-    @torch.inference_mode()
     def prepare(self, question: str, passages: Sequence[Passage] | None) -> GenState:
-        if passages is None:
-            prefix, prompts = closed_book_prefix(), [closed_book_prompt(question)]
+        return self.prepare_rows(rows_of(question, passages))
+
+    @torch.inference_mode()
+    def prepare_rows(self, rows: Sequence[tuple[str, Passage | None]]) -> GenState:
+        closed = [p is None for _, p in rows]
+        if any(closed) and not all(closed):
+            raise ValueError("closed-book and RAG rows have different few-shot parts: prepare them apart")
+        if all(closed):
+            prefix, prompts = closed_book_prefix(), [closed_book_prompt(q) for q, _ in rows]
         else:
-            prefix, prompts = rag_prefix(), [rag_prompt(question, p) for p in passages]
+            prefix, prompts = rag_prefix(), [rag_prompt(q, p) for q, p in rows]
         ids_of = self.__dict__.setdefault("_prefix_ids", {})  # the prefix text is fixed: tokenise it once
         if prefix not in ids_of:
             ids_of[prefix] = self._tokenize([prefix])[0]
@@ -222,6 +228,23 @@ class CausalGenerator:
             return first
         rest, _ = self._extend(state, answers[:, :-1])  # (R, T-1, V)
         return torch.cat([first, rest], dim=1)  # (R, T, V)
+
+    @torch.inference_mode()
+    def teacher_force_packed(self, state: GenState, packed: PackedAnswers) -> torch.Tensor:
+        """Log-probs (R, L, V) after each packed input token, every answer read under every row.
+
+        All answers sit side by side in one sequence per row behind a block-diagonal causal mask:
+        an answer's token attends to the row's prompt and to the earlier tokens of its own answer
+        only, at the positions it would have alone. So each row's prompt cache is read once for all
+        answers and never copied (`teacher_force` on N×K rows copies the ~30 MB cache N times).
+        """
+        r, l = state.logprobs.shape[0], len(packed.tokens)
+        prompt = state.cache["attn"].bool()  # (R, P)
+        own = packed.mask()  # (L, L): same answer, not later
+        mask = torch.cat([prompt[:, None, None, :].expand(r, 1, l, -1), own.expand(r, 1, l, l)], dim=-1)  # (R, 1, L, P+L)
+        positions = state.cache["next_pos"].unsqueeze(1) + packed.steps.unsqueeze(0)  # (R, L)
+        logp, _ = self._forward(packed.tokens.expand(r, l), mask, positions, state.cache["kv"])  # (R, L, V)
+        return logp
 
     def encode_answer(self, text: str) -> list[int]:
         return self.tokenizer.encode(" " + text.strip(), add_special_tokens=False) + [self.newline_id]

@@ -13,7 +13,7 @@ import torch
 
 from ..corpus import Passage
 from ..sources import TOKENIZER_LOCK
-from .base import ForwardCounter, GenState, forced_ids
+from .base import ForwardCounter, GenState, forced_ids, rows_of
 
 TITLE_SEP = " / "
 DOC_SEP = " // "
@@ -41,9 +41,12 @@ class Seq2SeqGenerator:
         self.pad_id = int(model.config.pad_token_id if model.config.pad_token_id is not None else 0)
         self.forced_bos_id, self.forced_eos_ids = forced_ids(model.generation_config, encoder_decoder=True)
 
-    @torch.inference_mode()
     def prepare(self, question: str, passages: Sequence[Passage] | None) -> GenState:
-        texts = [rag_input(question, None)] if passages is None else [rag_input(question, p) for p in passages]
+        return self.prepare_rows(rows_of(question, passages))
+
+    @torch.inference_mode()
+    def prepare_rows(self, rows: Sequence[tuple[str, Passage | None]]) -> GenState:
+        texts = [rag_input(q, p) for q, p in rows]
         with TOKENIZER_LOCK:  # fast tokenizers must not be used from two threads at once
             enc = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True, max_length=MAX_COMBINED_LENGTH)
         mask = enc["attention_mask"].to(self.device)  # (K, L)

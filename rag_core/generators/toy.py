@@ -18,7 +18,7 @@ from typing import Sequence
 import torch
 
 from ..corpus import Passage
-from .base import ForwardCounter, GenState
+from .base import ForwardCounter, GenState, rows_of
 
 EOS = "</s>"
 OTHER = "<other>"
@@ -54,7 +54,10 @@ class ToyGenerator:
         return torch.stack([self._dist(tables[int(r)], p) for r, p in zip(rows, prefixes)])  # (R, V)
 
     def prepare(self, question: str, passages: Sequence[Passage] | None) -> GenState:
-        tables = [self.closed_book] if passages is None else [self.tables.get(p.id, {}) for p in passages]
+        return self.prepare_rows(rows_of(question, passages))
+
+    def prepare_rows(self, rows: Sequence[tuple[str, Passage | None]]) -> GenState:
+        tables = [self.closed_book if p is None else self.tables.get(p.id, {}) for _, p in rows]
         rows = torch.arange(len(tables))
         prefixes = [()] * len(tables)
         return GenState(self._logprobs(tables, rows, prefixes), rows, 0, {"tables": tables, "prefixes": prefixes}, 1)

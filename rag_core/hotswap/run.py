@@ -23,7 +23,7 @@ from .._fs import append_line, write_json_atomic
 from ..catalog import load_named
 from ..config import DECODE_NAMES, RAG_TOKEN, Config, Progress
 from ..marginals import NEG_INF, prob
-from ..pipeline import Pipeline, clean_question
+from ..pipeline import Pipeline, clean_question, decode_queries
 from ..trace import Trace
 from .cache import (assemble, cache_folder, experiment_key, index_checksums, known_rows, leaders_frame,
                     settings_of)
@@ -53,31 +53,40 @@ def _answer_rows(trace: Trace, leader: dict, cfg: Config) -> list[dict]:
     return rows
 
 
-def position_records(pipes: dict[str, Pipeline], leader: dict, cfgs: list[Config]) -> list[dict]:
-    """Answers for one position under each of `cfgs`: both indexes × the decodings, plus closed-book.
+def positions_records(pipes: dict[str, Pipeline], leaders: list[dict], cfgs: list[Config]) -> list[list[dict]]:
+    """Answers for several positions under each of `cfgs`: both indexes × the decodings, plus
+    closed-book; per position, one record per config.
 
-    Per index the question is retrieved and its K prompts prepared once, for the largest K
-    (`Pipeline.run_settings`), so settings that differ in K or scale cost a decoding each, not
-    another prompt pass.
+    Every (position, index) question is retrieved for the largest K, and all of them are decoded
+    as one batch (`decode_queries`: settings that differ in K or scale cost a decoding each, not
+    another prompt pass, and a prompt row both indexes retrieve is computed once); the closed-book
+    answers are another batch. Each answer is the one the question decoded alone gets.
     """
     t0 = time.perf_counter()
-    rows: list[list[dict]] = [[] for _ in cfgs]
-    question, _ = clean_question(leader["question"])
-    for year in YEARS:
-        for i, run in enumerate(pipes[year].run_settings(question, cfgs)):
-            rows[i] += _answer_rows(run.trace, leader, cfgs[i])
-    closed_answer = pipes[YEARS[0]].closed_book(question, cfgs[0])
-    c16, c18, both = judge(closed_answer, leader["holder_2016"], leader["holder_2018"])
-    base = {k: leader[k] for k in ("position", "country", "holder_2016", "holder_2018", "question")}
-    closed = {**base, "answer": closed_answer, "correct_2016": c16, "correct_2018": c18, "ambiguous": both,
-              "split": position_split(leader["position"])}
-    seconds = time.perf_counter() - t0
+    questions = [clean_question(leader["question"])[0] for leader in leaders]
+    first = pipes[YEARS[0]]
+    with first.models.lock:  # one batch at a time through the shared models, as every path
+        queries = [pipes[year].query(q, cfgs) for q in questions for year in YEARS]
+        runs = decode_queries(first.models.generator, queries, first.scale_for)
+        closed_answers = first.closed_book_many(questions, cfgs[0])
+    seconds = (time.perf_counter() - t0) / len(leaders)
     out = []
-    for cfg_rows in rows:
-        for r in cfg_rows:
-            r["closed_book"] = closed_answer
-        out.append({"position": leader["position"], "rows": cfg_rows, "closed": closed, "seconds": seconds,
-                    "shared_with": len(cfgs)})
+    for p, (leader, closed_answer) in enumerate(zip(leaders, closed_answers)):
+        rows: list[list[dict]] = [[] for _ in cfgs]
+        for y in range(len(YEARS)):
+            for i, run in enumerate(runs[p * len(YEARS) + y]):
+                rows[i] += _answer_rows(run.trace, leader, cfgs[i])
+        c16, c18, both = judge(closed_answer, leader["holder_2016"], leader["holder_2018"])
+        base = {k: leader[k] for k in ("position", "country", "holder_2016", "holder_2018", "question")}
+        closed = {**base, "answer": closed_answer, "correct_2016": c16, "correct_2018": c18, "ambiguous": both,
+                  "split": position_split(leader["position"])}
+        records = []
+        for cfg_rows in rows:
+            for r in cfg_rows:
+                r["closed_book"] = closed_answer
+            records.append({"position": leader["position"], "rows": cfg_rows, "closed": closed, "seconds": seconds,
+                            "shared_with": len(cfgs)})
+        out.append(records)
     return out
 
 
@@ -117,17 +126,19 @@ def run_experiment(cfg: Config, pipeline_factory: Callable[[], object] | None = 
             folder.mkdir(parents=True, exist_ok=True)
             caches.keep_newest("leaders", keep=folder)
         t_start = time.perf_counter()
-        for i, leader in enumerate(todo):
+        size = pipes[YEARS[0]].batch_size(cfg)
+        for i in range(0, len(todo), size):
+            batch = todo[i: i + size]
             eta = ""
             if i:
                 per = (time.perf_counter() - t_start) / i
                 eta = f", about {per * (len(todo) - i) / 60:.0f} min left"
-            progress(f"{leader['position']} ({i + 1}/{len(todo)}{eta})", i / len(todo))
-            with pipes[YEARS[0]].models.lock:  # one position at a time through the shared models, as every path
-                records = position_records(pipes, leader, cfgs)
-            for rec, folder, done in zip(records, folders, known):
-                done[leader["position"]] = rec
-                append_line(folder / "rows.jsonl", json.dumps(rec, ensure_ascii=False))  # one line a position: resumable
+            names = batch[0]["position"] + (f" and {len(batch) - 1} more" if len(batch) > 1 else "")
+            progress(f"{names} ({i + 1}-{i + len(batch)}/{len(todo)}{eta})", i / len(todo))
+            for leader, records in zip(batch, positions_records(pipes, batch, cfgs)):
+                for rec, folder, done in zip(records, folders, known):
+                    done[leader["position"]] = rec
+                    append_line(folder / "rows.jsonl", json.dumps(rec, ensure_ascii=False))  # one line a position: resumable
         progress("done", 1.0)
     results = []
     for c, folder, done in zip(cfgs, folders, known):
