@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+SCALE := $(VENV)/.scale-installed
 
 .PHONY: run test bench
 
@@ -17,14 +18,19 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
+# Ray, for `build-index --engine ray` (its tests and bench need it; the app does not).
+$(SCALE): $(STAMP) requirements-scale.txt
+	$(PY) -m pip install -q -r requirements-scale.txt
+	touch $(SCALE)
+
 run: $(STAMP)
 	$(VENV)/bin/streamlit run app/main.py
 
-test: $(STAMP)
+test: $(STAMP) $(SCALE)
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  echo "note: chromium and chromedriver are not installed, so the real-browser tests will be SKIPPED (apt-get install chromium chromium-driver)"
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q -rs
 
-bench: $(STAMP)
+bench: $(STAMP) $(SCALE)
 	$(PY) -m rag_core bench

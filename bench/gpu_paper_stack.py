@@ -1,9 +1,12 @@
 """The paper's stack at real size with random weights, for a machine with a GPU:
 BART-large generator, DPR-base question encoder, K=10, 300-token contexts.
 
-Reports the full-trace latency (retrieval excluded: contexts are given) and, side by side,
-transformers' RagTokenForGeneration.generate + RagSequenceForGeneration.generate. Time does not
-depend on weight values. Run: `python bench/gpu_paper_stack.py` (add `--small` for a CPU smoke run).
+Reports, per half-precision type (fp16 and bf16 on a GPU; fp32 on a CPU), the full-trace latency
+(retrieval excluded: contexts are given) and, side by side, transformers'
+RagTokenForGeneration.generate + RagSequenceForGeneration.generate; then the throughput of
+BATCH questions decoded as one batch (`decode_queries`) over the same questions one at a time.
+Time does not depend on weight values. Run: `python bench/gpu_paper_stack.py` (add `--small` for
+a CPU smoke run).
 """
 import statistics
 import sys
@@ -12,10 +15,20 @@ import time
 import torch
 from common import emit
 
-K, NEW_TOKENS, REPEATS = 10, 16, 10
+K, NEW_TOKENS, REPEATS, BATCH = 10, 16, 10, 16
 
 
 def main(small: bool):
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dtypes = [torch.float16, torch.bfloat16] if device.type == "cuda" else [torch.float32]
+    result = {"device": str(device), "k": K, "new_tokens": NEW_TOKENS, "batch": BATCH}
+    for dtype in dtypes:
+        name = str(dtype).replace("torch.", "")
+        result.update({f"{key}_{name}": value for key, value in measure(small, device, dtype).items()})
+    emit(result)
+
+
+def measure(small: bool, device: torch.device, dtype: torch.dtype) -> dict:
     import random
 
     from rag_core.tiny_models import bart_tokenizer, corpus_rows, sentences
@@ -26,11 +39,9 @@ def main(small: bool):
     from rag_core.config import Config
     from rag_core.corpus import Passage
     from rag_core.generators.seq2seq import Seq2SeqGenerator, rag_input
-    from rag_core.pipeline import analyse
+    from rag_core.answering import Query, analyse, decode_queries
     from rag_core.trace import Hit
 
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = torch.float16 if device.type == "cuda" else torch.float32
     rng = random.Random(0)
     rows = corpus_rows(rng, 40)
     tok = bart_tokenizer(sentences(rng, rows))
@@ -73,15 +84,32 @@ def main(small: bool):
         rag_seq.generate(**feed)
         sync()
 
-    ours(), theirs()
+    questions = [f"{question} number {i}" for i in range(BATCH)]
+
+    def alone():
+        for q in questions:
+            decode_queries(gen, [Query(q, hits, "bench", [cfg])], lambda c: 1.0)
+        sync()
+
+    def batched():
+        decode_queries(gen, [Query(q, hits, "bench", [cfg]) for q in questions], lambda c: 1.0)
+        sync()
+
+    ours(), theirs(), batched()
     t_ours, t_theirs = [], []
     for _ in range(REPEATS):
         t = time.perf_counter(); ours(); t_ours.append(time.perf_counter() - t)
         t = time.perf_counter(); theirs(); t_theirs.append(time.perf_counter() - t)
-    emit({"device": str(device), "paper_stack_full_trace_ms": round(1000 * statistics.median(t_ours), 1),
-          "paper_stack_transformers_generate_ms": round(1000 * statistics.median(t_theirs), 1),
-          "paper_stack_speedup_vs_transformers": round(statistics.median(t_theirs) / statistics.median(t_ours), 2),
-          "context_tokens": int(ctx["input_ids"].shape[1]), "k": K, "new_tokens": NEW_TOKENS})
+    t_alone, t_batch = [], []
+    for _ in range(3):
+        t = time.perf_counter(); alone(); t_alone.append(time.perf_counter() - t)
+        t = time.perf_counter(); batched(); t_batch.append(time.perf_counter() - t)
+    return {"paper_stack_full_trace_ms": round(1000 * statistics.median(t_ours), 1),
+            "paper_stack_transformers_generate_ms": round(1000 * statistics.median(t_theirs), 1),
+            "paper_stack_speedup_vs_transformers": round(statistics.median(t_theirs) / statistics.median(t_ours), 2),
+            "paper_stack_batched_questions_per_s": round(BATCH / statistics.median(t_batch), 2),
+            "paper_stack_batch_speedup": round(statistics.median(t_alone) / statistics.median(t_batch), 2),
+            "context_tokens": int(ctx["input_ids"].shape[1])}
 
 
 if __name__ == "__main__":

@@ -60,7 +60,7 @@ def main():
     from rag_core.corpus import Passage
     from rag_core.generators import load_generator
     from rag_core.generators.seq2seq import rag_input
-    from rag_core.pipeline import analyse
+    from rag_core.answering import analyse
     from rag_core.sources import set_threads
     from rag_core.trace import Hit
 

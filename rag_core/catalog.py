@@ -123,8 +123,12 @@ def load_named(name: str, encoder: Encoder, progress: Progress = _noop) -> Passa
 def build_corpus_index(passages: list[Passage], encoder: Encoder, folder: Path, name: str = "",
                        factory: str = FLAT, progress: Progress = _noop) -> PassageIndex:
     vecs = encoder.encode_passages(passages, progress)
-    idx = PassageIndex.build(vecs, passages, encoder.id, factory, name=name or folder.name)
-    idx.manifest["passages_checksum"] = passage_checksum(passages)
+    return save_corpus_index(PassageIndex.build(vecs, passages, encoder.id, factory, name=name or folder.name), folder)
+
+
+def save_corpus_index(idx: PassageIndex, folder: Path) -> PassageIndex:
+    """Write a corpus index with the manifest every build gives it (a local or a Ray build alike)."""
+    idx.manifest["passages_checksum"] = passage_checksum(idx.passages)
     idx.save(folder)
     return idx
 

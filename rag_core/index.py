@@ -55,17 +55,21 @@ class PassageIndex:
 
     @classmethod
     def build(cls, vectors: np.ndarray, passages: list[Passage], encoder_id: str, factory: str = FLAT,
-              name: str = "") -> "PassageIndex":
+              name: str = "", index: faiss.Index | None = None) -> "PassageIndex":
         """An index over `vectors` (N, D), row i being `passages[i]`.
 
         `factory` is a FAISS factory string: "Flat" (exact), "HNSW32", "IVF1024,Flat", ...
+        `index` is a FAISS index already filled with these rows in this order, made elsewhere (a
+        sharded build, `ray_build`); the manifest is then the same as for one made here.
         """
         if len(vectors) != len(passages):
             raise IndexLoadError(f"{len(vectors)} vectors for {len(passages)} passages")
         if len(passages) == 0:
             raise IndexLoadError("cannot build an index over no passages")
+        if index is not None and index.ntotal != len(passages):
+            raise IndexLoadError(f"the given FAISS index holds {index.ntotal} vectors for {len(passages)} passages")
         x = np.ascontiguousarray(vectors, dtype=np.float32)  # (N, D)
-        index = make_faiss_index(x, factory)
+        index = make_faiss_index(x, factory) if index is None else index
         manifest = {
             "version": MANIFEST_VERSION,
             "name": name,
@@ -137,7 +141,16 @@ class PassageIndex:
 
 def make_faiss_index(x: np.ndarray, factory: str) -> faiss.Index:
     """A trained, filled FAISS inner-product index for float32 rows `x` (N, D)."""
-    n, d = x.shape
+    index = empty_faiss_index(x.shape[1], factory)
+    if not index.is_trained:
+        index.train(x)
+    index.add(x)
+    return index
+
+
+def empty_faiss_index(d: int, factory: str) -> faiss.Index:
+    """An untrained, empty inner-product index of dimension `d`: one place for the factory settings,
+    so a local and a sharded build make the same index."""
     if factory == FLAT:
         index = faiss.IndexFlatIP(d)
     else:
@@ -148,9 +161,6 @@ def make_faiss_index(x: np.ndarray, factory: str) -> faiss.Index:
         if isinstance(index, faiss.IndexHNSW):
             index.hnsw.efConstruction = 80  # better graph than the default 40, still quick to build
             index.hnsw.efSearch = 64  # recall@10 >= 0.95 on structured data, ~1 ms a query
-    if not index.is_trained:
-        index.train(x)
-    index.add(x)
     return index
 
 

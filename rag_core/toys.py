@@ -18,7 +18,7 @@ from .config import ASSETS, RAG_SEQUENCE, RAG_TOKEN, Config
 from .corpus import Passage
 from .decoding import Scored, score_answers
 from .generators.toy import ToyGenerator
-from .pipeline import analyse, to_candidates
+from .answering import analyse, to_candidates
 from .trace import Candidate, Hit, Trace
 
 EXAMPLES = ASSETS / "examples"

@@ -8,7 +8,7 @@ prompt state (the prompt pass is deterministic; sharing it keeps the test short)
 import torch
 
 from rag_core.config import Config
-from rag_core.pipeline import analyse
+from rag_core.answering import analyse
 
 
 def test_every_decode_mode_gives_the_same_greedy_answers(default_pipeline, example_runs):

@@ -17,7 +17,7 @@ from rag_core.config import Config
 from rag_core.corpus import Passage
 from rag_core.decoding import SearchSettings, closed_book_decode
 from rag_core.generators.toy import ToyGenerator
-from rag_core.pipeline import analyse
+from rag_core.answering import analyse
 from rag_core.trace import Hit
 
 GREEDY = Config(beams=1, max_new_tokens=8)
@@ -325,7 +325,7 @@ def _toy_trace(question: str = "Which letters?"):
     from rag_core.config import Config
     from rag_core.corpus import Passage
     from rag_core.generators.toy import ToyGenerator
-    from rag_core.pipeline import analyse
+    from rag_core.answering import analyse
     from rag_core.trace import Hit
 
     tables = {"z1": {"": {"A": 0.9, "B": 0.1}, "A": {"x": 0.6, "y": 0.4}, "B": {"y": 1.0}},

@@ -13,11 +13,12 @@ import sys
 from ..config import REPO_ROOT
 from .common import progress_bar
 
-SCRIPTS = ["trace_floor", "vs_transformers", "map", "map_100k", "app_calls", "encode", "cold_start", "app_cold", "soak",
-           "ann", "load", "sentence_drop"]
+SCRIPTS = ["trace_floor", "batch", "vs_transformers", "map", "map_100k", "app_calls", "encode", "cold_start", "app_cold", "soak",
+           "ann", "load", "sentence_drop", "ray_encode"]
 GOALS = {
     "trace_vs_floor_k5": ("<=", 1.5),
-    "trace_vs_floor_k10": ("<=", 2.0),
+    "trace_vs_floor_k10": ("<=", 1.8),  # the scale issue: K=10 within 1.8x of the floor
+    "batch_speedup": (">=", 3.0),  # the scale issue: questions a second, batched over one at a time
     "speedup_vs_transformers": (">=", 2.0),
     "map_place_p95_ms": ("<=", 20.0),
     "map_cold_vs_umap_transform": (">=", 20.0),

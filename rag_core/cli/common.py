@@ -104,7 +104,7 @@ def add_decoding_args(p: argparse.ArgumentParser, decode: bool = True) -> None:
 
 def add_batch_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-questions", type=positive_int, default=None, metavar="N",
-                   help="questions decoded together (default: by device, 4 on CPU); the answers do not change")
+                   help="questions decoded together (default: by device, 1 on CPU, 32 on a GPU); the answers do not change")
 
 
 def decoding_fields(args: argparse.Namespace, decode: str | None = None) -> dict:

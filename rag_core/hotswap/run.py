@@ -23,7 +23,8 @@ from .._fs import append_line, write_json_atomic
 from ..catalog import load_named
 from ..config import DECODE_NAMES, RAG_TOKEN, Config, Progress
 from ..marginals import NEG_INF, prob
-from ..pipeline import Pipeline, clean_question, decode_queries
+from ..answering import decode_queries
+from ..pipeline import Pipeline, clean_question
 from ..trace import Trace
 from .cache import (assemble, cache_folder, experiment_key, index_checksums, known_rows, leaders_frame,
                     settings_of)
