@@ -154,6 +154,40 @@ def test_index_swap_wrong_year_in_red_and_both_detours_go_back(server, browser):
     assert field(browser, "Question").get_attribute("value") == question
 
 
+def test_index_swap_picker_follows_the_question_typed(server, browser):
+    """Type a world-leader question into the box: the picker shows that position; type a question
+    of one's own: the picker says so, instead of still showing the old position."""
+    browser.get(server + "/index_swap")
+    wait_for(browser, lambda: showing(browser, "Index swap") and settled(browser) and ready(browser, "index_swap"),
+             300, "the index swap answers")
+    typed = "Who is the Vice President of the United States?"  # a position of assets/leaders.csv
+    type_into(browser, "Question", typed)
+    wait_for(browser, lambda: settled(browser) and selected(browser, "A world-leader question") == typed
+             and ready(browser, "index_swap"), 300, "the picker showing the typed position")
+    assert "Holder on 31 Dec 2016: Joe Biden · on 31 Dec 2018: Mike Pence" in body_text(browser)
+    own = "Who won the 2018 FIFA World Cup?"
+    type_into(browser, "Question", own)
+    wait_for(browser, lambda: settled(browser) and selected(browser, "A world-leader question") == "(a question of your own)"
+             and ready(browser, "index_swap"), 300, "the picker showing a question of one's own")
+    browser.save_screenshot(str(ARTIFACTS / "journey-swap-own-question.png"))
+    assert "Holder on 31 Dec 2016" not in body_text(browser)
+
+
+def test_map_status_names_the_layout_and_what_was_done(server, browser):
+    """The map's status line says which layout it shows (PCA is not called UMAP) and what happened
+    (a stored layout is "loaded", never "fitted in 0.0 s")."""
+    browser.get(server + "/map")
+    wait_for(browser, lambda: showing(browser, "Map") and settled(browser) and charts_drawn(browser)
+             and "map of" in body_text(browser), 300, "the map")
+    text = body_text(browser)
+    assert "UMAP map of" in text and "fitted in 0.0 s" not in text, text
+    assert "the shipped base layout" in text or "loaded from the cache" in text, text
+    click_when_shown(browser, '//*[@data-testid="stRadio"]//label[.//p[normalize-space()="PCA"]]', "the PCA choice")
+    wait_for(browser, lambda: settled(browser) and "PCA map of" in body_text(browser), 120, "the PCA map")
+    browser.save_screenshot(str(ARTIFACTS / "journey-map-pca.png"))
+    assert "UMAP map of" not in body_text(browser)
+
+
 def test_a_background_fine_tune_cancelled_from_the_sidebar_offers_to_resume(server, browser):
     """Start fine-tuning on the Train page, leave for another page (the job goes on: every page's
     sidebar shows it), press the sidebar's Cancel, come back: the run stopped at a step boundary and

@@ -40,19 +40,27 @@ def recomputed(pipe, name: str, question: str) -> dict:
     return ev.run_eval(pipe, [q], cfg).results[0].to_dict()
 
 
-def comparable(result: dict) -> dict:
-    """A question's result without its timing, probabilities rounded to what the export keeps."""
-    out = {k: v for k, v in result.items() if k != "seconds"}
-    out["modes"] = {m: {f: (round(v, 5) if isinstance(v, float) else v) for f, v in mode.items()}
-                    for m, mode in result["modes"].items()}
-    return out
+# Relative: float32 kernels differ between CPUs (the same code gave p = 0.6652144 here and 0.6652001
+# on the machine that made the shipped runs, 2.1e-5 apart), and the export keeps 5 decimals.
+REL = 1e-4
+
+
+def comparable(result: dict) -> tuple[dict, dict]:
+    """A question's result without its timing and probabilities, and its probabilities apart."""
+    rest = {k: v for k, v in result.items() if k != "seconds"}
+    rest["modes"] = {m: {f: v for f, v in mode.items() if not isinstance(v, float)} for m, mode in result["modes"].items()}
+    probs = {(m, f): v for m, mode in result["modes"].items() for f, v in mode.items() if isinstance(v, float)}
+    return rest, probs
 
 
 def test_a_recomputed_sample_equals_the_shipped_rows(default_pipeline):
     """A question K=5 got wrong (so its verdicts are compared too) and one K=1 got right."""
     for name, em in (("test-k5", False), ("test-k1", True)):
         row = next(r for r in shipped(name)["results"] if r["modes"]["rag-sequence"]["em"] == em)
-        assert comparable(recomputed(default_pipeline, name, row["question"])) == comparable(row), (name, row["question"])
+        (got, got_p), (want, want_p) = comparable(recomputed(default_pipeline, name, row["question"])), comparable(row)
+        assert got == want, (name, row["question"])
+        assert got_p.keys() == want_p.keys()
+        assert all(abs(got_p[k] - want_p[k]) <= REL * abs(want_p[k]) for k in want_p), (name, got_p, want_p)
 
 
 def test_a_changed_input_makes_a_run_stale(tmp_path, monkeypatch):
