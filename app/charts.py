@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.views import passage_color, plot_text, token_label
+from rag_core.marginals import p_text
 from rag_core.analysis.token_sources import END, FORCED, LABELS as SOURCE_LABELS, PASSAGE, SEVERAL, WEIGHTS
 
 NO_BAR = {"displayModeBar": False}  # the plotly_chart config of the small charts
@@ -24,7 +25,7 @@ def slope_chart(labels: list[str], titles: list[str], prior, posterior, heading:
     fig = go.Figure()
     for z, (label, title, a, b) in enumerate(zip(labels, titles, prior, posterior)):
         # hovertext, not hovertemplate: a title holding "%{...}" must not be read as a template.
-        hover = f"{plot_text(title)}<br>prior p(z|x) = {float(a):.3f}<br>posterior p(z|x,y) = {float(b):.3f}"
+        hover = f"{plot_text(title)}<br>prior p(z|x) = {p_text(float(a))}<br>posterior p(z|x,y) = {p_text(float(b))}"
         fig.add_trace(go.Scatter(x=["prior p(z|x)", "posterior p(z|x,y)"], y=[float(a), float(b)], mode="lines+markers",
                                  name=plot_text(label, 34), line=dict(color=passage_color(z), width=3),
                                  marker=dict(size=10), hovertext=[hover, hover], hoverinfo="text"))
@@ -65,11 +66,11 @@ def step_bars(ticks: list[str], titles: list[str], p_doc, prior, alts: list[str]
     """p(y_i|x,z,y_<i) per passage at one step (p_doc: (K,), NaN = never scored, drawn as 0), with
     the RAG-Token mixture as a dashed line; `alts` are each passage's top tokens, for the hover."""
     K = len(ticks)
-    hover = [f"{plot_text(titles[z])}<br>p(y_i|x,z,y_&lt;i) = {p_doc[z]:.3f}<br>prior {prior[z]:.3f}"
+    hover = [f"{plot_text(titles[z])}<br>p(y_i|x,z,y_&lt;i) = {p_text(p_doc[z])}<br>prior {p_text(prior[z])}"
              f"<br>top tokens: {plot_text(alts[z])}" for z in range(K)]
     fig = go.Figure(go.Bar(x=ticks, y=np.nan_to_num(p_doc),
                            marker_color=[passage_color(z) for z in range(K)], hovertext=hover, hoverinfo="text"))
-    fig.add_hline(y=float(mixture), line_dash="dash", annotation_text=f"mixture {mixture:.3f}")
+    fig.add_hline(y=float(mixture), line_dash="dash", annotation_text=f"mixture {p_text(mixture)}")
     fig.update_layout(height=320, showlegend=False, margin=dict(l=10, r=10, t=30, b=10), yaxis=dict(range=[0, 1.05]),
                       xaxis=AXIS_Z)
     return fig
@@ -82,7 +83,7 @@ def credit_bars(ticks: list[str], titles: list[str], prior, resp, posterior) -> 
     for name, vals, color in (("prior p(z|x)", prior, "#bbbbbb"), ("responsibility r_i(z)", resp, "#636EFA"),
                               ("prefix posterior p(z|x,y_≤i)", posterior, "#EF553B")):
         fig.add_trace(go.Bar(name=name, x=ticks, y=vals, marker_color=color,
-                             hovertext=[f"{plot_text(titles[z])}<br>{name}: {vals[z]:.3f}" for z in range(K)],
+                             hovertext=[f"{plot_text(titles[z])}<br>{name}: {p_text(vals[z])}" for z in range(K)],
                              hoverinfo="text"))
     fig.update_layout(barmode="group", height=320, yaxis=dict(range=[0, 1.05]), xaxis=AXIS_Z,
                       margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0))
@@ -114,8 +115,8 @@ def responsibility_heatmap(tokens: list[str], resp: np.ndarray, p_doc: np.ndarra
     """r_i(z) as a heatmap: passages down (K rows), tokens across (T columns), the value in each cell."""
     K, T = len(labels), len(tokens)
     toks = [token_label(t) for t in tokens]
-    hover = [[f"token {i}: {plot_text(toks[i])}<br>{plot_text(titles[z])}<br>r_i(z) = {resp[z, i]:.3f}"
-              f"<br>p(y_i|x,z,y_&lt;i) = {p_doc[z, i]:.3f}<br>prior p(z|x) = {prior[z]:.3f}"
+    hover = [[f"token {i}: {plot_text(toks[i])}<br>{plot_text(titles[z])}<br>r_i(z) = {p_text(resp[z, i])}"
+              f"<br>p(y_i|x,z,y_&lt;i) = {p_text(p_doc[z, i])}<br>prior p(z|x) = {p_text(prior[z])}"
               for i in range(T)] for z in range(K)]
     fig = go.Figure(go.Heatmap(z=resp, x=list(range(T)), y=list(range(K)), zmin=0, zmax=1, colorscale="Blues",
                                hovertext=hover, hoverinfo="text", colorbar=dict(title="r_i(z)"),
@@ -139,7 +140,7 @@ def drop_chart(headings: list[str], before: list, after: list, ticks: list[str],
         for series, vals, color in (("posterior before", b, "#c6cbf7"), ("posterior after", a, "#636EFA")):
             fig.add_trace(go.Bar(name=series, x=ticks, y=vals, marker_color=color,
                                  showlegend=j == 1, legendgroup=series, hoverinfo="text",
-                                 hovertext=[f"{plot_text(titles[z])}<br>{series}: {vals[z]:.3f}"
+                                 hovertext=[f"{plot_text(titles[z])}<br>{series}: {p_text(vals[z])}"
                                             + ("<br>(removed)" if not keep[z] else "") for z in range(K)]), row=1, col=j)
     fig.update_xaxes(tickangle=0, tickfont=dict(size=11))
     fig.update_layout(barmode="group", height=380, margin=dict(l=10, r=10, t=70, b=10), yaxis=dict(range=[0, 1.05]),
@@ -152,8 +153,8 @@ def drop_chart(headings: list[str], before: list, after: list, ticks: list[str],
 def answer_bars(rows: list[dict]) -> go.Figure:
     """p_seq and p_tok of each answer side by side (rows: `by_hand.answer_rows`)."""
     fig = go.Figure([go.Bar(name=n, x=[plot_text(r["answer"]) for r in rows], y=[r[n] for r in rows], marker_color=col,
-                            text=[f"{r[n]:.3f}" for r in rows], textposition="outside", hoverinfo="text",
-                            hovertext=[f"{plot_text(r['answer'])}: {n} = {r[n]:.3f}" for r in rows])
+                            text=[p_text(r[n]) for r in rows], textposition="outside", hoverinfo="text",
+                            hovertext=[f"{plot_text(r['answer'])}: {n} = {p_text(r[n])}" for r in rows])
                      for n, col in (("p_seq", "#EF553B"), ("p_tok", "#636EFA"))])
     fig.update_layout(barmode="group", height=300, margin=dict(l=10, r=10, t=30, b=10), yaxis=dict(range=[0, 1]),
                       legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0))
@@ -169,9 +170,9 @@ def retriever_plane(hits: list, probs: list[float], vectors: list, query: list) 
         x, y = vectors[j]
         fig.add_trace(go.Scatter(x=[0, x], y=[0, y], mode="lines+markers+text", name=plot_text(pid),
                                  line=dict(color=passage_color(j), width=2), marker=dict(size=[0, 10 + 40 * p]),
-                                 text=["", plot_text(f"{pid}  p={p:.3f}")], textposition="top right",
+                                 text=["", plot_text(f"{pid}  p={p_text(p)}")], textposition="top right",
                                  hoverinfo="text", hovertext=["", f"{plot_text(pid)} ({x:g}, {y:g})<br>"
-                                                                  f"s = {s:.3f}<br>p(z|x) = {p:.3f}"]))
+                                                                  f"s = {s:.3f}<br>p(z|x) = {p_text(p)}"]))
     q = query
     fig.add_trace(go.Scatter(x=[0, q[0]], y=[0, q[1]], mode="lines+markers+text", name="query q",
                              line=dict(color="black", width=3, dash="dash"), marker=dict(size=[0, 14], symbol="star"),
@@ -307,7 +308,7 @@ def source_strip(tokens: list[str], found: list, labels: list[str]) -> go.Figure
     for forced and end tokens; the hover holds the numbers."""
     colors = [passage_color(s.top) if s.label == PASSAGE else SOURCE_COLORS[s.label] for s in found]
     hover = [f"step {s.step}: {plot_text(token_label(t))} · {SOURCE_LABELS[s.label]}"
-             f"<br>p with the passages {math.exp(s.logp_rag):.3f} · closed-book {math.exp(s.logp_closed):.3f}"
+             f"<br>p with the passages {p_text(math.exp(s.logp_rag))} · closed-book {p_text(math.exp(s.logp_closed))}"
              f" ({_times(s.gain)})<br>top passage {plot_text(labels[s.top])}: {s.top_share:.2f} of the token"
              for t, s in zip(tokens, found)]
     fig = go.Figure(go.Bar(x=list(range(len(tokens))), y=[1] * len(tokens),

@@ -18,7 +18,7 @@ from app.views import md_text, probability_bars, table
 from rag_core.analysis import counterfactual, diagnosis_report, scoring, verdicts
 from rag_core.analysis.matching import exact_match
 from rag_core.config import ASSETS, RAG_SEQUENCE, RAG_TOKEN
-from rag_core.marginals import prob
+from rag_core.marginals import p_text, prob
 from rag_core.trace import Trace
 
 # How each verdict reads at a glance: a word and a colour (no emoji: some fonts draw them as boxes).
@@ -71,10 +71,6 @@ def _checks(key: tuple, expected: tuple[str, ...], _trace: Trace) -> dict:
     return {"forced": checks.forced, "closed_book": checks.closed_book, "deep": checks.deep}
 
 
-def _p(x: float) -> str:
-    return f"{x:.3g}" if x >= 1e-3 or x == 0 else f"{x:.1e}"
-
-
 def _has_evidence(v: verdicts.Verdict) -> bool:
     """Whether `_evidence` has something to show for this verdict (else no expander is drawn)."""
     ev = v.evidence or {}
@@ -87,7 +83,7 @@ def _evidence(v: verdicts.Verdict) -> None:
     ev = v.evidence
     if v.code == "retrieval-miss":
         st.markdown(f"Best passage containing it in the top {ev['depth']}: **rank {ev['rank']}**, score "
-                    f"{ev['score']:.3f} (top passage {ev['top_score']:.3f}, passage {ev['k']} {ev['kth_score']:.3f}).")
+                    f"{ev['score']:.3f} (rank 1: {ev['top_score']:.3f}; rank {ev['k']}, the last retrieved: {ev['kth_score']:.3f}).")
         st.text(f"{ev['title']}: {ev['text']}")
     elif v.code == "evidence-ignored":
         table(pd.DataFrame(ev["passages"]), hide_index=True, width="stretch")
@@ -99,16 +95,16 @@ def _evidence(v: verdicts.Verdict) -> None:
                    f"the passages (flat: at most {ev['threshold']:g})")
     elif v.code == "frankenstein":
         table(pd.DataFrame(ev["steps"]), hide_index=True, width="stretch")
-        st.caption(f"RAG-Token {md_text(repr(ev['rag_token']))}: p_tok {_p(ev['p_tok_token'])}, p_seq {_p(ev['p_seq_token'])} · "
-                   f"RAG-Sequence {md_text(repr(ev['rag_sequence']))}: p_tok {_p(ev['p_tok_sequence'])}, p_seq {_p(ev['p_seq_sequence'])}")
+        st.caption(f"RAG-Token {md_text(repr(ev['rag_token']))}: p_tok {p_text(ev['p_tok_token'])}, p_seq {p_text(ev['p_seq_token'])} · "
+                   f"RAG-Sequence {md_text(repr(ev['rag_sequence']))}: p_tok {p_text(ev['p_tok_sequence'])}, p_seq {p_text(ev['p_seq_sequence'])}")
     elif v.code == "misleading-passage":
-        extra = f", p(expected|x,z) {_p(ev['p_expected'])}" if "p_expected" in ev else ""
-        st.caption(f"rank {ev['rank']} · prior {ev['prior']:.3f} · posterior {ev['posterior']:.3f} · "
-                   f"p(produced|x,z) {_p(ev['p_produced'])}{extra}")
+        extra = f", p(expected|x,z) {p_text(ev['p_expected'])}" if "p_expected" in ev else ""
+        st.caption(f"rank {ev['rank']} · prior {p_text(ev['prior'])} · posterior {p_text(ev['posterior'])} · "
+                   f"p(produced|x,z) {p_text(ev['p_produced'])}{extra}")
         st.text(f"{ev['title']}: {ev['text']}")
     elif v.code == "search-error":
-        st.caption(f"{ev['marginal']}: expected {md_text(repr(ev['expected']))} {_p(ev['p_expected'])} · produced "
-                   f"{_p(ev['p_produced'])} · beams {ev['beams']} (raise Beams in the sidebar to search wider)")
+        st.caption(f"{ev['marginal']}: expected {md_text(repr(ev['expected']))} {p_text(ev['p_expected'])} · produced "
+                   f"{p_text(ev['p_produced'])} · beams {ev['beams']} (raise Beams in the sidebar to search wider)")
 
 
 def _verdict_list(d: verdicts.Diagnosis) -> None:
@@ -170,9 +166,9 @@ def probability_delta(p: float, before: float | None) -> dict:
     ('-0.166 (p 0.238 → 0.072)', 'off')
     """
     if before is None or abs(p - before) < 5e-4:
-        return {"delta": f"p = {p:.3f}" + ("" if before is None else ", unchanged"), "delta_color": "off",
+        return {"delta": f"p = {p_text(p)}" + ("" if before is None else ", unchanged"), "delta_color": "off",
                 "delta_arrow": "off"}
-    return {"delta": f"{p - before:+.3f} (p {before:.3f} → {p:.3f})", "delta_color": "normal"}
+    return {"delta": f"{p - before:+.3f} (p {p_text(before)} → {p_text(p)})", "delta_color": "normal"}
 
 
 def _counterfactuals(trace: Trace, forced: scoring.ForcedAnswers | None) -> None:

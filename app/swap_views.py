@@ -10,7 +10,7 @@ import streamlit as st
 from app import views
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.hotswap import judge, results
-from rag_core.marginals import prob
+from rag_core.marginals import p_text, prob
 from rag_core.trace import Trace
 
 LABELS = {RAG_TOKEN: "RAG-Token", RAG_SEQUENCE: "RAG-Sequence"}
@@ -58,7 +58,7 @@ def answers_on(trace: Trace, year: str, known: tuple[str, str] | None) -> None:
             continue
         logp = best.log_p_tok(trace.log_prior) if decoding == RAG_TOKEN else best.log_p_seq(trace.log_prior)
         said = verdict(best.answer, known)
-        st.metric(f"{label} ({year} index)", best.answer or "(empty)", f"p = {prob(logp):.3f}",
+        st.metric(f"{label} ({year} index)", best.answer or "(empty)", f"p = {p_text(prob(logp))}",
                   delta_color="off", delta_arrow="off", help=said or None)
         if said:
             kind = verdict_kind(best.answer, known, year)

@@ -7,6 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app.views import passage_color, plot_text
+from rag_core.marginals import p_text
 
 PULL, PUSH = "#1a9850", "#d73027"  # toward a passage (bracket > 0), away from it (< 0)
 
@@ -15,7 +16,7 @@ def pull_bars(labels: list[str], titles: list[str], bracket, prior, posterior, m
     """The bracket per passage as a diverging bar: right (green) pulls the query toward the passage."""
     b = np.asarray(bracket, dtype=float)  # (K,)
     what = "p(z|x,y) − p(z|x)" if marginal == "sequence" else "Σ_i (r_i(z) − p(z|x))"
-    hover = [f"<b>{plot_text(t)}</b><br>prior p(z|x) = {float(p):.3f}<br>posterior p(z|x,y) = {float(q):.3f}"
+    hover = [f"<b>{plot_text(t)}</b><br>prior p(z|x) = {p_text(float(p))}<br>posterior p(z|x,y) = {p_text(float(q))}"
              f"<br>bracket {what} = {v:+.3f}" for t, p, q, v in zip(titles, prior, posterior, b)]
     fig = go.Figure(go.Bar(x=b.tolist(), y=[plot_text(label, 34) for label in labels], orientation="h",
                            marker_color=[PULL if v > 0 else PUSH for v in b], hovertext=hover, hoverinfo="text",

@@ -15,7 +15,7 @@ import streamlit as st
 from app import state
 from rag_core import exports, marginals
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
-from rag_core.marginals import prob
+from rag_core.marginals import p_text, prob
 from rag_core.trace import Trace
 
 
@@ -28,10 +28,10 @@ def answer_cards(trace: Trace) -> None:
                 st.caption(f"{label}: not decoded")
                 continue
             main = best.log_p_tok(trace.log_prior) if decoding == RAG_TOKEN else best.log_p_seq(trace.log_prior)
-            st.metric(label, best.answer or "(empty)", f"p = {prob(main):.3f}", delta_color="off", delta_arrow="off")
+            st.metric(label, best.answer or "(empty)", f"p = {p_text(prob(main))}", delta_color="off", delta_arrow="off")
             other = "p_seq" if decoding == RAG_TOKEN else "p_tok"
             other_p = best.log_p_seq(trace.log_prior) if decoding == RAG_TOKEN else best.log_p_tok(trace.log_prior)
-            st.caption(f"{other} of the same answer: {prob(other_p):.3f}" + "".join(f" · {n}" for n in ending_notes(best)))
+            st.caption(f"{other} of the same answer: {p_text(prob(other_p))}" + "".join(f" · {n}" for n in ending_notes(best)))
 
 
 def ending_notes(c) -> list[str]:
@@ -101,8 +101,14 @@ def passages_table(trace: Trace, compact: bool = False) -> None:
     if compact:
         frame = frame[[c for c in ("rank", "title", "prior p(z|x)", f"posterior ({RAG_SEQUENCE})") if c in frame]]
     fmt = probability_bars(c for c in frame.columns if c.startswith(("prior", "posterior")))
+    for d, short in ((RAG_TOKEN, "tok"), (RAG_SEQUENCE, "seq")):  # headers that fit their column, whole
+        fmt[f"posterior ({d})"] = st.column_config.ProgressColumn(
+            f"p(z|x,y) {short}", min_value=0.0, max_value=1.0, format=NUMBER_FORMAT, width=100,
+            help=f"The posterior p(z|x,y) after the {d} answer: how much that answer leans on passage z.")
+    fmt["prior p(z|x)"] = st.column_config.ProgressColumn("prior p(z|x)", min_value=0.0, max_value=1.0,
+                                                          format=NUMBER_FORMAT, width=100)
     fmt["rank"] = st.column_config.NumberColumn("rank", width=45)
-    fmt["title"] = st.column_config.TextColumn("title", width=140 if compact else "medium")
+    fmt["title"] = st.column_config.TextColumn("title", width=120 if compact else 170)
     fmt["text"] = st.column_config.TextColumn("text", width="medium")  # the full text shows on hover
     table(frame, fmt)
 

@@ -46,7 +46,8 @@ if trace is not None:
     views.answer_cards(trace)
     source_views.section(trace, key="ask_sources")
     st.subheader(f"The {trace.k} passages")
-    st.caption("score s(z) = d(z)·q(x); prior p(z|x) = softmax(scale · s); posterior p(z|x,y) after the whole answer.")
+    st.caption("score s(z) = d(z)·q(x); prior p(z|x) = softmax(scale · s); p(z|x,y) tok / seq: the posterior after the "
+               "whole RAG-Token / RAG-Sequence answer, the passage that answer leans on.")
     views.passages_table(trace)
     views.csv_download(trace, "ask-csv")
 diagnose_panel.render(trace)

@@ -7,6 +7,7 @@ import streamlit as st
 from app import charts, views
 from rag_core import by_hand, stepper, toys
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.marginals import p_text
 
 st.title("By hand")
 st.caption("Small models you can edit. Every number below comes from the same marginals, decoding and trace code "
@@ -61,12 +62,12 @@ show_error(err)
 result = run(spec)
 with a:
     st.caption("Priors normalised to sum to 1, as used: " + " · ".join(
-        f"p({h.passage.id}|x) = {p:.3f}" for h, p in zip(result.hits, by_hand.prior_probs(result))))
+        f"p({h.passage.id}|x) = {p_text(p)}" for h, p in zip(result.hits, by_hand.prior_probs(result))))
 rows = by_hand.answer_rows(result)
 m = st.columns(2 * len(rows))
 for j, r in enumerate(rows):
-    m[2 * j].metric(f"p_seq({r['answer']})", f"{r['p_seq']:.3f}")
-    m[2 * j + 1].metric(f"p_tok({r['answer']})", f"{r['p_tok']:.3f}")
+    m[2 * j].metric(f"p_seq({r['answer']})", f"{p_text(r['p_seq'])}")
+    m[2 * j + 1].metric(f"p_tok({r['answer']})", f"{p_text(r['p_tok'])}")
 left, right = st.columns([2, 3])
 with left:
     st.plotly_chart(charts.answer_bars(rows), key="hand_obama_chart", config=charts.NO_BAR)
@@ -106,7 +107,7 @@ fig = charts.retriever_plane(pulse.hits, probs, [p["vector"] for p in spec["pass
 with b:
     m = st.columns(len(probs))
     for col, h, p in zip(m, pulse.hits, probs):
-        col.metric(f"p({h.passage.id}|x)", f"{p:.3f}")
+        col.metric(f"p({h.passage.id}|x)", f"{p_text(p)}")
     st.plotly_chart(fig, key="hand_pulse_chart", config=charts.NO_BAR)
     st.caption("Marker size grows with p(z|x). Hover a point for its score. Drag the query's sliders: the "
                "passage the query points along gains the prior, and a larger scale sharpens the race.")
@@ -129,7 +130,7 @@ posterior = by_hand.posterior(res)
 with a:
     m = st.columns(len(posterior))
     for col, h, p in zip(m, res.hits, posterior):
-        col.metric(f"p({h.passage.id}|x,y)", f"{p:.3f}")
+        col.metric(f"p({h.passage.id}|x,y)", f"{p_text(p)}")
 with b:
     st.plotly_chart(charts.slope_chart([h.passage.id for h in res.hits], [h.passage.title for h in res.hits],
                                        by_hand.prior_probs(res), posterior, f"Answer “{word}”", height=320),

@@ -7,6 +7,7 @@ import streamlit as st
 
 from app import charts, source_views, views
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.marginals import p_text
 from rag_core import stepper
 
 st.title("Citations")
@@ -69,7 +70,7 @@ m = st.columns(2 * len(rows))
 for j, (name, r) in enumerate(zip(answers, rows)):
     for k, which_p in enumerate(("p_tok", "p_seq")):
         delta = r[which_p + " after"] - r[which_p + " before"]
-        m[2 * j + k].metric(f"{name} answer · {which_p}", f"{r[which_p + ' after']:.3f}",
+        m[2 * j + k].metric(f"{name} answer · {which_p}", f"{p_text(r[which_p + ' after'])}",
                             f"{delta:+.3f} after removal" if drop else None)
 numbers = pd.DataFrame(rows)
 views.table(numbers)

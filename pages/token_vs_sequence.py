@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import charts, source_views, step_views, views
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.marginals import p_text
 from rag_core import stepper
 
 st.title("Token vs Sequence")
@@ -40,8 +41,8 @@ ticks_z = [views.passage_tick(trace, z) for z in range(K)]
 titles = [h.passage.title for h in trace.hits]
 
 m = st.columns(3)
-m[0].metric("p_tok (whole answer)", f"{math.exp(cand.log_p_tok(lpz)):.3f}")
-m[1].metric("p_seq (whole answer)", f"{math.exp(cand.log_p_seq(lpz)):.3f}")
+m[0].metric("p_tok (whole answer)", f"{p_text(math.exp(cand.log_p_tok(lpz)))}")
+m[1].metric("p_seq (whole answer)", f"{p_text(math.exp(cand.log_p_seq(lpz)))}")
 m[2].metric("tokens T", T)
 if T == 0:
     st.info("This answer is empty: there is nothing to step through.")
@@ -84,9 +85,9 @@ source_views.section(trace, (cand.decoding,), cand.rank, key="tvs_sources")
 i = step
 m = st.columns(4)
 m[0].metric("Token y_i", views.token_label(w.tokens[i]), help="␣ marks a space, ↵ a line break.")
-m[1].metric("RAG-Token mixture p(y_i|x,y_<i)", f"{w.p_mix[i]:.3f}")
-m[2].metric("p_tok(y_≤i)", f"{math.exp(w.log_p_tok[i]):.3f}")
-m[3].metric("p_seq(y_≤i)", f"{math.exp(w.log_p_seq[i]):.3f}")
+m[1].metric("RAG-Token mixture p(y_i|x,y_<i)", f"{p_text(w.p_mix[i])}")
+m[2].metric("p_tok(y_≤i)", f"{p_text(math.exp(w.log_p_tok[i]))}")
+m[3].metric("p_seq(y_≤i)", f"{p_text(math.exp(w.log_p_seq[i]))}")
 alts = [step_views.alternatives(cand, z, i) for z in range(K)]
 left, right = st.columns(2)
 with left:

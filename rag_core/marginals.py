@@ -34,6 +34,16 @@ def prob(logp: float) -> float:
     return math.exp(logp) if logp > NEG_INF else 0.0
 
 
+def p_text(p: float) -> str:
+    """A probability as every page, verdict and CLI line prints it: three significant digits, and
+    scientific notation below 1e-4, so a small but real chance never reads as 0.000.
+
+    >>> p_text(0.23812), p_text(0.0012), p_text(3.14159e-08), p_text(0.0)
+    ('0.238', '0.0012', '3.14e-08', '0')
+    """
+    return f"{p:.3g}"
+
+
 def log_prior(scores: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
     """log p(z|x) = log_softmax(scale * s(z)) over the K retrieved passages.
 

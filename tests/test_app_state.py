@@ -55,7 +55,7 @@ def test_by_hand_shows_the_frankenstein_case_and_the_normalised_priors():
     at.switch_page(str(ROOT / "pages" / "by_hand.py"))
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    assert any("p(z1|x) = 0.700 · p(z2|x) = 0.300" in c.value for c in at.caption)  # as used, after normalising
+    assert any("p(z1|x) = 0.7 · p(z2|x) = 0.3" in c.value for c in at.caption)  # as used, after normalising
     assert not [w for w in at.warning if "Frankenstein" in w.value]  # the default preset: both agree
     at.radio(key="hand_preset").set_value("A Frankenstein answer").run()
     assert not at.exception, [e.value for e in at.exception]

@@ -2,6 +2,7 @@
 page, save a screenshot of each under test-artifacts/browser/; and eight sessions at once."""
 import json
 import os
+import re
 import time
 import urllib.request
 from pathlib import Path
@@ -102,15 +103,145 @@ def test_counterfactuals_signed_and_reset_then_an_example_leaves_nothing_stale(s
     assert field(browser, "Expected answer").get_attribute("value") == "Agra"
 
 
+# Emoji code points (symbols, pictographs, dingbats): drawn as empty boxes where the font lacks them.
+EMOJI = re.compile("[\u2600-\u27bf\U0001f300-\U0001faff]")
+READ_VERDICTS = """
+return [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMarkdownContainer"]')].filter(m =>
+    /^(?:[a-z_]+\\s+)?(Fired|Not this|Not checked) · /.test(m.innerText.trim())).map(m => {
+  const word = [...m.querySelectorAll('strong')].find(x => /^(Fired|Not this|Not checked)$/.test(x.innerText.trim()));
+  const d = m.closest('details'); const holder = d || m;
+  const icon = holder.querySelector('[data-testid^="stExpanderIcon"], span[role="img"][aria-label$=" icon"]');
+  const filled = d ? [...d.querySelectorAll('[data-testid="stExpanderDetails"] *')].filter(x => x.textContent.trim()).length : -1;
+  return [m.innerText.replace(/^[a-z_]+\\s+/, '').trim(), word ? getComputedStyle(word).color : '', !!icon, !!d, !!(d && d.open), filled];
+});
+"""
+
+
+def test_verdicts_read_at_a_glance(server, browser):
+    """A wrong expected answer typed on Ask, the checks run: the fired verdicts come first, named
+    "Fired" in red and the rest "Not this", with icons instead of emoji; an expander opens on
+    evidence, never empty; ranks read as ranks; the closed-book answer stands beside the two RAG
+    answers."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(server + "/")
+    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser), 300, "the default answer")
+    type_into(browser, "Expected answer", "Nathaniel Hawthorne")
+    wait_for(browser, lambda: "expected 'Nathaniel Hawthorne'" in body_text(browser) and settled(browser), 120,
+             "the verdicts for the typed answer")
+    press(browser, "Run the checks (one teacher-forced pass, closed-book, deeper search)")
+    wait_for(browser, lambda: settled(browser) and "Closed-book (no passage)" in body_text(browser), 300, "the checks")
+    browser.save_screenshot(str(ARTIFACTS / "journey-verdicts.png"))
+    shown = [tuple(v) for v in browser.execute_script(READ_VERDICTS)]
+    assert len(shown) == 6, shown  # every verdict of the diagnosis, each once
+    words = [text.split(" · ")[0] for text, *_ in shown]
+    assert words[0] == "Fired" and "Not this" in words, words  # a fired verdict first
+    assert words == sorted(words, key=["Fired", "Not checked", "Not this"].index), words  # fired, then unsure, then not
+    for text, colour, has_icon, expander, is_open, filled in shown:
+        assert reddish(colour) == text.startswith("Fired"), (text, colour)  # red says fired, and only fired
+        assert has_icon, text  # an icon drawn from the icon font, not an emoji
+        assert not expander or is_open == text.startswith("Fired"), text  # the fired ones open on their evidence
+        assert not expander or filled > 0, text  # an expander opens on evidence, never on nothing
+    main = browser.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]').text
+    assert not EMOJI.findall(main), EMOJI.findall(main)
+    assert not re.search(r"\bpassages? \d", main), re.findall(r".{40}\bpassages? \d.{20}", main)  # "rank 2", never "passage 2"
+    # the closed-book answer is a card in the same row as the two RAG answers
+    row = browser.find_element(By.XPATH, '//*[@data-testid="stMetric"][.//*[normalize-space()="Closed-book (no passage)"]]'
+                                         '/ancestor::*[@data-testid="stHorizontalBlock"][1]')
+    labels = [e.text.strip() for e in row.find_elements(By.CSS_SELECTOR, '[data-testid="stMetricLabel"]')]
+    assert labels == ["RAG-Token", "RAG-Sequence", "Closed-book (no passage)"], labels
+
+
+def open_page(driver, path: str, title: str) -> None:
+    """Go to another page by its sidebar link, as a user does (a new URL would start a new session)."""
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]').click()
+    wait_for(driver, lambda: showing(driver, title) and settled(driver) and charts_drawn(driver), 300, f"the {title} page")
+    time.sleep(1.5)  # charts are drawn by the browser after the script has finished
+
+
+# Boxes of the token strip's colour key and of the heatmap's token labels, against the plotly toolbar.
+READ_STRIP_KEY = """
+const cap = [...document.querySelectorAll('[data-testid="stCaptionContainer"]')].find(c => c.innerText.startsWith('How to read the strip'));
+const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].filter(c => c.compareDocumentPosition(cap) & Node.DOCUMENT_POSITION_FOLLOWING);
+const strip = charts[charts.length - 1]; const box = strip.getBoundingClientRect();
+return [...strip.querySelectorAll('.legend .traces')].map(t => { const r = t.getBoundingClientRect();
+  return [t.textContent.trim(), r.width > 0 && r.left >= box.left - 1 && r.right <= box.right + 1 && r.bottom <= box.bottom + 1]; });
+"""
+READ_HEATMAP_TICKS = """
+const chart = document.querySelector('.st-key-cit_heatmap [data-testid="stPlotlyChart"]');
+const bar = chart.querySelector('.modebar'); const b = bar ? bar.getBoundingClientRect() : null;
+return [...chart.querySelectorAll('.xtick text, .x2tick text')].map(t => { const r = t.getBoundingClientRect();
+  return [t.textContent, !!b && b.width > 0 && r.left < b.right && r.right > b.left && r.top < b.bottom && r.bottom > b.top]; });
+"""
+
+
+def test_token_vs_sequence_and_citations_explain_every_symbol(server, browser):
+    """Token vs Sequence: the strip's colours have a key (one entry per passage, inside the chart),
+    ↵, responsibility, prefix posterior and thorough/fast rescoring each have a plain sentence.
+    Citations: no toolbar over the heatmap's token labels, and the two kinds of "remove a passage"
+    are told apart."""
+    browser.get(server + "/")
+    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser), 300, "the default answer")
+    open_page(browser, "token_vs_sequence", "Token vs Sequence")
+    browser.save_screenshot(str(ARTIFACTS / "journey-tvs-words.png"))
+    key = browser.execute_script(READ_STRIP_KEY)
+    assert len(key) == 5 and all(inside for _, inside in key), key  # K=5 passages, each in the key, none cut off
+    text = body_text(browser)
+    for words in ("↵ is the line break that ends an answer", "A faded box is a token no passage stands out for",
+                  "Responsibility r_i(z): of the probability RAG-Token gave this token, the share that came from passage z",
+                  "The prefix posterior p(z|x,y_≤i) is RAG-Sequence's belief",
+                  "Thorough rescoring computes each missing pair"):
+        assert words in text, words
+    open_page(browser, "citations", "Citations")
+    browser.save_screenshot(str(ARTIFACTS / "journey-citations-words.png"))
+    ticks = browser.execute_script(READ_HEATMAP_TICKS)
+    assert ticks and not [t for t, under in ticks if under], ticks  # every token label clear of the toolbar
+    assert "Two kinds of “remove a passage”" in body_text(browser)
+    assert "so there the answer itself can change" in body_text(browser)
+
+
+def test_by_hand_shows_the_frankenstein_case_with_its_priors(server, browser):
+    """By hand's second example is a Frankenstein case: RAG-Token's stitched answer wins under
+    RAG-Token while RAG-Sequence keeps another; the normalised priors are printed and sum to 1; the
+    tables fit at 1280 px."""
+    browser.get(server + "/by_hand")
+    wait_for(browser, lambda: showing(browser, "By hand") and settled(browser), 300, "the By hand page")
+    click_when_shown(browser, '//*[@data-testid="stRadio"]//label[.//p[normalize-space()="A Frankenstein answer"]]',
+                     "the Frankenstein example")
+    wait_for(browser, lambda: settled(browser) and "Frankenstein: RAG-Token's" in body_text(browser), 120,
+             "the Frankenstein verdict")
+    browser.save_screenshot(str(ARTIFACTS / "journey-by-hand-frankenstein.png"))
+    text = body_text(browser)
+    priors = [float(p) for p in re.findall(r"p\(\w+\|x\) = ([0-9.e-]+)", text.split("Priors normalised to sum to 1, as used:")[1].split("\n")[0])]
+    assert len(priors) >= 2 and abs(sum(priors) - 1) < 2e-3, priors
+    assert "RAG-Sequence keeps the answer one passage writes" in text
+    assert clipped_tables(browser) == []
+
+
+def selected_step(driver) -> int | None:
+    """The token the Token vs Sequence page's "Step i" slider is on (None: no slider shown)."""
+    from selenium.webdriver.common.by import By
+
+    thumbs = driver.find_elements(By.XPATH, '//*[@data-testid="stSlider"][.//p[normalize-space()="Step i"]]'
+                                            '//*[@data-testid="stSliderThumbValue"]')
+    return int(thumbs[0].text.split()[0]) if thumbs else None  # it reads "2 ␣Bid": the step, then the token
+
+
 def shipped_rows(question: str) -> list[dict]:
     return [r for r in json.loads((ROOT / "assets" / "leaders_run.json").read_text())["rows"] if r["question"] == question]
 
 
 def test_index_swap_wrong_year_in_red_and_both_detours_go_back(server, browser):
     question = "Who is the President of the United States?"  # the page's default
-    browser.get(server + "/index_swap")
-    wait_for(browser, lambda: showing(browser, "Index swap") and settled(browser) and ready(browser, "index_swap"),
-             300, "the index swap answers")
+    browser.get(server + "/")  # first, a user steps through another answer on Token vs Sequence
+    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser), 300, "the default answer")
+    open_page(browser, "token_vs_sequence", "Token vs Sequence")
+    press(browser, "▶")
+    wait_for(browser, lambda: settled(browser) and selected_step(browser) == 1, 60, "step 1")
+    open_page(browser, "index_swap", "Index swap")
+    wait_for(browser, lambda: settled(browser) and ready(browser, "index_swap"), 300, "the index swap answers")
     browser.save_screenshot(str(ARTIFACTS / "journey-swap.png"))
     index_before = selected(browser, "Index", "sidebar")
     # the shipped run (same settings, checked by fingerprint) says which answers name the other year's holder
@@ -128,6 +259,9 @@ def test_index_swap_wrong_year_in_red_and_both_detours_go_back(server, browser):
     wait_for(browser, lambda: showing(browser, "Token vs Sequence") and settled(browser), 240, "Token vs Sequence")
     text = body_text(browser)
     assert "Opened from Index swap" in text, text
+    assert f"index {index} · K=5 · greedy · scale" in text, text  # the header names the index and settings
+    browser.save_screenshot(str(ARTIFACTS / "journey-explain.png"))
+    assert selected_step(browser) == 0, text  # the failure is explained from its first token
     if index != index_before:  # the notice names what changed, and only that
         assert f"the sidebar index set to “{index}”" in text, text
     else:
@@ -310,11 +444,10 @@ def test_eight_sessions_at_once(served, default_pipeline):
         # the page opens on the shipped run (its Summary is there from the start): wait for the job
         # to end and the Run selector to show the new run, the one its session started
         wait_for(evaluator, lambda: "Evaluation run" not in body_text(evaluator) and settled(evaluator)
-                 and [v for v in input_values(evaluator) if "dev.jsonl · 1 questions" in v], 400, "the finished eval run")
+                 and "dev.jsonl · 1 questions" in selected(evaluator, "Run"), 400, "the finished eval run")
         flip(evaluator, "Only questions RAG got wrong")  # the next interaction keeps the new run on screen
         wait_for(evaluator, lambda: settled(evaluator), 60, "the filtered table")
-        shown = input_values(evaluator)
-        assert [v for v in shown if "dev.jsonl · 1 questions" in v], shown  # the new run stays selected
+        assert "dev.jsonl · 1 questions" in selected(evaluator, "Run"), input_values(evaluator)  # the new run stays
         sample("after the background run")
         for r in range(1, LOAD_ROUNDS):  # more rounds (the benchmark's), each session another question
             turn = ASK_QUESTIONS[r:] + ASK_QUESTIONS[:r]

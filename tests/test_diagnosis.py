@@ -376,7 +376,7 @@ def test_the_diagnose_panel_shows_verdicts_and_counterfactuals_without_model_cal
     assert shown["RAG-Sequence"].value == "A x" and shown["RAG-Token (approximate)"].value
     # the badge is the signed change of p against the answer before, so a fall reads as a fall
     before = trace.answer("rag-sequence").log_p_seq(trace.log_prior)
-    assert shown["RAG-Sequence"].delta == f"{0.9 * 0.6 - math.exp(before):+.3f} (p {math.exp(before):.3f} → 0.540)"
+    assert shown["RAG-Sequence"].delta == f"{0.9 * 0.6 - math.exp(before):+.3f} (p {math.exp(before):.3g} → 0.54)"
     at.multiselect(key=cf_key(trace, "drop")).unselect(2).run()
     at.slider(key=cf_key(trace, "k")).set_value(1).run()
     assert {m.label: m.value for m in at.metric}["RAG-Sequence"] == "A x"

@@ -32,7 +32,7 @@ import torch
 
 from ..config import FLAT_RATIO, RAG_SEQUENCE, RAG_TOKEN
 from .. import marginals, stepper
-from ..marginals import prob
+from ..marginals import p_text, prob
 from ..trace import Trace
 from .deep_search import DeepHit
 from .matching import contains_answer, contains_words, exact_match, normalize_answer, passage_text
@@ -111,7 +111,7 @@ def check_retrieval_miss(trace: Trace, expected: list[str], deep: DeepHit | None
     return Verdict("retrieval-miss", True,
                    f"none of the {trace.k} retrieved passages contains the expected answer; the best passage that does "
                    f"is rank {deep.rank} ({deep.title!r}), score {deep.score:.3f}: {deep.gap_top:.3f} below the top "
-                   f"passage and {deep.gap_kth:.3f} below passage {trace.k}", ev)
+                   f"passage and {deep.gap_kth:.3f} below the passage at rank {trace.k}", ev)
 
 
 def check_evidence_ignored(trace: Trace, expected: list[str], produced: AnswerScores,
@@ -138,8 +138,9 @@ def check_evidence_ignored(trace: Trace, expected: list[str], produced: AnswerSc
     z = max(ignored, key=lambda i: trace.prior[i])
     r = next(row for row in rows if row["rank"] == z + 1)
     return Verdict("evidence-ignored", True,
-                   f"passage {z + 1} ({r['title']!r}) contains {r['expected']!r}, yet under it the generator gives "
-                   f"{produced.text!r} p={r['p_produced']:.3g} against p={r['p_expected']:.3g} for {r['expected']!r}", ev)
+                   f"the passage at rank {z + 1} ({r['title']!r}) contains {r['expected']!r}, yet under it the generator gives "
+                   f"{produced.text!r} p={p_text(r['p_produced'])} against p={p_text(r['p_expected'])} for "
+                   f"{r['expected']!r}", ev)
 
 
 def check_parametric(trace: Trace, produced: AnswerScores, closed_book: str | None) -> Verdict:
@@ -155,18 +156,18 @@ def check_parametric(trace: Trace, produced: AnswerScores, closed_book: str | No
         return Verdict("parametric", None, "with one passage, flat responsibilities cannot be told apart", ev)
     lo, hi = min(doc_p), max(doc_p)
     if not (produced.complete and ratio <= FLAT_RATIO):
-        return Verdict("parametric", False, f"the passages move the answer: p(y|x,z) ranges from {lo:.3g} to {hi:.3g} "
+        return Verdict("parametric", False, f"the passages move the answer: p(y|x,z) ranges from {p_text(lo)} to {p_text(hi)} "
                        "over the passages", ev)
     if closed_book is None:
-        return Verdict("parametric", None, f"the answer is about as likely under every passage (p(y|x,z) from {lo:.3g} "
-                       f"to {hi:.3g}); closed-book was not run", ev)
+        return Verdict("parametric", None, f"the answer is about as likely under every passage (p(y|x,z) from {p_text(lo)} "
+                       f"to {p_text(hi)}); closed-book was not run", ev)
     same = exact_match(closed_book, [produced.text]) or contains_answer(closed_book, [produced.text])
     ev["closed_book_agrees"] = same
     if not same:
         return Verdict("parametric", False, f"the answer is about as likely under every passage, but closed-book says "
                        f"{closed_book!r}", ev)
     return Verdict("parametric", True, f"{produced.text!r} is about as likely under every passage (p(y|x,z) from "
-                   f"{lo:.3g} to {hi:.3g}, a factor {ratio:.1f}) and closed-book gives it too", ev)
+                   f"{p_text(lo)} to {p_text(hi)}, a factor {ratio:.1f}) and closed-book gives it too", ev)
 
 
 def check_frankenstein(trace: Trace, decoding: str) -> Verdict:
@@ -200,12 +201,12 @@ def check_frankenstein(trace: Trace, decoding: str) -> Verdict:
                        "(a search difference, not a stitched answer)", ev)
     if len(sources) < 2:
         return Verdict("frankenstein", False, "RAG-Token's answer draws on one passage only", ev)
-    parts = "; ".join(f"{s['token'].strip()!r} from passage {s['rank']} (r={s['responsibility']:.2f})"
+    parts = "; ".join(f"{s['token'].strip()!r} from rank {s['rank']} (r={s['responsibility']:.2f})"
                       for s in steps if s["decided"])
     return Verdict("frankenstein", True,
-                   f"RAG-Token stitched {tok.answer!r} from passages {', '.join(map(str, ev['sources']))}: {parts}. "
-                   f"RAG-Sequence says {seq.answer!r} (p_seq {ev['p_seq_sequence']:.3f} against "
-                   f"{ev['p_seq_token']:.3f} for the stitched answer, whose p_tok is {ev['p_tok_token']:.3f})", ev)
+                   f"RAG-Token stitched {tok.answer!r} from the passages at {rank_words(ev['sources'])}: {parts}. "
+                   f"RAG-Sequence says {seq.answer!r} (p_seq {p_text(ev['p_seq_sequence'])} against "
+                   f"{p_text(ev['p_seq_token'])} for the stitched answer, whose p_tok is {p_text(ev['p_tok_token'])})", ev)
 
 
 def check_misleading(trace: Trace, expected: list[str], produced: AnswerScores,
@@ -244,10 +245,10 @@ def check_search_error(trace: Trace, decoding: str, produced: AnswerScores,
     ev = {"marginal": name, "expected": best.text, "p_expected": prob(lp_exp), "p_produced": prob(lp_prod),
           "beams": trace.settings.get("beams", 1)}
     if lp_exp <= lp_prod:
-        return Verdict("search-error", False, f"the model itself prefers the produced answer ({name} {prob(lp_prod):.3g} "
-                       f"against {prob(lp_exp):.3g} for {best.text!r})", ev)
-    return Verdict("search-error", True, f"the model scores {best.text!r} higher ({name} {prob(lp_exp):.3g}) than the "
-                   f"produced {produced.text!r} ({prob(lp_prod):.3g}): decoding missed it; more beams may find it", ev)
+        return Verdict("search-error", False, f"the model itself prefers the produced answer ({name} {p_text(prob(lp_prod))} "
+                       f"against {p_text(prob(lp_exp))} for {best.text!r})", ev)
+    return Verdict("search-error", True, f"the model scores {best.text!r} higher ({name} {p_text(prob(lp_exp))}) than the "
+                   f"produced {produced.text!r} ({p_text(prob(lp_prod))}): decoding missed it; more beams may find it", ev)
 
 
 def diagnose(trace: Trace, expected: str | Sequence[str] | None = None, decoding: str | None = None,
