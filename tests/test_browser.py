@@ -144,6 +144,9 @@ def test_verdicts_read_at_a_glance(server, browser):
         assert not expander or filled > 0, text  # an expander opens on evidence, never on nothing
     main = browser.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]').text
     assert not EMOJI.findall(main), EMOJI.findall(main)
+    # probabilities by magnitude: a tiny one in scientific notation, none as 0.000 (in the text: the tables'
+    # cells are drawn on a canvas, which a test cannot read)
+    assert re.search(r"\d\.\d+e-\d+", main) and not re.search(r"\b0\.000\b", main)
     assert not re.search(r"\bpassages? \d", main), re.findall(r".{40}\bpassages? \d.{20}", main)  # "rank 2", never "passage 2"
     # the closed-book answer is a card in the same row as the two RAG answers
     row = browser.find_element(By.XPATH, '//*[@data-testid="stMetric"][.//*[normalize-space()="Closed-book (no passage)"]]'
