@@ -104,16 +104,20 @@ def _bar(job: Job, key: str) -> None:
               help="Stops at the next step; what was computed is kept and a new start resumes from it.")
 
 
-def progress_panel(name: str) -> None:
-    """A live progress bar (with Cancel) for job `name` while it runs; the page reruns when it ends."""
+def progress_panel(name: str, follow: bool = False) -> None:
+    """A live progress bar (with Cancel) for job `name` while it runs; the page reruns when it ends.
+    `follow`: the page also reruns whenever the job reports progress, so a page that shows the
+    job's partial results (the Index swap tables) keeps up with it instead of waiting for a click."""
     job = get(name)
     if job is None or not job.running:
         return
+    shown = f"_job_shown_{name}"
+    st.session_state[shown] = (job.id, job.fraction)  # the progress this page run was drawn at
 
     @st.fragment(run_every=2)
     def _live() -> None:
         j = get(name)
-        if j is None or not j.running:
+        if j is None or not j.running or (follow and (j.id, j.fraction) != st.session_state.get(shown)):
             st.rerun()
         _bar(j, f"cancel_{name}")
 

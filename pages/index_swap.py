@@ -99,7 +99,7 @@ if result is None or not result.complete:
                                                                         progress=progress),
                        label="Index swap experiment")
             st.rerun()  # the sidebar and the page pick the running job up
-    jobs.progress_panel("leaders")
+    jobs.progress_panel("leaders", follow=True)  # the tables take each position's live rows as it finishes
     if (result is None or not result.complete) and shipped is not None:
         result = cache.overlay(result, shipped)  # live rows replace shipped ones as they come
 

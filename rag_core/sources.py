@@ -117,8 +117,9 @@ def pick_device(device: str) -> torch.device:
 
 
 def set_threads(threads: int | None) -> None:
-    """Set torch's CPU thread count explicitly (default: every core) so timings are repeatable."""
+    """Set torch's CPU thread count explicitly so timings are repeatable: `threads`, else
+    $RAG_LOUPE_THREADS (the test suite's parallel workers take one core each), else every core."""
     quiet_transformers()
-    n = threads or os.cpu_count() or 1
+    n = threads or int(os.environ.get("RAG_LOUPE_THREADS") or 0) or os.cpu_count() or 1
     if torch.get_num_threads() != n:
         torch.set_num_threads(n)

@@ -10,6 +10,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# `make test` runs the suite on parallel workers (pytest-xdist, one test module per worker at a
+# time): each worker, and every server or command it starts, gets its share of the cores, so the
+# workers' torch threads never outnumber the cores (oversubscribed, both would run many times slower).
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    os.environ.setdefault("RAG_LOUPE_THREADS", str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
+
 
 def run_cli(*args, env: dict | None = None) -> SimpleNamespace:
     """`python -m rag_core ARGS` in this process: its exit code and what it printed, as

@@ -1,0 +1,336 @@
+"""A user's steps in a real browser, each reproducing a bug a user met: no stale state, signed
+deltas, verdicts that read at a glance, symbols explained, red wrong-year answers, detours with a
+way back, background runs that go on across pages. Each saves screenshots under
+test-artifacts/browser/. (Its own module, so it runs beside tests/test_browser.py on its own server.)"""
+import json
+import re
+import time
+
+from browser_kit import (ARTIFACTS, body_text, browser, charts_drawn, chips, choose, click_when_shown,  # noqa: F401
+                         clipped_tables, field, metric_deltas, press, ready, reddish, selected, served, server,
+                         settled, showing, type_into, wait_for)
+from conftest import ROOT
+
+# ---------------------------------------------------------------------------------- a user's steps
+# Each reproduces a bug a user met (no stale state, signed deltas, red wrong-year answers, detours
+# with a way back), in the browser, with a screenshot saved.
+
+def answered(driver, question: str) -> bool:
+    """The page's first line names `question` and the script run is over."""
+    return f"Question: “{question}”" in body_text(driver) and settled(driver)
+
+
+def test_counterfactuals_signed_and_reset_then_an_example_leaves_nothing_stale(server, browser):
+    browser.get(server + "/")
+    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser), 300, "the default answer")
+    # remove the top passage: each counterfactual's badge points the way its probability moved
+    choose(browser, "Remove passages", "#1 ")
+    wait_for(browser, lambda: chips(browser, "Remove passages") and settled(browser), 60, "the counterfactual")
+    type_into(browser, "Retriever scale", "2")
+    wait_for(browser, lambda: field(browser, "Retriever scale").get_attribute("value") == "2.00" and settled(browser),
+             60, "the new scale")
+    browser.save_screenshot(str(ARTIFACTS / "journey-counterfactual.png"))
+    deltas = [d for d in metric_deltas(browser) if "→" in d[0]]  # the counterfactual badges ("-0.166 (p a → b)")
+    assert deltas, metric_deltas(browser)
+    for text, arrow, colour in deltas:
+        assert arrow == ("Down" if text.startswith("-") else "Up"), (text, arrow)
+        assert reddish(colour) == text.startswith("-"), (text, colour)
+    assert any(t.startswith("-") for t, _, _ in deltas), deltas  # a falling probability is among them
+    # a new question: the counterfactual controls start from its own defaults
+    type_into(browser, "Question", "Who painted the Mona Lisa?")
+    wait_for(browser, lambda: answered(browser, "Who painted the Mona Lisa?") and "Leonardo" in body_text(browser),
+             240, "the Mona Lisa answer")
+    assert chips(browser, "Remove passages") == []
+    assert field(browser, "Retriever scale").get_attribute("value") == "20.00"
+    assert field(browser, "Expected answer").get_attribute("value") != "Herman Melville"
+    # picking an example asks it: the old answer, passages and expected answer are gone
+    choose(browser, "Example questions", "In which city is the Taj Mahal?")
+    wait_for(browser, lambda: answered(browser, "In which city is the Taj Mahal?"), 240, "the example's answer")
+    browser.save_screenshot(str(ARTIFACTS / "journey-example.png"))
+    assert field(browser, "Question").get_attribute("value") == "In which city is the Taj Mahal?"
+    assert "Leonardo" not in body_text(browser) and "Mona Lisa" not in body_text(browser)
+    assert field(browser, "Expected answer").get_attribute("value") == "Agra"
+
+
+# Emoji code points (symbols, pictographs, dingbats): drawn as empty boxes where the font lacks them.
+EMOJI = re.compile("[\u2600-\u27bf\U0001f300-\U0001faff]")
+READ_VERDICTS = """
+return [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMarkdownContainer"]')].filter(m =>
+    /^(?:[a-z_]+\\s+)?(Fired|Not this|Not checked) · /.test(m.innerText.trim())).map(m => {
+  const word = [...m.querySelectorAll('strong')].find(x => /^(Fired|Not this|Not checked)$/.test(x.innerText.trim()));
+  const d = m.closest('details'); const holder = d || m;
+  const icon = holder.querySelector('[data-testid^="stExpanderIcon"], span[role="img"][aria-label$=" icon"]');
+  const filled = d ? [...d.querySelectorAll('[data-testid="stExpanderDetails"] *')].filter(x => x.textContent.trim()).length : -1;
+  return [m.innerText.replace(/^[a-z_]+\\s+/, '').trim(), word ? getComputedStyle(word).color : '', !!icon, !!d, !!(d && d.open), filled];
+});
+"""
+
+
+def test_verdicts_read_at_a_glance(server, browser):
+    """A wrong expected answer typed on Ask, the checks run: the fired verdicts come first, named
+    "Fired" in red and the rest "Not this", with icons instead of emoji; an expander opens on
+    evidence, never empty; ranks read as ranks; the closed-book answer stands beside the two RAG
+    answers."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(server + "/")
+    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser), 300, "the default answer")
+    type_into(browser, "Expected answer", "Nathaniel Hawthorne")
+    wait_for(browser, lambda: "expected 'Nathaniel Hawthorne'" in body_text(browser) and settled(browser), 120,
+             "the verdicts for the typed answer")
+    press(browser, "Run the checks (one teacher-forced pass, closed-book, deeper search)")
+    wait_for(browser, lambda: settled(browser) and "Closed-book (no passage)" in body_text(browser), 300, "the checks")
+    browser.save_screenshot(str(ARTIFACTS / "journey-verdicts.png"))
+    shown = [tuple(v) for v in browser.execute_script(READ_VERDICTS)]
+    assert len(shown) == 6, shown  # every verdict of the diagnosis, each once
+    words = [text.split(" · ")[0] for text, *_ in shown]
+    assert words[0] == "Fired" and "Not this" in words, words  # a fired verdict first
+    assert words == sorted(words, key=["Fired", "Not checked", "Not this"].index), words  # fired, then unsure, then not
+    for text, colour, has_icon, expander, is_open, filled in shown:
+        assert reddish(colour) == text.startswith("Fired"), (text, colour)  # red says fired, and only fired
+        assert has_icon, text  # an icon drawn from the icon font, not an emoji
+        assert not expander or is_open == text.startswith("Fired"), text  # the fired ones open on their evidence
+        assert not expander or filled > 0, text  # an expander opens on evidence, never on nothing
+    main = browser.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]').text
+    assert not EMOJI.findall(main), EMOJI.findall(main)
+    # probabilities by magnitude: a tiny one in scientific notation, none as 0.000 (in the text: the tables'
+    # cells are drawn on a canvas, which a test cannot read)
+    assert re.search(r"\d\.\d+e-\d+", main) and not re.search(r"\b0\.000\b", main)
+    assert not re.search(r"\bpassages? \d", main), re.findall(r".{40}\bpassages? \d.{20}", main)  # "rank 2", never "passage 2"
+    # the closed-book answer is a card in the same row as the two RAG answers
+    row = browser.find_element(By.XPATH, '//*[@data-testid="stMetric"][.//*[normalize-space()="Closed-book (no passage)"]]'
+                                         '/ancestor::*[@data-testid="stHorizontalBlock"][1]')
+    labels = [e.text.strip() for e in row.find_elements(By.CSS_SELECTOR, '[data-testid="stMetricLabel"]')]
+    assert labels == ["RAG-Token", "RAG-Sequence", "Closed-book (no passage)"], labels
+
+
+def open_page(driver, path: str, title: str) -> None:
+    """Go to another page by its sidebar link, as a user does (a new URL would start a new session)."""
+    from selenium.webdriver.common.by import By
+
+    driver.find_element(By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]').click()
+    wait_for(driver, lambda: showing(driver, title) and settled(driver) and charts_drawn(driver), 300, f"the {title} page")
+    time.sleep(1.5)  # charts are drawn by the browser after the script has finished
+
+
+# Boxes of the token strip's colour key and of the heatmap's token labels, against the plotly toolbar.
+READ_STRIP_KEY = """
+const cap = [...document.querySelectorAll('[data-testid="stCaptionContainer"]')].find(c => c.innerText.startsWith('How to read the strip'));
+const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].filter(c => c.compareDocumentPosition(cap) & Node.DOCUMENT_POSITION_FOLLOWING);
+const strip = charts[charts.length - 1]; const box = strip.getBoundingClientRect();
+return [...strip.querySelectorAll('.legend .traces')].map(t => { const r = t.getBoundingClientRect();
+  return [t.textContent.trim(), r.width > 0 && r.left >= box.left - 1 && r.right <= box.right + 1 && r.bottom <= box.bottom + 1]; });
+"""
+READ_HEATMAP_TICKS = """
+const chart = document.querySelector('.st-key-cit_heatmap [data-testid="stPlotlyChart"]');
+const bar = chart.querySelector('.modebar'); const b = bar ? bar.getBoundingClientRect() : null;
+return [...chart.querySelectorAll('.xtick text, .x2tick text')].map(t => { const r = t.getBoundingClientRect();
+  return [t.textContent, !!b && b.width > 0 && r.left < b.right && r.right > b.left && r.top < b.bottom && r.bottom > b.top]; });
+"""
+
+
+def test_token_vs_sequence_and_citations_explain_every_symbol(server, browser):
+    """Token vs Sequence: the strip's colours have a key (one entry per passage, inside the chart),
+    ↵, responsibility, prefix posterior and thorough/fast rescoring each have a plain sentence.
+    Citations: no toolbar over the heatmap's token labels, and the two kinds of "remove a passage"
+    are told apart."""
+    browser.get(server + "/")
+    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser), 300, "the default answer")
+    open_page(browser, "token_vs_sequence", "Token vs Sequence")
+    browser.save_screenshot(str(ARTIFACTS / "journey-tvs-words.png"))
+    key = browser.execute_script(READ_STRIP_KEY)
+    assert len(key) == 5 and all(inside for _, inside in key), key  # K=5 passages, each in the key, none cut off
+    text = body_text(browser)
+    for words in ("↵ is the line break that ends an answer", "A faded box is a token no passage stands out for",
+                  "Responsibility r_i(z): of the probability RAG-Token gave this token, the share that came from passage z",
+                  "The prefix posterior p(z|x,y_≤i) is RAG-Sequence's belief",
+                  "Thorough rescoring computes each missing pair"):
+        assert words in text, words
+    open_page(browser, "citations", "Citations")
+    browser.save_screenshot(str(ARTIFACTS / "journey-citations-words.png"))
+    ticks = browser.execute_script(READ_HEATMAP_TICKS)
+    assert ticks and not [t for t, under in ticks if under], ticks  # every token label clear of the toolbar
+    assert "Two kinds of “remove a passage”" in body_text(browser)
+    assert "so there the answer itself can change" in body_text(browser)
+
+
+def test_by_hand_shows_the_frankenstein_case_with_its_priors(server, browser):
+    """By hand's second example is a Frankenstein case: RAG-Token's stitched answer wins under
+    RAG-Token while RAG-Sequence keeps another; the normalised priors are printed and sum to 1; the
+    tables fit at 1280 px."""
+    browser.get(server + "/by_hand")
+    wait_for(browser, lambda: showing(browser, "By hand") and settled(browser), 300, "the By hand page")
+    click_when_shown(browser, '//*[@data-testid="stRadio"]//label[.//p[normalize-space()="A Frankenstein answer"]]',
+                     "the Frankenstein example")
+    wait_for(browser, lambda: settled(browser) and "Frankenstein: RAG-Token's" in body_text(browser), 120,
+             "the Frankenstein verdict")
+    browser.save_screenshot(str(ARTIFACTS / "journey-by-hand-frankenstein.png"))
+    text = body_text(browser)
+    priors = [float(p) for p in re.findall(r"p\(\w+\|x\) = ([0-9.e-]+)", text.split("Priors normalised to sum to 1, as used:")[1].split("\n")[0])]
+    assert len(priors) >= 2 and abs(sum(priors) - 1) < 2e-3, priors
+    assert "RAG-Sequence keeps the answer one passage writes" in text
+    assert clipped_tables(browser) == []
+
+
+def selected_step(driver) -> int | None:
+    """The token the Token vs Sequence page's "Step i" slider is on (None: no slider shown)."""
+    from selenium.webdriver.common.by import By
+
+    thumbs = driver.find_elements(By.XPATH, '//*[@data-testid="stSlider"][.//p[normalize-space()="Step i"]]'
+                                            '//*[@data-testid="stSliderThumbValue"]')
+    return int(thumbs[0].text.split()[0]) if thumbs else None  # it reads "2 ␣Bid": the step, then the token
+
+
+def shipped_rows(question: str) -> list[dict]:
+    return [r for r in json.loads((ROOT / "assets" / "leaders_run.json").read_text())["rows"] if r["question"] == question]
+
+
+def test_index_swap_wrong_year_in_red_and_both_detours_go_back(server, browser):
+    question = "Who is the President of the United States?"  # the page's default
+    browser.get(server + "/")  # first, a user steps through another answer on Token vs Sequence
+    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser), 300, "the default answer")
+    open_page(browser, "token_vs_sequence", "Token vs Sequence")
+    press(browser, "▶")
+    wait_for(browser, lambda: settled(browser) and selected_step(browser) == 1, 60, "step 1")
+    open_page(browser, "index_swap", "Index swap")
+    wait_for(browser, lambda: settled(browser) and ready(browser, "index_swap"), 300, "the index swap answers")
+    browser.save_screenshot(str(ARTIFACTS / "journey-swap.png"))
+    index_before = selected(browser, "Index", "sidebar")
+    # the shipped run (same settings, checked by fingerprint) says which answers name the other year's holder
+    other = [r for r in shipped_rows(question) if r[f"correct_{'2018' if r['index'] == '2016' else '2016'}"]
+             and not r[f"correct_{r['index']}"]]
+    assert other, "the default question has a wrong-year answer to show"
+    red = browser.find_elements("xpath", "//*[contains(text(), \"the other year's: wrong for this index\")]")
+    assert len(red) == len(other), (len(red), other)
+    assert all(reddish(e.value_of_css_property("color")) for e in red)
+    # "Explain this failure": Token vs Sequence on that question and index, saying so, with a way back
+    failure = selected(browser, "A failure to explain")
+    position, rest = failure.split(" · ")
+    index = rest.split(" index")[0]
+    press(browser, "Explain this failure")
+    wait_for(browser, lambda: showing(browser, "Token vs Sequence") and settled(browser), 240, "Token vs Sequence")
+    text = body_text(browser)
+    assert "Opened from Index swap" in text, text
+    assert f"index {index} · K=5 · greedy · scale" in text, text  # the header names the index and settings
+    browser.save_screenshot(str(ARTIFACTS / "journey-explain.png"))
+    assert selected_step(browser) == 0, text  # the failure is explained from its first token
+    if index != index_before:  # the notice names what changed, and only that
+        assert f"the sidebar index set to “{index}”" in text, text
+    else:
+        assert "the sidebar index set to" not in text, text
+    press(browser, "Back to Index swap, as it was")
+    wait_for(browser, lambda: showing(browser, "Index swap") and settled(browser) and ready(browser, "index_swap"),
+             240, "back on Index swap")
+    assert field(browser, "Question").get_attribute("value") == question
+    assert "Opened from" not in body_text(browser)
+    assert selected(browser, "Index", "sidebar") == index_before
+    # "Diagnose this": Ask on that question and index, that index's holder as the expected answer
+    press(browser, "Diagnose this")
+    wait_for(browser, lambda: showing(browser, "Ask") and settled(browser) and "Diagnose" in body_text(browser),
+             240, "the Ask page's Diagnose panel")
+    browser.save_screenshot(str(ARTIFACTS / "journey-diagnose.png"))
+    row = next(r for r in json.loads((ROOT / "assets" / "leaders_run.json").read_text())["rows"]
+               if r["position"] == position and r["index"] == index)
+    assert field(browser, "Question").get_attribute("value") == row["question"]
+    assert field(browser, "Expected answer").get_attribute("value") == row[f"holder_{index}"]
+    assert selected(browser, "Index", "sidebar") == index
+    press(browser, "Back to Index swap, as it was")
+    wait_for(browser, lambda: showing(browser, "Index swap") and settled(browser), 240, "back on Index swap again")
+    assert selected(browser, "Index", "sidebar") == index_before  # the sidebar index as it was
+    assert field(browser, "Question").get_attribute("value") == question
+
+
+def recomputed(driver) -> int:
+    """How many positions the Index swap page says were recomputed on this machine."""
+    return int(re.search(r"with (\d+) position\(s\) recomputed", body_text(driver)).group(1))
+
+
+def test_index_swap_live_run_goes_on_across_pages_and_cancels(server, browser):
+    """The Index swap page opens on the shipped run; "Run the experiment" starts the live run in the
+    background; on another page the sidebar still shows it; back on Index swap, live rows have
+    replaced shipped ones; the sidebar's Cancel stops it and keeps what it computed."""
+    browser.get(server + "/index_swap")
+    wait_for(browser, lambda: showing(browser, "Index swap") and settled(browser) and ready(browser, "index_swap"),
+             300, "the index swap answers")
+    assert "Showing the shipped reference run" in body_text(browser)
+    assert "Held-out half" in body_text(browser) and "Tuning half" in body_text(browser)
+    before = recomputed(browser)  # a shared cache may hold rows of an earlier, cancelled run
+    click_when_shown(browser, '//button[.//p[normalize-space()="Run the experiment" or '
+                              'normalize-space()="Resume the experiment"]]', "the run button")
+    wait_for(browser, lambda: "Index swap experiment:" in body_text(browser), 120, "the run's progress")
+    open_page(browser, "by_hand", "By hand")
+    sidebar = '//section[@data-testid="stSidebar"]'
+    wait_for(browser, lambda: "Index swap experiment:" in browser.find_element("xpath", sidebar).text, 60,
+             "the run in another page's sidebar")
+    open_page(browser, "index_swap", "Index swap")
+    wait_for(browser, lambda: recomputed(browser) > before, 300, "live rows in the tables")
+    browser.save_screenshot(str(ARTIFACTS / "journey-swap-live.png"))
+    click_when_shown(browser, sidebar + '//*[@data-testid="stProgress"][contains(., "Index swap experiment:")]'
+                              '/following::button[.//p[normalize-space()="Cancel"]][1]', "the sidebar's Cancel")
+    wait_for(browser, lambda: settled(browser) and "The run was cancelled" in body_text(browser), 300, "the cancel")
+    assert recomputed(browser) > before and "Held-out half" in body_text(browser)  # what it computed is kept
+    assert "Resume the experiment" in body_text(browser)
+
+
+def test_index_swap_picker_follows_the_question_typed(server, browser):
+    """Type a world-leader question into the box: the picker shows that position; type a question
+    of one's own: the picker says so, instead of still showing the old position."""
+    browser.get(server + "/index_swap")
+    wait_for(browser, lambda: showing(browser, "Index swap") and settled(browser) and ready(browser, "index_swap"),
+             300, "the index swap answers")
+    typed = "Who is the Vice President of the United States?"  # a position of assets/leaders.csv
+    type_into(browser, "Question", typed)
+    wait_for(browser, lambda: settled(browser) and selected(browser, "A world-leader question") == typed
+             and ready(browser, "index_swap"), 300, "the picker showing the typed position")
+    assert "Holder on 31 Dec 2016: Joe Biden · on 31 Dec 2018: Mike Pence" in body_text(browser)
+    own = "Who won the 2018 FIFA World Cup?"
+    type_into(browser, "Question", own)
+    wait_for(browser, lambda: settled(browser) and selected(browser, "A world-leader question") == "(a question of your own)"
+             and ready(browser, "index_swap"), 300, "the picker showing a question of one's own")
+    browser.save_screenshot(str(ARTIFACTS / "journey-swap-own-question.png"))
+    assert "Holder on 31 Dec 2016" not in body_text(browser)
+
+
+def test_map_status_names_the_layout_and_what_was_done(server, browser):
+    """The map's status line says which layout it shows (PCA is not called UMAP) and what happened
+    (a stored layout is "the shipped base layout" or "loaded", never "fitted in 0.0 s"). The line
+    shows while a map is prepared, so the test opens maps no other test of the module opened: the
+    `wiki` index's, then its PCA map; and puts the sidebar index back."""
+    browser.get(server + "/map")
+    wait_for(browser, lambda: showing(browser, "Map") and settled(browser) and charts_drawn(browser), 300, "the map")
+    before = selected(browser, "Index", "sidebar")
+    choose(browser, "Index", "wiki", "sidebar")
+    wait_for(browser, lambda: settled(browser) and "UMAP map of" in body_text(browser), 300, "the wiki index's map")
+    text = body_text(browser)
+    assert "the shipped base layout" in text and "fitted in 0.0 s" not in text, text
+    click_when_shown(browser, '//*[@data-testid="stRadio"]//label[.//p[normalize-space()="PCA"]]', "the PCA choice")
+    wait_for(browser, lambda: settled(browser) and "PCA map of" in body_text(browser), 120, "the PCA map")
+    browser.save_screenshot(str(ARTIFACTS / "journey-map-pca.png"))
+    assert "UMAP map of" not in body_text(browser)
+    click_when_shown(browser, '//*[@data-testid="stRadio"]//label[.//p[normalize-space()="UMAP"]]', "the UMAP choice")
+    choose(browser, "Index", before, "sidebar")
+    wait_for(browser, lambda: settled(browser) and selected(browser, "Index", "sidebar") == before, 120, "the index back")
+
+
+def test_a_background_fine_tune_cancelled_from_the_sidebar_offers_to_resume(server, browser):
+    """Start fine-tuning on the Train page, leave for another page (the job goes on: every page's
+    sidebar shows it), press the sidebar's Cancel, come back: the run stopped at a step boundary and
+    the page offers to resume it from its checkpoint."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(server + "/train")
+    wait_for(browser, lambda: showing(browser, "Train") and settled(browser) and ready(browser, "train"), 300,
+             "the Train page")
+    press(browser, "Start fine-tuning")
+    wait_for(browser, lambda: "Fine-tuning ·" in body_text(browser), 120, "the job's progress on the page")
+    browser.find_element(By.XPATH, '//a[@data-testid="stSidebarNavLink"][contains(@href, "/by_hand")]').click()
+    wait_for(browser, lambda: showing(browser, "By hand") and "Fine-tuning ·" in body_text(browser), 120,
+             "the job in the sidebar of another page")
+    click_when_shown(browser, '//section[@data-testid="stSidebar"]//*[@data-testid="stProgress"][contains(., "Fine-tuning ·")]'
+                              '/following::button[.//p[normalize-space()="Cancel"]][1]', "the sidebar's Cancel")
+    browser.find_element(By.XPATH, '//a[@data-testid="stSidebarNavLink"][contains(@href, "/train")]').click()
+    wait_for(browser, lambda: "Resume from the checkpoint" in body_text(browser) and settled(browser), 300,
+             "the offer to resume")
+    browser.save_screenshot(str(ARTIFACTS / "journey-cancel.png"))
+    assert "Fine-tuning ·" not in body_text(browser)  # nothing runs any more
+    assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
