@@ -126,8 +126,8 @@ def _three_answers(trace: Trace, closed_book: str) -> None:
     cols = st.columns(3)
     for col, d in zip(cols, (RAG_TOKEN, RAG_SEQUENCE)):
         c = trace.answer(d)
-        col.metric(LABELS[d], c.answer or "(empty)" if c else "—")
-    cols[2].metric("Closed-book (no passage)", closed_book or "(empty)",
+        col.metric(LABELS[d], md_text(c.answer) or "(empty)" if c else "—")
+    cols[2].metric("Closed-book (no passage)", md_text(closed_book) or "(empty)",
                    help="The same generator and prompt with no passage: what its weights alone answer.")
 
 
@@ -196,7 +196,7 @@ def _counterfactuals(trace: Trace, forced: scoring.ForcedAnswers | None) -> None
             continue
         before = trace.answer(d)
         p = prob(a.log_p)
-        col.metric(LABELS[d] + ("" if a.exact else " (approximate)"), a.answer or "(empty)",
+        col.metric(LABELS[d] + ("" if a.exact else " (approximate)"), md_text(a.answer) or "(empty)",
                    **probability_delta(p, answer_p(trace, before, d) if before else None), help=a.note)
         col.caption(("same answer as before" if before and a.answer == before.answer else
                      f"was {before.answer!r}" if before else "") + f" · {a.note}")

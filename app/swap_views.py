@@ -58,7 +58,7 @@ def answers_on(trace: Trace, year: str, known: tuple[str, str] | None) -> None:
             continue
         logp = best.log_p_tok(trace.log_prior) if decoding == RAG_TOKEN else best.log_p_seq(trace.log_prior)
         said = verdict(best.answer, known)
-        st.metric(f"{label} ({year} index)", best.answer or "(empty)", f"p = {p_text(prob(logp))}",
+        st.metric(f"{label} ({year} index)", views.md_text(best.answer) or "(empty)", f"p = {p_text(prob(logp))}",
                   delta_color="off", delta_arrow="off", help=said or None)
         if said:
             kind = verdict_kind(best.answer, known, year)

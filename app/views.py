@@ -28,7 +28,7 @@ def answer_cards(trace: Trace) -> None:
                 st.caption(f"{label}: not decoded")
                 continue
             main = best.log_p_tok(trace.log_prior) if decoding == RAG_TOKEN else best.log_p_seq(trace.log_prior)
-            st.metric(label, best.answer or "(empty)", f"p = {p_text(prob(main))}", delta_color="off", delta_arrow="off")
+            st.metric(label, md_text(best.answer) or "(empty)", f"p = {p_text(prob(main))}", delta_color="off", delta_arrow="off")
             other = "p_seq" if decoding == RAG_TOKEN else "p_tok"
             other_p = best.log_p_seq(trace.log_prior) if decoding == RAG_TOKEN else best.log_p_tok(trace.log_prior)
             st.caption(f"{other} of the same answer: {p_text(prob(other_p))}" + "".join(f" · {n}" for n in ending_notes(best)))
@@ -236,10 +236,16 @@ def passage_tick(trace: Trace, z: int, width: int = 12) -> str:
 
 
 def md_text(text: str) -> str:
-    """Model or user text made literal inside a Markdown string (st.warning, st.caption): every
-    Markdown, LaTeX ($), emoji-shortcode (:) and HTML (<) character is backslash-escaped.
+    """Model or user text made literal inside a Markdown string (st.warning, st.caption, widget
+    labels, metric values): every Markdown, LaTeX ($), emoji-shortcode (:) and HTML (<) character
+    is backslash-escaped. Escapes do not stop GFM's autolinks, which turn a bare http://…, www.… or
+    a@b.c in the rendered text into a link: an invisible word joiner (U+2060) breaks each of them.
 
     >>> md_text("born <other> *1*")
     'born \\\\<other\\\\> \\\\*1\\\\*'
+    >>> md_text("http://x.example www.x.example a@b.example")
+    'http\\\\:\\u2060//x\\\\.example www\\u2060\\\\.x\\\\.example a\\u2060@b\\\\.example'
     """
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])", r"\\\1", str(text))
+    escaped = re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])", r"\\\1", str(text))
+    escaped = re.sub(r"(?i)\b(www)(?=\\\.)", "\\1\u2060", escaped.replace("\\://", "\\:\u2060//"))
+    return escaped.replace("@", "\u2060@")

@@ -66,8 +66,8 @@ with a:
 rows = by_hand.answer_rows(result)
 m = st.columns(2 * len(rows))
 for j, r in enumerate(rows):
-    m[2 * j].metric(f"p_seq({r['answer']})", f"{p_text(r['p_seq'])}")
-    m[2 * j + 1].metric(f"p_tok({r['answer']})", f"{p_text(r['p_tok'])}")
+    m[2 * j].metric(f"p_seq({views.md_text(r['answer'])})", f"{p_text(r['p_seq'])}")
+    m[2 * j + 1].metric(f"p_tok({views.md_text(r['answer'])})", f"{p_text(r['p_tok'])}")
 left, right = st.columns([2, 3])
 with left:
     st.plotly_chart(charts.answer_bars(rows), key="hand_obama_chart", config=charts.NO_BAR)

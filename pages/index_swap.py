@@ -49,29 +49,35 @@ with st.form("swap_ask"):
     st.text_input("Question", key="swap_text", max_chars=2000)
     st.form_submit_button("Answer on both indexes", type="primary", on_click=_asked)
 
-# --- one question, both indexes, side by side ---
-known = holders.get(question.strip())
-if known:
-    st.caption(f"Holder on 31 Dec 2016: {known[0]} · on 31 Dec 2018: {known[1]}")
-cols = st.columns(2)
-traces = {}
-for col, year in zip(cols, results.YEARS):
-    with col:
-        st.subheader(f"{year} index")
-        trace = state.trace_for(question, index_name=year)
-        traces[year] = trace
-        if trace is not None:
-            swap_views.answers_on(trace, year, known)
-if all(traces.values()):
-    st.caption(swap_views.difference_note(traces))
+# The one question's answers go here, above the experiment, but are computed after it: the
+# experiment's tables need no model, so they are on screen at once, even while a first start
+# converts the generator and builds the year indexes.
+one_question = st.container()
+
+
+def _answer_on_both(question: str) -> None:
+    """One question, both indexes, side by side."""
+    known = holders.get(question.strip())
+    if known:
+        st.caption(f"Holder on 31 Dec 2016: {known[0]} · on 31 Dec 2018: {known[1]}")
+    cols = st.columns(2)
+    traces = {}
+    for col, year in zip(cols, results.YEARS):
+        with col:
+            st.subheader(f"{year} index")
+            trace = state.trace_for(question, index_name=year)
+            traces[year] = trace
+            if trace is not None:
+                swap_views.answers_on(trace, year, known)
+    if all(traces.values()):
+        st.caption(swap_views.difference_note(traces))
+
 
 # --- the whole experiment ---
 st.divider()
 st.subheader(f"The experiment: {len(leaders)} positions × 2 indexes")
 cfg = hotswap.experiment_config()
-checksums = {y: state.index(y).manifest.get("passages_checksum") or "" for y in results.YEARS}
-if not all(checksums.values()):
-    checksums = cache.index_checksums()
+checksums = cache.index_checksums()  # the year indexes' passage checksums, from their files: no index built
 result = cache.cached_result(cfg, checksums, partial=True)
 st.caption(f"Settings: K={cfg.k}, scale={cfg.scale or 'the encoder default (20)'}, greedy, up to {cfg.max_new_tokens} "
            "answer tokens. An answer is correct for a year when it names that year's holder (full name or surname, "
@@ -137,3 +143,6 @@ if result is not None:
         c: st.column_config.Column(head, width=w) for c, (head, w) in swap_views.POSITION_COLUMNS.items()})
 
     swap_views.failure_actions(result.failures(dec), dec, holders, str(ROOT / "pages" / "index_swap.py"))
+
+with one_question:
+    _answer_on_both(question)

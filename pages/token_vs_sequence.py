@@ -84,7 +84,7 @@ source_views.section(trace, (cand.decoding,), cand.rank, key="tvs_sources")
 
 i = step
 m = st.columns(4)
-m[0].metric("Token y_i", views.token_label(w.tokens[i]), help="␣ marks a space, ↵ a line break.")
+m[0].metric("Token y_i", views.md_text(views.token_label(w.tokens[i])), help="␣ marks a space, ↵ a line break.")
 m[1].metric("RAG-Token mixture p(y_i|x,y_<i)", f"{p_text(w.p_mix[i])}")
 m[2].metric("p_tok(y_≤i)", f"{p_text(math.exp(w.log_p_tok[i]))}")
 m[3].metric("p_seq(y_≤i)", f"{p_text(math.exp(w.log_p_seq[i]))}")

@@ -112,12 +112,16 @@ def test_markup_in_a_corpus_stays_text_on_every_page(throwaway_server, corpus_fi
         wait_for(d, lambda: settled(d) and "Use markup-test now" in body_text(d), 60, "the index switch")
 
         d.find_element(By.XPATH, '//a[@data-testid="stSidebarNavLink"][contains(., "Ask")]').click()
-        wait_for(d, lambda: showing(d, "Ask") and settled(d), 300, "the Ask page")
+        # the page's question answered on the new index: answers copied from these passages are text too
+        wait_for(d, lambda: showing(d, "Ask") and settled(d) and "index markup-test" in body_text(d)
+                 and "The 4 passages" in body_text(d), 300, "the Ask page on the new index")
+        check_page(d, "ask-first")
         box = d.find_element(By.CSS_SELECTOR, 'input[aria-label="Question"]')
         box.send_keys(Keys.CONTROL, "a")
         box.send_keys(QUESTION)
         box.send_keys(Keys.ENTER)
-        wait_for(d, lambda: settled(d) and "The 4 passages" in body_text(d), 300, "the passages retrieved")
+        wait_for(d, lambda: settled(d) and f"Question: “{QUESTION}”" in body_text(d) and "The 4 passages" in body_text(d),
+                 300, "the passages retrieved")
         check_page(d, "ask")
         for path, title in PAGES[1:]:
             d.find_element(By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]').click()

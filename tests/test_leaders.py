@@ -238,6 +238,28 @@ def swap_app():
     return at
 
 
+def test_index_swap_tables_are_drawn_before_any_model_is_asked(monkeypatch):
+    """On a first start the models take a while (the generator is converted, the year indexes
+    built): the experiment's shipped tables must not wait for them. With every model call failing,
+    the page has drawn both halves' tables beside the paper's numbers before the failure."""
+    from streamlit.testing.v1 import AppTest
+
+    from app import state
+
+    def no_model(*args, **kwargs):
+        raise RuntimeError("no model in this test")
+
+    monkeypatch.setattr(state, "trace_for", no_model)
+    monkeypatch.setattr(state, "pipeline", no_model)
+    monkeypatch.setattr(state, "index", no_model)
+    at = AppTest.from_file(str(ROOT / "pages/index_swap.py"), default_timeout=120)
+    at.run()
+    assert [str(e.value) for e in at.exception if "no model in this test" in str(e.value)], at.exception  # it was asked
+    tables = [d.value for d in at.dataframe if "paper 2016" in d.value.columns]
+    assert len(tables) == 4, len(tables)  # RAG-Token and RAG-Sequence, held-out and tuning halves
+    assert any("shipped reference run" in i.value for i in at.info), [i.value for i in at.info]
+
+
 def test_index_swap_page_shows_both_answers(swap_app):
     at = swap_app
     at.switch_page(str(ROOT / "pages/index_swap.py"))
