@@ -21,8 +21,11 @@ def answered(driver, question: str) -> bool:
 
 
 def test_counterfactuals_signed_and_reset_then_an_example_leaves_nothing_stale(server, browser):
+    from selenium.webdriver.common.by import By
+
     browser.get(server + "/")
-    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser), 300, "the default answer")
+    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser) and browser.find_elements(
+        By.CSS_SELECTOR, 'input[role="combobox"][aria-label="Remove passages"]'), 300, "the default answer and its panel")
     # remove the top passage: each counterfactual's badge points the way its probability moved
     choose(browser, "Remove passages", "#1 ")
     wait_for(browser, lambda: chips(browser, "Remove passages") and settled(browser), 60, "the counterfactual")

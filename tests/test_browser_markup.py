@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from browser_kit import (ARTIFACTS, PAGES, body_text, charts_drawn, new_browser, ready, running_server, settled,
-                         showing, throwaway_cache, wait_for)
+from browser_kit import (ARTIFACTS, PAGES, body_text, charts_drawn, new_browser, ready, running_server, selected,
+                         settled, showing, throwaway_cache, wait_for)
 
 EVIL = "evil.example"
 LONG_WORD = "Zorblaxfjordpneumonoultramicroscopicsilicovolcanoconiosis" * 6  # 348 letters, no break
@@ -109,7 +109,7 @@ def test_markup_in_a_corpus_stays_text_on_every_page(throwaway_server, corpus_fi
         use = '//button[.//p[text()="Use markup-test now"]]'
         wait_for(d, lambda: d.find_elements(By.XPATH, use), 60, "the new index in the list")
         d.find_element(By.XPATH, use).click()
-        wait_for(d, lambda: settled(d) and "Use markup-test now" in body_text(d), 60, "the index switch")
+        wait_for(d, lambda: settled(d) and selected(d, "Index", "sidebar") == "markup-test", 60, "the index switch")
 
         d.find_element(By.XPATH, '//a[@data-testid="stSidebarNavLink"][contains(., "Ask")]').click()
         # the page's question answered on the new index: answers copied from these passages are text too
