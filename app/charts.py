@@ -191,15 +191,63 @@ PALETTE = ["#4E79A7", "#F28E2B", "#76B7B2", "#59A14F", "#EDC948", "#B07AA1", "#F
 NO_TOPIC = ("Uncategorized", "(no topic)", "passages")
 
 
-def away_from(points: np.ndarray, centre: np.ndarray) -> list[str]:
-    """Plotly text positions that put each point's label on its side away from `centre` (the
-    question's star), so the rank numbers of passages close to the question do not sit under it.
+# The map's marks in screen pixels: rank numbers at font size 14, rings of size 16, the star of 18.
+RING_R, STAR_R, DIGIT_W, LABEL_H = 8.0, 9.0, 9.0, 16.0
+PLOT_PX = (600.0, 600.0)  # about the plot area's size at 1280 px (the page stretches it; close enough)
+SPOTS = [(v, h) for v in ("top", "middle", "bottom") for h in ("left", "center", "right") if (v, h) != ("middle", "center")]
 
-    >>> away_from(np.array([[1.0, 1.0], [-1.0, -2.0]]), np.zeros(2))
+
+def _boxes_overlap(a, b) -> bool:
+    """Boxes as (x0, y0, x1, y1) share some area."""
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
+
+
+def shown_ranges(coords: np.ndarray, ends: np.ndarray, qpos: np.ndarray, zoom: bool):
+    """The x and y ranges the 2-D map shows: with `zoom`, the question and its top-K (`ends`, (K, 2))
+    with a margin; else the whole cloud (`coords`) as plotly's autorange frames it (5% more)."""
+    if zoom:
+        box = np.vstack([ends, qpos[None, :2]])  # (K + 1, 2)
+        lo, hi = box.min(0), box.max(0)
+        pad = np.maximum(0.15 * (hi - lo), 0.01 * (coords.max(0) - coords.min(0)))
+    else:
+        lo, hi = coords.min(0), coords.max(0)
+        pad = 0.05 * (hi - lo)
+    return (float(lo[0] - pad[0]), float(hi[0] + pad[0])), (float(lo[1] - pad[1]), float(hi[1] + pad[1]))
+
+
+def label_spots(points: np.ndarray, centre: np.ndarray, texts: list[str], x_range, y_range) -> list[str]:
+    """Plotly text positions for the rank numbers of the rings at `points` (K, 2), so that none sits
+    under the question's star at `centre` or on another number or ring. Greedy, in rank order, in
+    screen pixels (the axis ranges shown mapped onto `PLOT_PX`): of the eight spots around a ring,
+    the one that hits the fewest marks, and among those the farthest from the star.
+
+    >>> label_spots(np.array([[1.0, 1.0], [-1.0, -2.0]]), np.zeros(2), ["1", "2"], (-3, 3), (-3, 3))
     ['top right', 'bottom left']
+    >>> label_spots(np.array([[1.0, 1.0], [1.0, 1.0]]), np.zeros(2), ["1", "2"], (-3, 3), (-3, 3))
+    ['top right', 'top center']
     """
-    d = points[:, :2] - centre[None, :2]  # (K, 2)
-    return [f"{'top' if dy >= 0 else 'bottom'} {'right' if dx >= 0 else 'left'}" for dx, dy in d]
+    sx = PLOT_PX[0] / max(float(x_range[1] - x_range[0]), 1e-9)  # px per unit
+    sy = PLOT_PX[1] / max(float(y_range[1] - y_range[0]), 1e-9)
+    px = np.column_stack([points[:, 0] * sx, -points[:, 1] * sy])  # (K, 2) screen: y grows downwards
+    star = np.array([centre[0] * sx, -centre[1] * sy])  # (2,)
+    taken = [(star[0] - STAR_R, star[1] - STAR_R, star[0] + STAR_R, star[1] + STAR_R)]
+    taken += [(x - RING_R, y - RING_R, x + RING_R, y + RING_R) for x, y in px]
+    spots = []
+    for (x, y), text in zip(px, texts):
+        w = DIGIT_W * len(text)
+        best = None
+        for v, h in SPOTS:
+            cx = x + {"left": -(RING_R + w / 2), "center": 0.0, "right": RING_R + w / 2}[h]
+            cy = y + {"top": -(RING_R + LABEL_H / 2), "middle": 0.0, "bottom": RING_R + LABEL_H / 2}[v]
+            box = (cx - w / 2, cy - LABEL_H / 2, cx + w / 2, cy + LABEL_H / 2)
+            own = (x - RING_R, y - RING_R, x + RING_R, y + RING_R)
+            hits = sum(_boxes_overlap(box, t) for t in taken if t != own)
+            key = (hits, -float(np.hypot(cx - star[0], cy - star[1])))
+            if best is None or key < best[0]:
+                best = (key, f"{v} {h}", box)
+        spots.append(best[1])
+        taken.append(best[2])
+    return spots
 
 
 def passage_map(coords: np.ndarray, hover: np.ndarray, topic: np.ndarray, hits: list, rows: list[int], qpos,
@@ -207,8 +255,9 @@ def passage_map(coords: np.ndarray, hover: np.ndarray, topic: np.ndarray, hits: 
     """Every passage (coords: (N, dims)) coloured by topic, with its escaped `hover` text; the
     question at `qpos` (or None), lines to its top-K `hits` (at map rows `rows`) and numbered rings
     on them. `drawn`: the rows of the cloud to send (`map_layout.draw_rows`), None for all. `hover`
-    is already escaped; the question is escaped here. Both views are WebGL: 2-D draws scattergl
-    and, with `zoom`, frames the question and its top-K; 3-D draws scatter3d."""
+    is already escaped; the question is escaped here. Both views draw the cloud in WebGL: 2-D as
+    scattergl (the marks over it in SVG) and, with `zoom`, frames the question and its top-K; 3-D
+    as scatter3d."""
     C = coords
     cloud = np.arange(len(C)) if drawn is None else np.asarray(drawn)  # (n_drawn,) rows of the cloud
     Scatter = go.Scattergl if dims == 2 else go.Scatter3d
@@ -219,6 +268,10 @@ def passage_map(coords: np.ndarray, hover: np.ndarray, topic: np.ndarray, hits: 
             axes["z"] = points[:, 2]
         return axes
 
+    # The few marks over the cloud (lines, rings, their rank numbers, the question) are SVG in 2-D:
+    # drawn above the WebGL cloud, and each rank number is a text element the browser lays out
+    # itself (WebGL text is painted on a canvas), so nothing can hide it.
+    Mark = go.Scatter if dims == 2 else go.Scatter3d
     fig = go.Figure()
     topics = sorted(set(topic), key=lambda t: (t in NO_TOPIC, t))  # every topic keeps its colour when thinned
     for i, t in enumerate(topics):
@@ -232,32 +285,31 @@ def passage_map(coords: np.ndarray, hover: np.ndarray, topic: np.ndarray, hits: 
     if qpos is not None and rows:
         ends = C[rows]  # (K, dims)
         seg = [v for end in ends for v in (qpos.tolist(), end.tolist(), [None] * dims)]  # query -> passage, gap
-        fig.add_trace(Scatter(**{a: [p[i] for p in seg] for i, a in enumerate("xyz"[:dims])}, mode="lines",
-                              name="query → top-K", hoverinfo="skip",
-                              line={"color": "rgba(20,20,20,0.55)", "width": 1.5}))
+        fig.add_trace(Mark(**{a: [p[i] for p in seg] for i, a in enumerate("xyz"[:dims])}, mode="lines",
+                           name="query → top-K", hoverinfo="skip",
+                           line={"color": "rgba(20,20,20,0.55)", "width": 1.5}))
         rank_hover = [f"<b>rank {h.rank}</b> · s(z) = {h.score:.3f}<br>{hover[r]}" for h, r in zip(hits, rows)]
-        fig.add_trace(Scatter(**xyz(ends), mode="markers+text", name=f"top-{len(rows)} (rings)",
-                              text=[str(h.rank) for h in hits],
-                              textposition=away_from(ends, qpos) if dims == 2 else "top center",
-                              textfont={"size": 14, "color": "#111"}, hovertext=rank_hover, hoverinfo="text",
-                              marker={"symbol": "circle-open", "size": 16 if dims == 2 else 9, "color": "#111",
-                                      "line": {"width": 2.5, "color": "#111"}}))
+        fig.add_trace(Mark(**xyz(ends), mode="markers+text", name=f"top-{len(rows)} (rings)",
+                           text=[str(h.rank) for h in hits],
+                           textposition=label_spots(ends, qpos, [str(h.rank) for h in hits],
+                                                    *shown_ranges(C, ends, qpos, zoom)) if dims == 2 else "top center",
+                           textfont={"size": 14, "color": "#111"}, hovertext=rank_hover, hoverinfo="text",
+                           marker={"symbol": "circle-open", "size": 16 if dims == 2 else 9, "color": "#111",
+                                   "line": {"width": 2.5, "color": "#111"}}))
     if qpos is not None:  # drawn last: the question stays visible above everything
-        fig.add_trace(Scatter(**xyz(qpos[None, :]), mode="markers", name="question",
-                              hovertext=[f"<b>question</b><br>{plot_text(question)}"], hoverinfo="text",
-                              marker={"symbol": "star" if dims == 2 else "diamond", "size": 18 if dims == 2 else 8,
-                                      "color": "#e4002b", "line": {"width": 1.5, "color": "white"}}))
+        fig.add_trace(Mark(**xyz(qpos[None, :]), mode="markers", name="question",
+                           hovertext=[f"<b>question</b><br>{plot_text(question)}"], hoverinfo="text",
+                           marker={"symbol": "star" if dims == 2 else "diamond", "size": 18 if dims == 2 else 8,
+                                   "color": "#e4002b", "line": {"width": 1.5, "color": "white"}}))
     fig.update_layout(height=640, margin={"l": 0, "r": 0, "t": 36, "b": 0}, legend={"itemsizing": "constant"},
                       hoverlabel={"align": "left"}, uirevision=uirevision)
     if dims == 2:
         fig.update_xaxes(showticklabels=False, title=None, zeroline=False, showgrid=False)
         fig.update_yaxes(showticklabels=False, title=None, zeroline=False, showgrid=False)
         if zoom and qpos is not None and rows:
-            box = np.vstack([C[rows], qpos[None, :]])  # (K + 1, 2)
-            lo, hi = box.min(0), box.max(0)
-            pad = np.maximum(0.15 * (hi - lo), 0.03 * (C.max(0) - C.min(0)))
-            fig.update_xaxes(range=[lo[0] - pad[0], hi[0] + pad[0]])
-            fig.update_yaxes(range=[lo[1] - pad[1], hi[1] + pad[1]])
+            x_range, y_range = shown_ranges(C, C[rows], qpos, zoom)
+            fig.update_xaxes(range=list(x_range))
+            fig.update_yaxes(range=list(y_range))
     else:
         blank = {"showticklabels": False, "title": ""}
         fig.update_layout(scene={"xaxis": blank, "yaxis": blank, "zaxis": blank})
@@ -266,9 +318,9 @@ def passage_map(coords: np.ndarray, hover: np.ndarray, topic: np.ndarray, hits: 
 
 def add_moved_query(fig: go.Figure, point) -> None:
     """The query the user moved by clicking the map, as an open red star at `point` (2-D)."""
-    fig.add_trace(go.Scattergl(x=[float(point[0])], y=[float(point[1])], mode="markers", name="moved query",
-                               hovertext=["the query, moved here by hand"], hoverinfo="text",
-                               marker={"symbol": "star-open", "size": 20, "color": "#e4002b", "line": {"width": 2.5}}))
+    fig.add_trace(go.Scatter(x=[float(point[0])], y=[float(point[1])], mode="markers", name="moved query",
+                             hovertext=["the query, moved here by hand"], hoverinfo="text",
+                             marker={"symbol": "star-open", "size": 20, "color": "#e4002b", "line": {"width": 2.5}}))
 
 
 def add_pull_arrow(fig: go.Figure, start, end, dims: int) -> None:

@@ -114,7 +114,14 @@ def failure_actions(fails: pd.DataFrame, decoding: str, holders: dict, here: str
         st.success(f"No failure for {decoding}.")
         return
     labels = failure_labels(fails)
+    # Widget state goes with the page: the pick is kept by its label, so coming back from a detour
+    # (or after a live run reorders the failures) shows the failure the user picked.
+    if "swap_fail" not in ss and ss.get("swap_fail_label") in labels:
+        ss["swap_fail"] = labels.index(ss["swap_fail_label"])
+    elif ss.get("swap_fail", 0) >= len(labels):
+        ss.pop("swap_fail")
     pick = st.selectbox("A failure to explain", range(len(labels)), format_func=lambda i: labels[i], key="swap_fail")
+    ss["swap_fail_label"] = labels[pick]
     row = fails.iloc[pick]
     q, idx = row["question"], row["index"]
 

@@ -145,7 +145,9 @@ def detour(page: str, label: str, **changes) -> None:
     """Before a button takes the user to another page with other settings (`changes`, session keys):
     remember what it changes, so the page it lands on says so and offers the way back."""
     ss = st.session_state
-    ss["detour"] = {"page": page, "label": label, "before": {k: ss.get(k) for k in changes}, "after": changes}
+    shown = {"question": state.question(), "index_name": state.settings().index}  # defaults included
+    ss["detour"] = {"page": page, "label": label, "before": {k: ss.get(k) for k in changes}, "after": changes,
+                    "was": {k: shown.get(k, ss.get(k)) for k in changes}}
     ss.update(changes)
 
 
@@ -177,8 +179,9 @@ def detour_notice() -> None:
     if any(st.session_state.get(k) != v for k, v in d["after"].items()):
         st.session_state.pop("detour")  # the user has moved on: nothing to undo any more
         return
-    words = "; ".join(f"{DETOUR_NAMES.get(k, k)} set to “{md_text(v)}” (was “{md_text(d['before'][k] or 'the default')}”)"
-                      for k, v in d["after"].items() if v != d["before"][k])
+    was = d.get("was", d["before"])  # what the user saw before, a default by its value
+    words = "; ".join(f"{DETOUR_NAMES.get(k, k)} set to “{md_text(v)}” (was “{md_text(was[k] or 'the default')}”)"
+                      for k, v in d["after"].items() if v != was[k])
     st.info(f"Opened from {md_text(d['label'])}: {words}.", icon=":material/alt_route:")
     st.button(f"Back to {d['label']}, as it was", on_click=_undo_detour, key="detour_back")
 

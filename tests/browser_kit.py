@@ -198,6 +198,20 @@ def choose(driver, label: str, option: str, area: str = "main") -> None:
         box.send_keys(Keys.ESCAPE)
 
 
+def options(driver, label: str, area: str = "main") -> list[str]:
+    """The texts of the options the select box labelled `label` offers (opened, read, closed)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    box = driver.find_element(By.CSS_SELECTOR, f'{AREAS[area]}input[role="combobox"][aria-label="{label}"]')
+    box.click()
+    listbox = f'[role="listbox"][aria-label="{label}"] [role="option"]'
+    wait_for(driver, lambda: driver.find_elements(By.CSS_SELECTOR, listbox), 20, f"the options of {label}")
+    found = [o.text.strip() for o in driver.find_elements(By.CSS_SELECTOR, listbox)]
+    box.send_keys(Keys.ESCAPE)
+    return found
+
+
 def selected(driver, label: str, area: str = "main") -> str:
     """The text a select box labelled `label` shows as chosen."""
     from selenium.webdriver.common.by import By
@@ -250,9 +264,22 @@ def press(driver, text: str) -> None:
 
 def flip(driver, label: str) -> None:
     """Click the toggle labelled `label`."""
+    click_when_shown(driver, f'//*[@data-testid="stCheckbox"][.//p[normalize-space()="{label}"]]', f"the toggle {label!r}")
+
+
+def toggled(driver, label: str) -> bool:
+    """The toggle labelled `label` is on."""
+    return driver.find_element("xpath", f'//*[@data-testid="stCheckbox"][.//p[normalize-space()="{label}"]]//input'
+                               ).is_selected()
+
+
+def open_page(driver, path: str, title: str) -> None:
+    """Go to another page by its sidebar link, as a user does (a new URL would start a new session)."""
     from selenium.webdriver.common.by import By
 
-    click_when_shown(driver, f'//*[@data-testid="stCheckbox"][.//p[normalize-space()="{label}"]]', f"the toggle {label!r}")
+    driver.find_element(By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]').click()
+    wait_for(driver, lambda: showing(driver, title) and settled(driver) and charts_drawn(driver), 300, f"the {title} page")
+    time.sleep(1.5)  # charts are drawn by the browser after the script has finished
 
 
 # Each metric's delta as the browser draws it: its text and the arrow icon drawn beside it (or none).

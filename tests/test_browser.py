@@ -2,18 +2,31 @@
 page, save a screenshot of each under test-artifacts/browser/; and eight sessions at once."""
 import json
 import os
+import re
 import time
 import urllib.request
 from pathlib import Path
 
 from browser_kit import (ARTIFACTS, PAGES, body_text, browser, charts_drawn, clipped_tables, flip,  # noqa: F401
-                         new_browser, ready, selected, served, server, settled, showing, type_into, wait_for)
+                         new_browser, ready, selected, served, server, settled, showing, toggled, type_into, wait_for)
+from conftest import ROOT
 
 
 # Text each page shows on a fresh cache (the Ask page's token sources are checked after asking).
 SHOWN = {"token_vs_sequence": ["Where each token came from"], "citations": ["Which sentence carried it"],
          "train": ["The pull at the start", "Taking steps", "On the map", "Fine-tune on a question file"],
          "eval": ["shipped reference", "Compare two runs", "Summary"]}
+
+
+# Pictographs drawn as colour emoji (empty boxes where the font lacks them); the app's icons come
+# from the icon font instead. (Text symbols such as ★ ✓ ↵ are in the text fonts.)
+EMOJI = re.compile("[\u2705\u274c\u274e\u2753-\u2755\u2757\U0001f300-\U0001faff]")
+# Expanders whose body holds no text: a user opens them onto nothing.
+EMPTY_EXPANDERS = """
+return [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stExpander"]')]
+  .filter(e => !(e.querySelector('[data-testid="stExpanderDetails"]') || e).textContent.trim())
+  .map(e => e.querySelector('summary') ? e.querySelector('summary').textContent.trim() : '?');
+"""
 
 
 def test_ask_and_visit_every_page(server, browser):
@@ -34,6 +47,7 @@ def test_ask_and_visit_every_page(server, browser):
     assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
 
     clipped = {"Ask": clipped_tables(browser)}
+    index = selected(browser, "Index", "sidebar")
     for path, title in PAGES[1:]:
         # click the sidebar link (a new URL would start a new session and forget the question)
         link = browser.find_element(By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]')
@@ -51,7 +65,10 @@ def test_ask_and_visit_every_page(server, browser):
         assert not errors, f"{title}: {errors[0].text[:300]}"
         clipped[title] = clipped_tables(browser)
         if path in ("map", "token_vs_sequence", "citations", "train"):  # a trace page names what it shows
-            assert "Question: “Who painted the Mona Lisa?”" in body_text(browser), title
+            assert f"Question: “Who painted the Mona Lisa?” · index {index} · K=5" in body_text(browser), title
+        main = browser.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]').text
+        assert not EMOJI.findall(main), (title, EMOJI.findall(main))  # icons come from the icon font
+        assert not browser.execute_script(EMPTY_EXPANDERS), (title, browser.execute_script(EMPTY_EXPANDERS))
         for part in SHOWN.get(path, ()):  # each page's own parts are there on a fresh cache
             assert part in body_text(browser), (title, part)
         if path == "eval":  # the shipped runs are compared from the first start, with the Sankey drawn
@@ -105,6 +122,9 @@ def start_one_question_eval(driver) -> None:
     driver.find_element(By.XPATH, '//button[.//p[text()="Run"]]').click()
 
 
+DEV_FIRST = json.loads((ROOT / "assets" / "eval" / "dev.jsonl").read_text().splitlines()[0])["question"]
+
+
 def test_eight_sessions_at_once(served, default_pipeline):
     """Eight browser sessions on one server at once: six ask six different questions on the Ask page,
     one answers on both indexes on the Index swap page, one runs an evaluation in the background.
@@ -153,8 +173,12 @@ def test_eight_sessions_at_once(served, default_pipeline):
         wait_for(evaluator, lambda: "Evaluation run" not in body_text(evaluator) and settled(evaluator)
                  and "dev.jsonl · 1 questions" in selected(evaluator, "Run"), 400, "the finished eval run")
         flip(evaluator, "Only questions RAG got wrong")  # the next interaction keeps the new run on screen
-        wait_for(evaluator, lambda: settled(evaluator), 60, "the filtered table")
+        wait_for(evaluator, lambda: toggled(evaluator, "Only questions RAG got wrong") and settled(evaluator), 60,
+                 "the filtered table")
         assert "dev.jsonl · 1 questions" in selected(evaluator, "Run"), input_values(evaluator)  # the new run stays
+        # and so do its tables: the drill-down lists the new run's one question, not the shipped run's
+        assert selected(evaluator, "Question") == DEV_FIRST, input_values(evaluator)
+        assert "A shipped reference run" not in body_text(evaluator)
         sample("after the background run")
         for r in range(1, LOAD_ROUNDS):  # more rounds (the benchmark's), each session another question
             turn = ASK_QUESTIONS[r:] + ASK_QUESTIONS[:r]

@@ -1,14 +1,14 @@
 """A user's steps in a real browser, each reproducing a bug a user met: no stale state, signed
 deltas, verdicts that read at a glance, symbols explained, red wrong-year answers, detours with a
 way back, background runs that go on across pages. Each saves screenshots under
-test-artifacts/browser/. (Its own module, so it runs beside tests/test_browser.py on its own server.)"""
+test-artifacts/browser/. (Its own module, so it runs beside tests/test_browser.py on its own server;
+the Map's journeys are in tests/test_browser_map.py.)"""
 import json
 import re
-import time
 
 from browser_kit import (ARTIFACTS, body_text, browser, charts_drawn, chips, choose, click_when_shown,  # noqa: F401
-                         clipped_tables, field, metric_deltas, press, ready, reddish, selected, served, server,
-                         settled, showing, type_into, wait_for)
+                         clipped_tables, field, metric_deltas, open_page, options, press, ready, reddish, selected,
+                         served, server, settled, showing, type_into, wait_for)
 from conftest import ROOT
 
 # ---------------------------------------------------------------------------------- a user's steps
@@ -39,6 +39,10 @@ def test_counterfactuals_signed_and_reset_then_an_example_leaves_nothing_stale(s
         assert arrow == ("Down" if text.startswith("-") else "Up"), (text, arrow)
         assert reddish(colour) == text.startswith("-"), (text, colour)
     assert any(t.startswith("-") for t, _, _ in deltas), deltas  # a falling probability is among them
+    plain = [d for d in metric_deltas(browser) if "→" not in d[0]]  # the answer cards' "p = …": no direction
+    assert plain and all(arrow == "" for _, arrow, _ in plain), plain
+    # and the panel says how its "remove a passage" differs from the Citations page's
+    assert "The Citations page's “remove a passage” keeps the answers fixed" in body_text(browser)
     # a new question: the counterfactual controls start from its own defaults
     type_into(browser, "Question", "Who painted the Mona Lisa?")
     wait_for(browser, lambda: answered(browser, "Who painted the Mona Lisa?") and "Leonardo" in body_text(browser),
@@ -96,24 +100,19 @@ def test_verdicts_read_at_a_glance(server, browser):
         assert not expander or filled > 0, text  # an expander opens on evidence, never on nothing
     main = browser.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]').text
     assert not EMOJI.findall(main), EMOJI.findall(main)
-    # probabilities by magnitude: a tiny one in scientific notation, none as 0.000 (in the text: the tables'
-    # cells are drawn on a canvas, which a test cannot read)
-    assert re.search(r"\d\.\d+e-\d+", main) and not re.search(r"\b0\.000\b", main)
-    assert not re.search(r"\bpassages? \d", main), re.findall(r".{40}\bpassages? \d.{20}", main)  # "rank 2", never "passage 2"
+    # probabilities by magnitude: a tiny one in scientific notation, no fixed-point number below 1e-4
+    # ("0.000", "0.00000001"); in the text: the tables' cells are drawn on a canvas, which a test cannot read
+    assert re.search(r"\d\.\d+e-\d+", main), main
+    tiny = [x for x in re.findall(r"(?<![\d.])0\.\d+(?![\de])", main) if float(x) < 1e-4]
+    assert not tiny, tiny
+    # ranks read as ranks: "the passage at rank 5", never "passage 2" nor "passage(s) 2"
+    assert re.search(r"the passage at rank \d", main), main
+    assert not re.search(r"\bpassage(?:s|\(s\))? \d", main), re.findall(r".{40}\bpassage(?:s|\(s\))? \d.{20}", main)
     # the closed-book answer is a card in the same row as the two RAG answers
     row = browser.find_element(By.XPATH, '//*[@data-testid="stMetric"][.//*[normalize-space()="Closed-book (no passage)"]]'
                                          '/ancestor::*[@data-testid="stHorizontalBlock"][1]')
     labels = [e.text.strip() for e in row.find_elements(By.CSS_SELECTOR, '[data-testid="stMetricLabel"]')]
     assert labels == ["RAG-Token", "RAG-Sequence", "Closed-book (no passage)"], labels
-
-
-def open_page(driver, path: str, title: str) -> None:
-    """Go to another page by its sidebar link, as a user does (a new URL would start a new session)."""
-    from selenium.webdriver.common.by import By
-
-    driver.find_element(By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]').click()
-    wait_for(driver, lambda: showing(driver, title) and settled(driver) and charts_drawn(driver), 300, f"the {title} page")
-    time.sleep(1.5)  # charts are drawn by the browser after the script has finished
 
 
 # Boxes of the token strip's colour key and of the heatmap's token labels, against the plotly toolbar.
@@ -147,7 +146,7 @@ def test_token_vs_sequence_and_citations_explain_every_symbol(server, browser):
     for words in ("↵ is the line break that ends an answer", "A faded box is a token no passage stands out for",
                   "Responsibility r_i(z): of the probability RAG-Token gave this token, the share that came from passage z",
                   "The prefix posterior p(z|x,y_≤i) is RAG-Sequence's belief",
-                  "Thorough rescoring computes each missing pair"):
+                  "Thorough rescoring computes each missing pair", "Fast rescoring skips them"):
         assert words in text, words
     open_page(browser, "citations", "Citations")
     browser.save_screenshot(str(ARTIFACTS / "journey-citations-words.png"))
@@ -155,12 +154,18 @@ def test_token_vs_sequence_and_citations_explain_every_symbol(server, browser):
     assert ticks and not [t for t, under in ticks if under], ticks  # every token label clear of the toolbar
     assert "Two kinds of “remove a passage”" in body_text(browser)
     assert "so there the answer itself can change" in body_text(browser)
+    # the header follows the sidebar: another index, and the page says which
+    choose(browser, "Index", "wiki", "sidebar")
+    wait_for(browser, lambda: settled(browser) and "Question: “Who wrote Moby-Dick?” · index wiki · K=5" in
+             body_text(browser) and charts_drawn(browser), 240, "Citations on the wiki index")
 
 
 def test_by_hand_shows_the_frankenstein_case_with_its_priors(server, browser):
     """By hand's second example is a Frankenstein case: RAG-Token's stitched answer wins under
     RAG-Token while RAG-Sequence keeps another; the normalised priors are printed and sum to 1; the
     tables fit at 1280 px."""
+    from selenium.webdriver.common.by import By
+
     browser.get(server + "/by_hand")
     wait_for(browser, lambda: showing(browser, "By hand") and settled(browser), 300, "the By hand page")
     click_when_shown(browser, '//*[@data-testid="stRadio"]//label[.//p[normalize-space()="A Frankenstein answer"]]',
@@ -173,6 +178,15 @@ def test_by_hand_shows_the_frankenstein_case_with_its_priors(server, browser):
     assert len(priors) >= 2 and abs(sum(priors) - 1) < 2e-3, priors
     assert "RAG-Sequence keeps the answer one passage writes" in text
     assert clipped_tables(browser) == []
+    # prior to posterior: the belief after the answer, as Bayes gives it from the shipped toy
+    toy = json.loads((ROOT / "assets" / "examples" / "posterior.json").read_text())
+    word = toy["candidates"][0]
+    joint = {p["id"]: p["prior"] * toy["tables"][p["id"]][""][word] for p in toy["passages"]}
+    shown = {m.find_element(By.CSS_SELECTOR, '[data-testid="stMetricLabel"]').text.strip():
+             m.find_element(By.CSS_SELECTOR, '[data-testid="stMetricValue"]').text.strip()
+             for m in browser.find_elements(By.CSS_SELECTOR, '[data-testid="stMetric"]')}
+    for z, j in joint.items():
+        assert shown[f"p({z}|x,y)"] == f"{j / sum(joint.values()):.3g}", (z, shown)
 
 
 def selected_step(driver) -> int | None:
@@ -206,10 +220,17 @@ def test_index_swap_wrong_year_in_red_and_both_detours_go_back(server, browser):
     red = browser.find_elements("xpath", "//*[contains(text(), \"the other year's: wrong for this index\")]")
     assert len(red) == len(other), (len(red), other)
     assert all(reddish(e.value_of_css_property("color")) for e in red)
-    # "Explain this failure": Token vs Sequence on that question and index, saying so, with a way back
-    failure = selected(browser, "A failure to explain")
-    position, rest = failure.split(" · ")
-    index = rest.split(" index")[0]
+    # "Explain this failure": Token vs Sequence on that question and index, saying so, with a way back;
+    # a failure on the other index, so that both the question and the index change
+    index = "2016" if index_before == "2018" else "2018"
+    failure = next(o for o in options(browser, "A failure to explain") if f" · {index} index → " in o)
+    choose(browser, "A failure to explain", failure)
+    wait_for(browser, lambda: settled(browser) and selected(browser, "A failure to explain") == failure, 60,
+             "the failure picked")
+    position = failure.split(" · ")[0]
+    asked = next(r["question"] for r in json.loads((ROOT / "assets" / "leaders_run.json").read_text())["rows"]
+                 if r["position"] == position)
+    assert asked != question, "a failure of another position, so the question changes too"
     press(browser, "Explain this failure")
     wait_for(browser, lambda: showing(browser, "Token vs Sequence") and settled(browser), 240, "Token vs Sequence")
     text = body_text(browser)
@@ -217,16 +238,16 @@ def test_index_swap_wrong_year_in_red_and_both_detours_go_back(server, browser):
     assert f"index {index} · K=5 · greedy · scale" in text, text  # the header names the index and settings
     browser.save_screenshot(str(ARTIFACTS / "journey-explain.png"))
     assert selected_step(browser) == 0, text  # the failure is explained from its first token
-    if index != index_before:  # the notice names what changed, and only that
-        assert f"the sidebar index set to “{index}”" in text, text
-    else:
-        assert "the sidebar index set to" not in text, text
+    # the notice names both changes, each with what it was (the question the other pages showed)
+    assert f"the question set to “{asked}” (was “Who wrote Moby-Dick?”)" in text, text
+    assert f"the sidebar index set to “{index}” (was “{index_before}”)" in text, text
     press(browser, "Back to Index swap, as it was")
     wait_for(browser, lambda: showing(browser, "Index swap") and settled(browser) and ready(browser, "index_swap"),
              240, "back on Index swap")
     assert field(browser, "Question").get_attribute("value") == question
     assert "Opened from" not in body_text(browser)
     assert selected(browser, "Index", "sidebar") == index_before
+    assert selected(browser, "A failure to explain") == failure  # the user's pick, as it was
     # "Diagnose this": Ask on that question and index, that index's holder as the expected answer
     press(browser, "Diagnose this")
     wait_for(browser, lambda: showing(browser, "Ask") and settled(browser) and "Diagnose" in body_text(browser),
@@ -292,27 +313,6 @@ def test_index_swap_picker_follows_the_question_typed(server, browser):
              and ready(browser, "index_swap"), 300, "the picker showing a question of one's own")
     browser.save_screenshot(str(ARTIFACTS / "journey-swap-own-question.png"))
     assert "Holder on 31 Dec 2016" not in body_text(browser)
-
-
-def test_map_status_names_the_layout_and_what_was_done(server, browser):
-    """The map's status line says which layout it shows (PCA is not called UMAP) and what happened
-    (a stored layout is "the shipped base layout" or "loaded", never "fitted in 0.0 s"). The line
-    shows while a map is prepared, so the test opens maps no other test of the module opened: the
-    `wiki` index's, then its PCA map; and puts the sidebar index back."""
-    browser.get(server + "/map")
-    wait_for(browser, lambda: showing(browser, "Map") and settled(browser) and charts_drawn(browser), 300, "the map")
-    before = selected(browser, "Index", "sidebar")
-    choose(browser, "Index", "wiki", "sidebar")
-    wait_for(browser, lambda: settled(browser) and "UMAP map of" in body_text(browser), 300, "the wiki index's map")
-    text = body_text(browser)
-    assert "the shipped base layout" in text and "fitted in 0.0 s" not in text, text
-    click_when_shown(browser, '//*[@data-testid="stRadio"]//label[.//p[normalize-space()="PCA"]]', "the PCA choice")
-    wait_for(browser, lambda: settled(browser) and "PCA map of" in body_text(browser), 120, "the PCA map")
-    browser.save_screenshot(str(ARTIFACTS / "journey-map-pca.png"))
-    assert "UMAP map of" not in body_text(browser)
-    click_when_shown(browser, '//*[@data-testid="stRadio"]//label[.//p[normalize-space()="UMAP"]]', "the UMAP choice")
-    choose(browser, "Index", before, "sidebar")
-    wait_for(browser, lambda: settled(browser) and selected(browser, "Index", "sidebar") == before, 120, "the index back")
 
 
 def test_a_background_fine_tune_cancelled_from_the_sidebar_offers_to_resume(server, browser):
