@@ -30,8 +30,9 @@ test: $(STAMP) $(SCALE)
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  echo "note: chromium and chromedriver are not installed, so the real-browser tests will be SKIPPED (apt-get install chromium chromium-driver)"
 	$(VENV)/bin/lint-imports
-	# One worker per core, a module's tests together on one worker (they share its server and models).
-	$(PY) -m pytest -q -rs -n auto --dist loadfile
+	# One worker per core, a module's tests together on one worker (they share its server and models),
+	# the slowest modules first (tests/conftest.py: SLOWEST_FIRST).
+	$(PY) -m pytest -q -rs -n auto --dist loadfile --no-loadscope-reorder
 
 bench: $(STAMP) $(SCALE)
 	$(PY) -m rag_core bench

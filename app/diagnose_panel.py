@@ -14,7 +14,7 @@ import pandas as pd
 import streamlit as st
 
 from app import state
-from app.views import md_text, probability_bars, table
+from app.views import md_text, table
 from rag_core.analysis import counterfactual, diagnosis_report, scoring, verdicts
 from rag_core.analysis.matching import exact_match
 from rag_core.config import ASSETS, RAG_SEQUENCE, RAG_TOKEN
@@ -202,7 +202,7 @@ def _counterfactuals(trace: Trace, forced: scoring.ForcedAnswers | None) -> None
                      f"was {before.answer!r}" if before else "") + f" · {a.note}")
     prior = pd.DataFrame({"rank": [h.rank for h in trace.hits], "title": [h.passage.title for h in trace.hits],
                           "prior before": trace.prior, "prior now": cf.prior})
-    table(prior, probability_bars(("prior before", "prior now")))
+    table(prior, probabilities=("prior before", "prior now"))
     table(pd.DataFrame(cf.table), hide_index=True, width="stretch")
 
 

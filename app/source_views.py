@@ -16,7 +16,8 @@ from rag_core.trace import Trace
 EXPLAINED = ("Each token's probability with the passages is set beside the same model's with no passage "
              "(closed-book, same prefix). A token the passages made at least twice as likely is credited to the "
              "passage that carries two thirds of it, or to several passages; any other token came from the "
-             "model's own weights. Hover a token for the numbers.")
+             "model's own weights. ␣ marks the space a token starts with; ↵, in a light grey box, is the line "
+             "break that ends the answer, credited to nothing. Hover a token for the numbers.")
 
 
 def share_line(found) -> str:

@@ -63,19 +63,24 @@ def passages_frame(trace: Trace) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-# Three significant digits, and scientific notation below 1e-4: 0.238, 0.0012, 3.1e-08 (never 0.00000003).
-NUMBER_FORMAT = "%.3g"
+def _tint(p) -> str:
+    """A cell's background, red as strong as the probability `p` in it (none where it is missing)."""
+    return "" if pd.isna(p) else f"background-color: rgba(228, 0, 43, {0.4 * min(max(float(p), 0.0), 1.0):.3f})"
 
 
 def table(frame: pd.DataFrame, column_config: dict | None = None, hide_index: bool = True, width="stretch",
-          **kwargs) -> None:
-    """A dataframe as every page shows one: every float column to three significant digits unless
-    `column_config` says otherwise. Cells are plain text (the grid never renders Markdown)."""
-    styled = hasattr(frame, "data")  # a pandas Styler formats its own cells
-    fmt = {} if styled else {c: st.column_config.NumberColumn(c, format=NUMBER_FORMAT)
-                             for c in frame.columns if pd.api.types.is_float_dtype(frame[c])}
-    fmt.update(column_config or {})
-    st.dataframe(frame, hide_index=hide_index, width=width, column_config=fmt, **kwargs)
+          probabilities=(), **kwargs) -> None:
+    """A dataframe as every page shows one. Every float cell reads as `p_text` writes a number:
+    three significant digits, scientific below 1e-4 (3.21e-06; the grid's own printf formats would
+    write 0.00000321), so pandas' Styler formats the cells. `probabilities`: columns of values in
+    [0, 1], tinted red as strong as each value, so a shift of belief shows at a glance. A Styler
+    given as `frame` keeps its own formats. Cells are plain text (the grid never renders Markdown)."""
+    styler = frame if hasattr(frame, "data") else frame.style.format(
+        {c: p_text for c in frame.columns if pd.api.types.is_float_dtype(frame[c])}, na_rep="—")
+    shown = [c for c in probabilities if c in styler.data.columns]
+    if shown:
+        styler = styler.map(_tint, subset=shown)
+    st.dataframe(styler, hide_index=hide_index, width=width, column_config=column_config or {}, **kwargs)
 
 
 def widths(px: dict[str, int]) -> dict:
@@ -88,29 +93,24 @@ def widths(px: dict[str, int]) -> dict:
     return {c: st.column_config.Column(c, width=w) for c, w in px.items()}
 
 
-def probability_bars(columns) -> dict:
-    """Column settings that draw probabilities in [0, 1] as bars, with the number beside."""
-    return {c: st.column_config.ProgressColumn(c, min_value=0.0, max_value=1.0, format=NUMBER_FORMAT, width="small")
-            for c in columns}
-
-
 def passages_table(trace: Trace, compact: bool = False) -> None:
-    """The K passages with their scores, prior and posteriors; `compact` (a half-width column):
-    rank, title, prior and the RAG-Sequence posterior only, so every column fits."""
+    """The K passages with their scores, prior and posteriors (tinted as strong as each probability);
+    `compact` (a half-width column): rank, title, prior and the RAG-Sequence posterior only, so every
+    column fits."""
     frame = passages_frame(trace)
     if compact:
         frame = frame[[c for c in ("rank", "title", "prior p(z|x)", f"posterior ({RAG_SEQUENCE})") if c in frame]]
-    fmt = probability_bars(c for c in frame.columns if c.startswith(("prior", "posterior")))
+    fmt = {}
     for d, short in ((RAG_TOKEN, "tok"), (RAG_SEQUENCE, "seq")):  # headers that fit their column, whole
-        fmt[f"posterior ({d})"] = st.column_config.ProgressColumn(
-            f"p(z|x,y) {short}", min_value=0.0, max_value=1.0, format=NUMBER_FORMAT, width=100,
+        fmt[f"posterior ({d})"] = st.column_config.Column(
+            f"p(z|x,y) {short}", width=100,
             help=f"The posterior p(z|x,y) after the {d} answer: how much that answer leans on passage z.")
-    fmt["prior p(z|x)"] = st.column_config.ProgressColumn("prior p(z|x)", min_value=0.0, max_value=1.0,
-                                                          format=NUMBER_FORMAT, width=100)
+    fmt["prior p(z|x)"] = st.column_config.Column("prior p(z|x)", width=100,
+                                                  help="The retriever's prior p(z|x) = softmax(scale · s(z)) over the K.")
     fmt["rank"] = st.column_config.NumberColumn("rank", width=45)
     fmt["title"] = st.column_config.TextColumn("title", width=120 if compact else 170)
     fmt["text"] = st.column_config.TextColumn("text", width="medium")  # the full text shows on hover
-    table(frame, fmt)
+    table(frame, fmt, probabilities=[c for c in frame.columns if c.startswith(("prior", "posterior"))])
 
 
 def export_buttons(frame: pd.DataFrame, kind: str, stem: str, key: str, what: str) -> None:

@@ -166,8 +166,11 @@ def from_shipped_base(index: PassageIndex, x: np.ndarray, dims: int) -> PassageM
     partial = PassageMap("umap", coords[known], x[known])
     if (~known).any():
         coords[~known] = partial.place(x[~known])  # (n_new, dims): placed among the base passages
-    return PassageMap("umap", coords, x, note=f"shipped base layout; {int((~known).sum())} passages placed by their "
-                      "neighbours", shipped=True)
+    added = int((~known).sum())
+    note = (f"The base passages keep the layout shipped with the app; the {added:,} passage{'s' if added != 1 else ''} "
+            f"this index adds {'are' if added != 1 else 'is'} placed by the nearest neighbours, the way the question "
+            "is placed.") if added else ""
+    return PassageMap("umap", coords, x, note=note, shipped=True)
 
 
 # ---------------------------------------------------------------- the disk cache

@@ -16,6 +16,19 @@ ROOT = Path(__file__).resolve().parent.parent
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     os.environ.setdefault("RAG_LOUPE_THREADS", str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
+# The modules that took longest (measured with --durations, slowest first). `make test` hands
+# modules to the workers in collection order (--no-loadscope-reorder), so these start first and a
+# long one never starts last while the other worker has nothing left to do.
+SLOWEST_FIRST = ["test_browser.py", "test_browser_journeys.py", "test_leaders.py", "test_browser_markup.py",
+                 "test_reliability.py", "test_batching.py", "test_diagnosis.py", "test_browser_map.py",
+                 "test_cache_faults.py", "test_app_pages_b.py", "test_projection.py", "test_app_every_index.py",
+                 "test_app_pages_a.py", "test_ray_build.py", "test_kill.py"]
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a module's own order stays
+
 
 def run_cli(*args, env: dict | None = None) -> SimpleNamespace:
     """`python -m rag_core ARGS` in this process: its exit code and what it printed, as

@@ -43,6 +43,7 @@ def test_ask_and_visit_every_page(server, browser):
     box.send_keys(Keys.ENTER)
     wait_for(browser, lambda: "Leonardo" in body_text(browser) and settled(browser), 240, "the new answer")
     assert "Where each token came from" in body_text(browser)
+    assert "␣ marks the space a token starts with; ↵, in a light grey box, is the line break" in body_text(browser)
     browser.save_screenshot(str(ARTIFACTS / "ask.png"))
     assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
 

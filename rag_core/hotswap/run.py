@@ -135,7 +135,9 @@ def run_experiment(cfg: Config, pipeline_factory: Callable[[], object] | None = 
                 per = (time.perf_counter() - t_start) / i
                 eta = f", about {per * (len(todo) - i) / 60:.0f} min left"
             names = batch[0]["position"] + (f" and {len(batch) - 1} more" if len(batch) > 1 else "")
-            progress(f"{names} ({i + 1}-{i + len(batch)}/{len(todo)}{eta})", i / len(todo))
+            span = f"{i + 1}" if len(batch) == 1 else f"{i + 1}-{i + len(batch)}"
+            done_before = f", {len(leaders) - len(todo)} done before" if len(todo) < len(leaders) else ""
+            progress(f"{names}: position {span} of the {len(todo)} to compute{done_before}{eta}", i / len(todo))
             for leader, records in zip(batch, positions_records(pipes, batch, cfgs)):
                 for rec, folder, done in zip(records, folders, known):
                     done[leader["position"]] = rec
