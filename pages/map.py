@@ -51,21 +51,6 @@ def _points(index_name: str, stamp: str, _passages: list) -> dict:
             "row": {p.id: i for i, p in enumerate(ps)}}
 
 
-def how_made(pmap, n: int) -> str:
-    """One line on how the layout was made, for the status box's body."""
-    if pmap.method == "pca":
-        return (f"PCA: the {pmap.dims} directions along which the {pmap.vectors.shape[1]}-dimensional passage "
-                "vectors vary most; a question is projected onto them exactly.")
-    how = f"UMAP (cosine distance, {projection.N_NEIGHBORS} neighbours, min_dist {projection.MIN_DIST})"
-    if pmap.shipped:
-        return (f"{how}, fitted once on the base passages and shipped; any other passage, and the question, is "
-                "placed by its nearest neighbours.")
-    fitted = n if pmap.fitted is None else len(pmap.fitted)
-    return (f"{how}, fitted on {fitted:,} of the {n:,} passages; "
-            f"{'the question is' if fitted == n else 'the others, and the question, are'} placed by the nearest "
-            "fitted neighbours.")
-
-
 holder = _maps(name, method.lower(), dims, stamp)
 if "map" not in holder:
     # fit_map says "Fitting UMAP … about N s" through `progress` only when it really has to fit
@@ -86,7 +71,7 @@ if "map" not in holder:
             st.error(f"The {method} map of {name} could not be made: {why}")
             st.stop()
         bar.empty()
-        st.caption(how_made(pmap, len(idx)))  # the status opens onto what was done, never onto nothing
+        st.caption(projection.how_made(pmap))  # the status opens onto what was done, never onto nothing
         how = ("the shipped base layout" if pmap.shipped else "loaded from the cache" if pmap.loaded_from
                else f"fitted in {pmap.fit_seconds:.1f} s")  # say what happened, never "fitted in 0.0 s"
         status.update(label=f"{pmap.method.upper()} map of {len(idx):,} passages: {how}", state="complete",

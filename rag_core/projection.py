@@ -225,3 +225,23 @@ def _load(path: Path, meta: dict, x: np.ndarray) -> PassageMap | None:
         return None
     return PassageMap(meta["method"], coords, x, mean, comps, float(stored.get("fit_seconds", 0.0)), loaded_from=path,
                       fitted=fitted)
+
+
+def how_made(pmap: PassageMap) -> str:
+    """One line on how the layout was made (the Map page's status box opens onto it).
+
+    >>> how_made(fit_pca(np.eye(4, dtype="float32"), dims=2))[:52]
+    'PCA: the 2 directions along which the 4-dimensional '
+    """
+    n = len(pmap.coords)
+    if pmap.method == "pca":
+        return (f"PCA: the {pmap.dims} directions along which the {pmap.vectors.shape[1]}-dimensional passage "
+                "vectors vary most; a question is projected onto them exactly.")
+    how = f"UMAP (cosine distance, {N_NEIGHBORS} neighbours, min_dist {MIN_DIST})"
+    if pmap.shipped:
+        return (f"{how}, fitted once on the base passages and shipped; any other passage, and the question, is "
+                "placed by its nearest neighbours.")
+    fitted = n if pmap.fitted is None else len(pmap.fitted)
+    return (f"{how}, fitted on {fitted:,} of the {n:,} passages; "
+            f"{'the question is' if fitted == n else 'the others, and the question, are'} placed by the nearest "
+            "fitted neighbours.")
