@@ -235,12 +235,12 @@ def label_spots(points: np.ndarray, centre: np.ndarray, texts: list[str], x_rang
     spots = []
     for (x, y), text in zip(px, texts):
         w = DIGIT_W * len(text)
+        own = (x - RING_R, y - RING_R, x + RING_R, y + RING_R)  # a number may touch its own ring
         best = None
         for v, h in SPOTS:
             cx = x + {"left": -(RING_R + w / 2), "center": 0.0, "right": RING_R + w / 2}[h]
             cy = y + {"top": -(RING_R + LABEL_H / 2), "middle": 0.0, "bottom": RING_R + LABEL_H / 2}[v]
             box = (cx - w / 2, cy - LABEL_H / 2, cx + w / 2, cy + LABEL_H / 2)
-            own = (x - RING_R, y - RING_R, x + RING_R, y + RING_R)
             hits = sum(_boxes_overlap(box, t) for t in taken if t != own)
             key = (hits, -float(np.hypot(cx - star[0], cy - star[1])))
             if best is None or key < best[0]:
