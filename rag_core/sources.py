@@ -118,7 +118,7 @@ def pick_device(device: str) -> torch.device:
 
 def set_threads(threads: int | None) -> None:
     """Set torch's CPU thread count explicitly so timings are repeatable: `threads`, else
-    $RAG_LOUPE_THREADS (the test suite's parallel workers take one core each), else every core."""
+    $RAG_LOUPE_THREADS (for a process that shares the machine with others), else every core."""
     quiet_transformers()
     n = threads or int(os.environ.get("RAG_LOUPE_THREADS") or 0) or os.cpu_count() or 1
     if torch.get_num_threads() != n:

@@ -106,10 +106,12 @@ def new_browser(window: str = "1200,1400"):
 
 
 def wait_for(driver, predicate, timeout, what):
-    deadline = time.time() + timeout
+    start = time.time()
+    deadline = start + timeout
     while time.time() < deadline:
         try:
             if predicate():
+                _log_wait(what, time.time() - start)
                 return
         except Exception:  # the page is still rendering: elements come and go
             pass
@@ -119,6 +121,15 @@ def wait_for(driver, predicate, timeout, what):
     with contextlib.suppress(Exception):  # what the page showed, for the failure's reader
         (ARTIFACTS / "timeout.txt").write_text(f"waiting for {what}\nsettled: {settled(driver)}\n\n{body_text(driver)}")
     pytest.fail(f"timed out waiting for {what}")
+
+
+def _log_wait(what: str, seconds: float) -> None:
+    """One line per wait in test-artifacts/browser/waits.log (test, what, seconds): where a slow
+    browser test spends its time."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0].split("::")[-1]
+    with open(ARTIFACTS / "waits.log", "a", encoding="utf-8") as f:
+        f.write(f"{time.strftime('%H:%M:%S')}\t{test}\t{seconds:6.1f}\t{what}\n")
 
 
 def body_text(driver) -> str:

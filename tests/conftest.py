@@ -11,16 +11,20 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 # `make test` runs the suite on parallel workers (pytest-xdist, one test module per worker at a
-# time): each worker, and every server or command it starts, gets its share of the cores, so the
-# workers' torch threads never outnumber the cores (oversubscribed, both would run many times slower).
+# time). Each worker, and every server or command it starts, may use every core, with OpenMP's
+# waiting threads asleep instead of spinning (set before torch loads OpenMP): while one worker waits
+# on a browser, the other computes on both cores. Spinning threads of two workers would slow both
+# many times; sleeping ones were measured no slower than one thread each (the same four questions
+# on 2 cores: two 2-thread runs at once 20.5 s each, two 1-thread runs 20.7 s; one alone 15.3 s
+# with 2 threads, 18.3 s with 1).
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
-    os.environ.setdefault("RAG_LOUPE_THREADS", str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 # The modules that took longest (measured with --durations, slowest first). `make test` hands
 # modules to the workers in collection order (--no-loadscope-reorder), so these start first and a
 # long one never starts last while the other worker has nothing left to do.
 SLOWEST_FIRST = ["test_browser.py", "test_browser_journeys.py", "test_leaders.py", "test_browser_markup.py",
-                 "test_reliability.py", "test_batching.py", "test_diagnosis.py", "test_browser_map.py",
+                 "test_reliability.py", "test_batching.py", "test_example_questions.py", "test_browser_map.py",
                  "test_cache_faults.py", "test_app_pages_b.py", "test_projection.py", "test_app_every_index.py",
                  "test_app_pages_a.py", "test_ray_build.py", "test_kill.py"]
 
@@ -100,18 +104,6 @@ def default_pipeline():
     from rag_core.pipeline import load_pipeline
 
     return load_pipeline(Config())
-
-
-@pytest.fixture(scope="session")
-def example_runs(default_pipeline):
-    """The Ask page's example questions, each run once on the default stack: (example, PreparedRun)
-    pairs (the trace and the prepared prompt state), shared by the tests that read them."""
-    import json
-
-    from rag_core.config import ASSETS
-
-    examples = json.loads((ASSETS / "examples" / "questions.json").read_text(encoding="utf-8"))
-    return [(ex, default_pipeline.run(ex["question"], keep_state=True)) for ex in examples]
 
 
 def check_trace_invariants(frame):
