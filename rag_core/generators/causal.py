@@ -1,9 +1,10 @@
 """A causal LM generator (default: SmolLM2-135M-Instruct) reading a few-shot prompt per passage.
 
 Every prompt starts with the same few-shot part (~80% of its tokens): its keys/values are computed
-once per process and shared by all rows of all questions. Each row's own tokens (question, passage)
-are left-padded after that shared part so every row ends at the same position; positions skip the
-padding, so it changes nothing. The prompt forward fills a key/value cache that decoding and
+once per process and shared by all rows of all questions, read by every attention call and never
+copied per row (shared_prefix.py). Each row's own tokens (question, passage) are left-padded after
+that shared part so every row ends at the same position; positions skip the padding, so it changes
+nothing. The prompt forward fills a key/value cache of the rows' own tokens that decoding and
 rescoring reuse: a new token costs one position per row.
 
 The few-shot prompt teaches the small model to copy a short span from the passage. The closed-book
@@ -20,6 +21,7 @@ from ..config import MAX_PASSAGE_WORDS, MAX_QUESTION_CHARS
 from ..corpus import Passage
 from ..sources import TOKENIZER_LOCK
 from .base import ForwardCounter, GenState, PackedAnswers, forced_ids, rows_of
+from .shared_prefix import as_cache, causal_mask, install
 
 # Worked examples the prompt shows before the real question. Written for this prompt; none of them
 # is about a question in the shipped dev set (assets/eval/dev.jsonl). Each one is built against a
@@ -128,6 +130,7 @@ class CausalGenerator:
     def __init__(self, model, tokenizer, model_id: str, device: torch.device):
         self.id = model_id
         self.model = model
+        install(model)  # attention that reads the shared few-shot prefix without copying it per row
         self.tokenizer = tokenizer
         self.device = device
         self.vocab_size = int(model.get_output_embeddings().weight.shape[0])
@@ -140,17 +143,19 @@ class CausalGenerator:
         self.forced_bos_id, self.forced_eos_ids = forced_ids(model.generation_config, encoder_decoder=False)
 
     # -- the forward pass, with our own (immutable) cache: a tuple of (keys, values) per layer
-    def _forward(self, input_ids: torch.Tensor, attn: torch.Tensor, positions: torch.Tensor, cache,
-                 last_only: bool = False) -> tuple[torch.Tensor, tuple]:
-        """`last_only`: compute logits for the last position only (a prompt pass needs no more; the
-        full (R, L, V) logits of a 500-token prompt are ~100 MB per row)."""
-        from transformers import DynamicCache
-
+    def _forward(self, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache,
+                 last_only: bool = False, prefix=None) -> tuple[torch.Tensor, tuple]:
+        """Log-probs (R, L or 1, V) and the rows' new cache. `cache`: the rows' own keys/values so
+        far, or None; `prefix`: the shared few-shot part's keys/values (one row, never copied, see
+        shared_prefix.py), or None; `mask`: 4-D (R, 1, L, prefix + cache + L), or 2-D over the same
+        columns. `last_only`: compute logits for the last position only (a prompt pass needs no
+        more; the full (R, L, V) logits of a 500-token prompt are ~100 MB per row)."""
         ForwardCounter.tick()
-        past = DynamicCache(ddp_cache_data=list(cache)) if cache else DynamicCache()
-        out = self.model(input_ids=input_ids.to(self.device), attention_mask=attn.to(self.device),
-                         position_ids=positions.to(self.device), cache=past, use_cache=True,
-                         logits_to_keep=1 if last_only else 0)
+        if mask.dim() == 2:
+            mask = causal_mask(mask, input_ids.shape[1])  # (R, 1, L, prefix + cache + L)
+        out = self.model(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
+                         position_ids=positions.to(self.device), cache=as_cache(cache), use_cache=True,
+                         logits_to_keep=1 if last_only else 0, shared_prefix=prefix)
         new_cache = tuple((layer.keys, layer.values) for layer in out.cache.layers)
         return torch.log_softmax(out.logits.float(), dim=-1).cpu(), new_cache  # (R, L or 1, V)
 
@@ -197,16 +202,16 @@ class CausalGenerator:
             own_mask[i, s - (len(r) - n):] = 1
         attn = torch.cat([torch.ones((k, n), dtype=torch.long), own_mask], dim=1)  # (K, n+S)
         positions = n + (own_mask.cumsum(-1) - 1).clamp(min=0)  # (K, S)
-        kv = tuple((key.expand(k, -1, -1, -1), val.expand(k, -1, -1, -1))  # (K, H, n, D) each, no copy
-                   for key, val in self._prefix_cache(tuple(prefix_ids[:n]))) if n else None
-        logp, cache = self._forward(own, attn, positions, kv, last_only=True)  # (K, 1, V)
-        state_cache = {"kv": cache, "attn": attn, "next_pos": positions[:, -1] + 1}
+        prefix = self._prefix_cache(tuple(prefix_ids[:n])) if n else None  # per layer (1, H, n, D), shared
+        logp, cache = self._forward(own, attn, positions, None, last_only=True, prefix=prefix)  # (K, 1, V)
+        state_cache = {"kv": cache, "prefix": prefix, "attn": attn, "next_pos": positions[:, -1] + 1}
         return GenState(logp[:, -1], torch.arange(k), 0, state_cache, 1)
 
     def select(self, state: GenState, idx: torch.Tensor) -> GenState:
         dev_idx = idx.to(self.device)
         kv = tuple((k.index_select(0, dev_idx), v.index_select(0, dev_idx)) for k, v in state.cache["kv"])
-        cache = {"kv": kv, "attn": state.cache["attn"][idx], "next_pos": state.cache["next_pos"][idx]}
+        cache = {"kv": kv, "prefix": state.cache["prefix"], "attn": state.cache["attn"][idx],
+                 "next_pos": state.cache["next_pos"][idx]}
         return GenState(state.logprobs[idx], state.rows[idx], state.steps, cache, state.calls)
 
     @torch.inference_mode()
@@ -215,8 +220,8 @@ class CausalGenerator:
         r, t = tokens.shape
         attn = torch.cat([state.cache["attn"], torch.ones((r, t), dtype=state.cache["attn"].dtype)], dim=1)  # (R, L+T)
         positions = state.cache["next_pos"].unsqueeze(1) + torch.arange(t)  # (R, T)
-        logp, kv = self._forward(tokens, attn, positions, state.cache["kv"])  # (R, T, V)
-        return logp, {"kv": kv, "attn": attn, "next_pos": positions[:, -1] + 1}
+        logp, kv = self._forward(tokens, attn, positions, state.cache["kv"], prefix=state.cache["prefix"])  # (R, T, V)
+        return logp, {"kv": kv, "prefix": state.cache["prefix"], "attn": attn, "next_pos": positions[:, -1] + 1}
 
     def advance(self, state: GenState, tokens: torch.Tensor) -> GenState:
         logp, cache = self._extend(state, tokens.view(-1, 1))  # (R, 1, V)
@@ -243,7 +248,8 @@ class CausalGenerator:
         own = packed.mask()  # (L, L): same answer, not later
         mask = torch.cat([prompt[:, None, None, :].expand(r, 1, l, -1), own.expand(r, 1, l, l)], dim=-1)  # (R, 1, L, P+L)
         positions = state.cache["next_pos"].unsqueeze(1) + packed.steps.unsqueeze(0)  # (R, L)
-        logp, _ = self._forward(packed.tokens.expand(r, l), mask, positions, state.cache["kv"])  # (R, L, V)
+        logp, _ = self._forward(packed.tokens.expand(r, l), mask, positions, state.cache["kv"],
+                                prefix=state.cache["prefix"])  # (R, L, V)
         return logp
 
     def encode_answer(self, text: str) -> list[int]:
