@@ -114,15 +114,16 @@ def failure_actions(fails: pd.DataFrame, decoding: str, holders: dict, here: str
         st.success(f"No failure for {decoding}.")
         return
     labels = failure_labels(fails)
-    # Widget state goes with the page: the pick is kept by its label, so coming back from a detour
-    # (or after a live run reorders the failures) shows the failure the user picked.
-    if "swap_fail" not in ss and ss.get("swap_fail_label") in labels:
-        ss["swap_fail"] = labels.index(ss["swap_fail_label"])
-    elif ss.get("swap_fail", 0) >= len(labels):
-        ss.pop("swap_fail")
-    pick = st.selectbox("A failure to explain", range(len(labels)), format_func=lambda i: labels[i], key="swap_fail")
-    ss["swap_fail_label"] = labels[pick]
-    row = fails.iloc[pick]
+    # The pick is the failure's label, never its position: a live run adds rows between two reruns,
+    # and a position would then point at another failure. Widget state goes with the page, so the
+    # label is also kept apart, and coming back from a detour shows the failure the user picked.
+    if ss.get("swap_fail") not in labels:
+        ss.pop("swap_fail", None)
+        if ss.get("swap_fail_label") in labels:
+            ss["swap_fail"] = ss["swap_fail_label"]
+    pick = st.selectbox("A failure to explain", labels, key="swap_fail")
+    ss["swap_fail_label"] = pick
+    row = fails.iloc[labels.index(pick)]
     q, idx = row["question"], row["index"]
 
     def _explain() -> None:

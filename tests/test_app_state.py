@@ -61,3 +61,35 @@ def test_by_hand_shows_the_frankenstein_case_and_the_normalised_priors():
     assert not at.exception, [e.value for e in at.exception]
     (frank,) = [w.value for w in at.warning if w.value.startswith("Frankenstein")]
     assert "Chicago Hawaii" in frank and "Chicago Illinois" in frank and "word(s) 2" in frank
+
+
+def _failure_picker_app():
+    """The Index swap page's failure picker alone, over the failing rows in session state."""
+    import pandas as pd
+    import streamlit as st
+
+    from app import swap_views
+
+    fails = pd.DataFrame(st.session_state["rows"], columns=["position", "index", "answer", "question", "decoding"])
+    swap_views.failure_actions(fails, "rag-token", {}, "pages/index_swap.py")
+
+
+def test_the_failure_picked_stays_picked_when_a_live_run_adds_rows():
+    """A live run adds failing rows between two reruns: the pick is the failure the user chose (by its
+    label), so "Explain this failure" opens that question on that index, not whatever now sits at
+    the same position in the list."""
+    row = {"a": ("France", "2016", "Obama", "Who is the President of France?", "rag-token"),
+           "b": ("Mexico", "2018", "Obama", "Who is the President of Mexico?", "rag-token"),
+           "c": ("Chile", "2016", "Obama", "Who is the President of Chile?", "rag-token")}
+    at = AppTest.from_function(_failure_picker_app, default_timeout=60)
+    at.session_state["rows"] = [row["a"], row["b"]]
+    at.run()
+    at.selectbox(key="swap_fail").select_index(1).run()
+    assert at.selectbox(key="swap_fail").value == "Mexico · 2018 index → Obama"
+    at.session_state["rows"] = [row["c"], row["a"], row["b"]]  # a new failure sorts first
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="swap_fail").value == "Mexico · 2018 index → Obama"
+    next(b for b in at.button if b.label == "Explain this failure").click().run()
+    assert at.session_state["question"] == "Who is the President of Mexico?"
+    assert at.session_state["index_name"] == "2018"
