@@ -251,9 +251,11 @@ def field(driver, label: str, area: str = "main"):
 
 
 def type_into(driver, label: str, text: str, area: str = "main") -> None:
-    """Replace what the input labelled `label` holds with `text` and press Enter."""
+    """Replace what the input labelled `label` holds with `text` and press Enter, once the page shows
+    the input (a page can report its script finished a moment before its last part is drawn)."""
     from selenium.webdriver.common.keys import Keys
 
+    wait_for(driver, lambda: field(driver, label, area), 60, f"the input {label!r}")
     box = field(driver, label, area)
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys(text)

@@ -3,6 +3,8 @@
 import contextlib
 import io
 import os
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -20,13 +22,38 @@ ROOT = Path(__file__).resolve().parent.parent
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-# The modules that took longest (measured with --durations, slowest first). `make test` hands
-# modules to the workers in collection order (--no-loadscope-reorder), so these start first and a
-# long one never starts last while the other worker has nothing left to do.
-SLOWEST_FIRST = ["test_browser.py", "test_browser_journeys.py", "test_leaders.py", "test_browser_markup.py",
-                 "test_reliability.py", "test_batching.py", "test_example_questions.py", "test_browser_map.py",
-                 "test_cache_faults.py", "test_app_pages_b.py", "test_projection.py", "test_app_every_index.py",
-                 "test_app_pages_a.py", "test_ray_build.py", "test_kill.py"]
+# The modules that took longest (measured with --durations), slowest first but with the two long
+# browser modules apart: a browser test leaves part of the cores idle (pages render, servers
+# start), which a computing module on the other worker fills. `make test` hands modules to the
+# workers in collection order (--no-loadscope-reorder), so these start first and a long one never
+# starts last while the other worker has nothing left to do.
+SLOWEST_FIRST = ["test_browser.py", "test_leaders.py", "test_batching.py", "test_browser_journeys.py",
+                 "test_example_questions.py", "test_browser_map.py", "test_reliability.py", "test_browser_markup.py",
+                 "test_cache_faults.py", "test_ray_build.py", "test_app_every_index.py", "test_kill.py",
+                 "test_projection.py", "test_app_pages_a.py", "test_app_pages_b.py"]
+
+
+# What the warm-up below loads: the default stack on the default index and the two year indexes
+# (converting the packaged generator and building the indexes where the cache has not got them yet).
+WARM_UP = """
+from rag_core.config import Config
+from rag_core.pipeline import load_pipeline, open_index
+pipeline = load_pipeline(Config())
+for year in ("2016", "2018"):
+    open_index(Config(index=year), pipeline.models.encoder)
+"""
+
+
+def pytest_sessionstart(session):
+    """With parallel workers, fill the shared caches once before the workers start. On an empty
+    cache the first two test servers would otherwise convert the same model and build the same
+    indexes at the same moment on the same cores (measured: ~100 s to their first answers; a cold
+    `ask` alone takes ~56 s, a warm one ~16 s)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(session.config.option, "numprocesses", None):
+        return
+    done = subprocess.run([sys.executable, "-c", WARM_UP], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode:
+        raise pytest.UsageError(f"filling the caches before the tests failed:\n{done.stderr[-3000:]}")
 
 
 def pytest_collection_modifyitems(items):
