@@ -36,7 +36,7 @@ from .config import ASSETS, DEFAULT_ENCODER, Progress
 from .corpus import load_wiki, passage_checksum
 from .index import PassageIndex
 from .map_layout import (  # noqa: F401 (the constants and PassageMap are re-exported: callers import them from here)
-    MAX_FIT, MIN_DIST, N_NEIGHBORS, PLACE_SCALE, PLACE_TOP_M, RANDOM_STATE, PassageMap, ProjectionError,
+    MAX_FIT, MIN_DIST, N_NEIGHBORS, RANDOM_STATE, PassageMap, ProjectionError,
     estimate_umap_seconds, fit_layout, fit_pca, sample_note)
 from .map_layout import umap_coords as _umap_coords  # a module global, so tests can stand in for the fit
 
