@@ -29,9 +29,9 @@ def shared_prefix_attention(module, query, key, value, attention_mask, scaling=N
     """query (R, H, T, D); key/value (R, H_kv, m, D), the rows' own tokens (this step's included);
     `shared_prefix`: per layer (keys, values), each (1, H_kv, n, D); attention_mask: a 4-D boolean
     mask (R, 1, T, n + m), True where a query may look. Returns (R, T, H, D), as SDPA does."""
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     if shared_prefix is None:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
                                       scaling=scaling, **kwargs)
     pk, pv = shared_prefix[module.layer_idx]  # (1, Hkv, n, D) each
