@@ -3,27 +3,29 @@
 - `wiki`: the base corpus alone (Level-4 vital article summaries in 100-word passages).
 - `2016` / `2018`: the base corpus less its stale passages (see `snapshots.stale_base_passages`)
   plus the world-leader passages written as of 31 December of that year.
-Built indexes are cached under the cache folder; for the default encoder the base vectors come
-from `assets/vectors/` (float16), so a fresh machine needs no 3-minute encoding pass.
+Built indexes are cached under the cache folder; for the default encoder the vectors come from
+`assets/vectors/` (the base corpus in float16, each year's snapshot passages in float32), so a fresh
+machine needs no 3-minute encoding pass, and opens a year index in about a second.
 """
 from __future__ import annotations
 
+import io
 import json
 import re
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from . import caches, snapshots
+from ._fs import write_bytes_atomic, write_json_atomic
 from .config import ASSETS, DEFAULT_ENCODER, Progress
-from .corpus import Passage, load_wiki, passage_checksum
+from .corpus import Passage, load_wiki, passage_checksum, wiki_summaries_path
 from .encoders import Encoder
 from .hf_index import is_hf_spec, load_hf_index, parse_spec
 from .index import FLAT, IndexLoadError, PassageIndex
 
 NAMED = ("wiki", "2016", "2018")
-SHIPPED_VECTORS = ASSETS / "vectors" / "wiki-minilm-f16.npy"
-SHIPPED_META = ASSETS / "vectors" / "wiki-minilm-f16.json"
 USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 def _noop(msg: str, frac: float) -> None:
@@ -53,43 +55,91 @@ def _slug(encoder_id: str) -> str:
 
 
 def named_passages(name: str) -> tuple[list[Passage], dict]:
-    """The passages of a named index and facts about how they were chosen."""
+    """The passages of a named index and facts about how they were chosen. Memoised per version of
+    the files they are made from (an index open checks them against its manifest: the stale-passage
+    rule alone takes ~3 s over the 12.3k base passages)."""
+    sources = [wiki_summaries_path()]
+    if name != "wiki":
+        sources += [ASSETS / "leaders.csv", snapshots.snapshot_path(int(name), ASSETS)]
+    passages, facts = _named_passages(name, tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sources))
+    return list(passages), dict(facts)
+
+
+@lru_cache(maxsize=6)
+def _named_passages(name: str, stamp: tuple) -> tuple[tuple[Passage, ...], tuple]:
     base = load_wiki()
     if name == "wiki":
-        return base, {"base": len(base)}
-    leaders = snapshots.load_leaders(ASSETS / "leaders.csv")
-    stale = set(snapshots.stale_base_passages([p.to_dict() for p in base], leaders))
+        return tuple(base), (("base", len(base)),)
+    stale = _stale(stamp[:2])  # the same for both years: the base and leaders.csv
     kept = [p for i, p in enumerate(base) if i not in stale]
     extra = [Passage(d["id"], d["title"], d["text"], d.get("topic", "World leaders")) for d in snapshots.load_snapshot(int(name), ASSETS)]
-    return kept + extra, {"base": len(base), "stale_removed": len(stale), "snapshot": len(extra)}
+    return tuple(kept + extra), (("base", len(base)), ("stale_removed", len(stale)), ("snapshot", len(extra)))
 
 
-def _base_vectors(base: list[Passage], encoder: Encoder, progress: Progress) -> np.ndarray:
-    """Vectors of the base corpus: shipped ones when they fit these passages and this encoder."""
-    if encoder.id == DEFAULT_ENCODER and SHIPPED_VECTORS.is_file() and SHIPPED_META.is_file():
-        meta = json.loads(SHIPPED_META.read_text())
-        if meta.get("checksum") == passage_checksum(base) and meta.get("encoder") == encoder.id:
-            return np.load(SHIPPED_VECTORS, allow_pickle=False).astype(np.float32)
-    return encoder.encode_passages(base, progress)
+@lru_cache(maxsize=2)
+def _stale(stamp: tuple) -> frozenset[int]:
+    """Indices of the base passages both year indexes leave out (`snapshots.stale_base_passages`)."""
+    leaders = snapshots.load_leaders(ASSETS / "leaders.csv")
+    return frozenset(snapshots.stale_base_passages([p.to_dict() for p in load_wiki()], leaders))
+
+
+def shipped_vectors_path(name: str) -> tuple[Path, Path]:
+    """The shipped vectors (.npy) and their facts (.json) of `name`: "wiki" for the base corpus
+    (float16), "2016" / "2018" for the passages that year's snapshot adds (float32, exactly what the
+    encoder gives, so a year index built from them equals one built by encoding)."""
+    stem = "wiki-minilm-f16" if name == "wiki" else f"leaders-{name}-minilm-f32"
+    return ASSETS / "vectors" / f"{stem}.npy", ASSETS / "vectors" / f"{stem}.json"
+
+
+def _vectors(name: str, passages: list[Passage], encoder: Encoder, progress: Progress) -> np.ndarray:
+    """Vectors of `passages` (the base corpus, or a year's snapshot passages): the shipped ones when
+    they were made for exactly these passages by this encoder, else a fresh encoding. (N, D)"""
+    vectors, meta = shipped_vectors_path(name)
+    if encoder.id == DEFAULT_ENCODER and vectors.is_file() and meta.is_file():
+        facts = json.loads(meta.read_text())
+        if facts.get("checksum") == passage_checksum(passages) and facts.get("encoder") == encoder.id:
+            return np.load(vectors, allow_pickle=False).astype(np.float32)
+    label = "" if name == "wiki" else f" of the {name} index"
+    return encoder.encode_passages(passages, lambda m, f: progress(m + label, f))
+
+
+def snapshot_passages(name: str) -> list[Passage]:
+    """The passages a year index adds to the base corpus (its snapshot), in index order."""
+    base_ids = {p.id for p in named_passages("wiki")[0]}
+    return [p for p in named_passages(name)[0] if p.id not in base_ids]
+
+
+def write_snapshot_vectors(name: str, encoder: Encoder) -> Path:
+    """Encode a year's snapshot passages and write them where `_vectors` finds them (run it after
+    editing a snapshot; tests/test_shipped.py says when the shipped ones no longer fit):
+
+        python -c "import torch; from rag_core import catalog, encoders; enc = encoders.load_encoder(
+            catalog.DEFAULT_ENCODER, None, torch.device('cpu')); [catalog.write_snapshot_vectors(y, enc) for y in ('2016', '2018')]"
+    """
+    passages = snapshot_passages(name)
+    vectors = encoder.encode_passages(passages).astype(np.float32)  # (N_snapshot, D)
+    npy, meta = shipped_vectors_path(name)
+    write_bytes_atomic(npy, _npy_bytes(vectors))
+    write_json_atomic(meta, {"encoder": encoder.id, "checksum": passage_checksum(passages), "count": len(passages),
+                             "dim": int(vectors.shape[1])}, indent=1)
+    return npy
+
+
+def _npy_bytes(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    return buf.getvalue()
 
 
 def encode_named(name: str, encoder: Encoder, progress: Progress) -> tuple[np.ndarray, list[Passage]]:
+    """The vectors of a named index's passages (N, D), from the shipped ones where they fit."""
     passages, _ = named_passages(name)
-    base = load_wiki()
-    base_vecs = _base_vectors(base, encoder, progress)  # (N_base, D)
-    pos = {p.id: i for i, p in enumerate(base)}
-    rows = [pos.get(p.id) for p in passages]
-    extra = [p for p, r in zip(passages, rows) if r is None]
-    extra_vecs = encoder.encode_passages(extra, lambda m, f: progress(f"{m} of the {name} index", f)) if extra else None
-    out = np.zeros((len(passages), base_vecs.shape[1]), dtype=np.float32)
-    j = 0
-    for i, r in enumerate(rows):
-        if r is None:
-            out[i] = extra_vecs[j]
-            j += 1
-        else:
-            out[i] = base_vecs[r]
-    return out, passages
+    base, _ = named_passages("wiki")
+    found = {p.id: row for p, row in zip(base, _vectors("wiki", base, encoder, progress))}  # id -> (D,)
+    if name != "wiki":
+        extra = snapshot_passages(name)
+        found.update(zip((p.id for p in extra), _vectors(name, extra, encoder, progress)))
+    return np.stack([found[p.id] for p in passages]).astype(np.float32, copy=False), passages  # (N, D)
 
 
 def named_folder(name: str, encoder: Encoder) -> Path:

