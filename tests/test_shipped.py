@@ -51,15 +51,22 @@ def test_shipped_snapshot_vectors_are_a_fresh_encoding_of_the_snapshot(encoder, 
     assert np.abs(fresh - shipped[sample]).max() < 1e-5
 
 
-def test_a_year_index_from_shipped_vectors_equals_one_from_encoding(encoder, monkeypatch):
-    """The year index a fresh machine builds from the shipped vectors holds exactly the vectors
-    that encoding its passages gives (base: the shipped float16 ones in both cases)."""
-    shipped = catalog.encode_named("2016", encoder, lambda m, f: None)[0]  # (N, D)
-    real = catalog.shipped_vectors_path
-    monkeypatch.setattr(catalog, "shipped_vectors_path", lambda name: real(name) if name == "wiki" else
-                        (real(name)[0].with_name("absent.npy"), real(name)[1].with_name("absent.json")))
-    encoded = catalog.encode_named("2016", encoder, lambda m, f: None)[0]  # (N, D)
-    assert np.array_equal(shipped, encoded)
+def test_a_year_index_takes_each_passage_s_own_shipped_vector(encoder):
+    """Every row of a year index built on a fresh machine is its passage's shipped vector: a base
+    passage's float16 one, a snapshot passage's float32 one (no encoding: the encoder is not asked)."""
+    class NoEncoding:
+        id = encoder.id
+
+        def encode_passages(self, passages, progress=None):
+            raise AssertionError("the shipped vectors should have been used")
+
+    vectors, passages = catalog.encode_named("2016", NoEncoding(), lambda m, f: None)  # (N, D)
+    base_row = {p.id: i for i, p in enumerate(load_wiki())}
+    snapshot_row = {p.id: i for i, p in enumerate(catalog.snapshot_passages("2016"))}
+    base = np.load(SHIPPED_VECTORS).astype(np.float32)
+    snapshot = np.load(catalog.shipped_vectors_path("2016")[0])
+    expected = np.stack([base[base_row[p.id]] if p.id in base_row else snapshot[snapshot_row[p.id]] for p in passages])
+    assert len(snapshot_row) == 492 and np.array_equal(vectors, expected)
 
 
 def test_shipped_layout_extends_to_an_index_with_extra_passages():
