@@ -100,9 +100,22 @@ def new_browser(window: str = "1200,1400"):
     opts.binary_location = CHROMIUM
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", f"--window-size={window}"):
+                 "--disable-dev-shm-usage", "--force-prefers-reduced-motion", f"--window-size={window}"):
         opts.add_argument(flag)
-    return webdriver.Chrome(service=Service(DRIVER), options=opts)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": STILL})
+    return driver
+
+
+# No animations or transitions: a headless browser draws in software, and a spinner turning while a
+# session waits for the shared models repaints its page 60 times a second.
+STILL = """
+document.addEventListener('DOMContentLoaded', () => {
+  const still = document.createElement('style');
+  still.textContent = '*, *::before, *::after { animation: none !important; transition: none !important; }';
+  document.head.appendChild(still);
+});
+"""
 
 
 def wait_for(driver, predicate, timeout, what):
