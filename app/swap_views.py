@@ -121,16 +121,23 @@ def failure_actions(fails: pd.DataFrame, decoding: str, holders: dict, here: str
         ss.pop("swap_fail", None)
         if ss.get("swap_fail_label") in labels:
             ss["swap_fail"] = ss["swap_fail_label"]
-    pick = st.selectbox("A failure to explain", labels, key="swap_fail")
-    ss["swap_fail_label"] = pick
-    row = fails.iloc[labels.index(pick)]
-    q, idx = row["question"], row["index"]
+    ss["swap_fail_label"] = st.selectbox("A failure to explain", labels, key="swap_fail")
+
+    def picked() -> pd.Series:
+        """The failure picked when a button is clicked. A pick made just before the click reaches
+        the server in the same rerun as the click, and the buttons' callbacks come from the run
+        before it: they read the pick now, never the row this run was drawn with."""
+        label = ss.get("swap_fail")
+        return fails.iloc[labels.index(label if label in labels else ss["swap_fail_label"])]
 
     def _explain() -> None:
-        views.detour(here, "Index swap", question=q, index_name=idx)
+        row = picked()
+        views.detour(here, "Index swap", question=row["question"], index_name=row["index"])
         ss.update(tvs_answer=(row["decoding"], 0), tvs_step=0, swap_goto="token_vs_sequence.py")
 
     def _diagnose() -> None:
+        row = picked()
+        q, idx = row["question"], row["index"]
         views.detour(here, "Index swap", question=q, index_name=idx)
         ss.setdefault("expected_answers", {})[q] = holders[q][results.YEARS.index(idx)]
         ss["swap_goto"] = "ask.py"

@@ -182,6 +182,7 @@ def detour_notice() -> None:
     was = d.get("was", d["before"])  # what the user saw before, a default by its value
     words = "; ".join(f"{DETOUR_NAMES.get(k, k)} set to “{md_text(v)}” (was “{md_text(was[k] or 'the default')}”)"
                       for k, v in d["after"].items() if v != was[k])
+    words = words or "the question and the sidebar index were already these"
     st.info(f"Opened from {md_text(d['label'])}: {words}.", icon=":material/alt_route:")
     st.button(f"Back to {d['label']}, as it was", on_click=_undo_detour, key="detour_back")
 

@@ -211,12 +211,15 @@ def test_cli_bad_flag_is_one_line_error(capsys):
 
 # ------------------------------------------------------------------------------------------ the page
 
-def _fake_result(question: str) -> results.ExperimentResult:
-    """A cached-looking result with one failure on the 2016 index, for the page's table and button."""
+def _fake_result(question: str, wrong_2018: str | None = None) -> results.ExperimentResult:
+    """A cached-looking result with one failure on the 2016 index, for the page's table and button
+    (and, with `wrong_2018`, that RAG-Token answer on the 2018 index: a second failure)."""
     rows = []
     for idx in results.YEARS:
         for dec in results.DECODINGS:
             answer = "Donald Trump" if idx == "2018" or dec == "rag-sequence" else "Hillary Clinton"
+            if idx == "2018" and dec == "rag-token" and wrong_2018:
+                answer = wrong_2018
             c16, c18, both = judge.judge(answer, "Barack Obama", "Donald Trump")
             rows.append({"ambiguous": both, "position": "President of the United States", "country": "United States",
                          "holder_2016": "Barack Obama", "holder_2018": "Donald Trump", "question": question,
@@ -325,6 +328,32 @@ def test_index_swap_explain_failure_switches_page(swap_app, monkeypatch):
     assert at.title[0].value == "Index swap"
     assert "question" not in at.session_state  # it had none before the detour
     assert at.session_state["index_name"] == "2018" and "detour" not in at.session_state
+
+
+@pytest.mark.parametrize("button, page", [("Explain this failure", "Token vs Sequence"), ("Diagnose this", "Ask")])
+def test_a_failure_picked_just_before_the_click_is_the_one_opened(monkeypatch, button, page):
+    """A user picks another failure and clicks at once, before the pick's own rerun: the button
+    opens the failure picked then (here the 2018 one), not the one the page was drawn with."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)  # a session of its own
+    at.session_state["index_name"] = "2016"  # so that opening the 2018 failure changes the index
+    at.session_state["k"], at.session_state["max_new_tokens"] = 3, 8
+    monkeypatch.setattr(cache, "cached_result", lambda *a, **k: _fake_result(SWAP_QUESTION, wrong_2018="Mike Pence"))
+    at.switch_page(str(ROOT / "pages/index_swap.py"))
+    at.run()
+    at.toggle(key="swap_fail_only").set_value(True).run()
+    picker = at.selectbox(key="swap_fail")
+    later = next(o for o in picker.options if " · 2018 index → Mike Pence" in o)
+    assert picker.value != later  # the page was drawn with the 2016 failure picked
+    picker.set_value(later)
+    next(b for b in at.button if b.label == button).click().run()  # one rerun carries the pick and the click
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == page and at.session_state["index_name"] == "2018"
+    notice = [i.value for i in at.info if i.value.startswith("Opened from Index swap")]
+    assert notice and "the sidebar index set to “2018” (was “2016”)" in notice[0], notice
+    if page == "Ask":
+        assert at.text_input(key="diag_expected").value == "Donald Trump"  # the 2018 index's holder
 
 
 def test_index_swap_diagnose_this_prefills_the_holder(swap_app, monkeypatch):
