@@ -5,6 +5,7 @@ import io
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -33,15 +34,16 @@ SLOWEST_FIRST = ["test_browser.py", "test_leaders.py", "test_batching.py", "test
                  "test_projection.py", "test_app_pages_a.py", "test_app_pages_b.py"]
 
 
-# What the warm-up below loads: the default stack on the default index and the two year indexes
-# (converting the packaged generator and building the indexes where the cache has not got them yet).
-WARM_UP = """
-from rag_core.config import Config
-from rag_core.pipeline import load_pipeline, open_index
-pipeline = load_pipeline(Config())
-for year in ("2016", "2018"):
-    open_index(Config(index=year), pipeline.models.encoder)
-"""
+# What the warm-up below fills, in two processes side by side (the conversion is one core's work):
+# the packaged generator converted, and the default and the two year indexes built.
+WARM_UP = ["from rag_core.generators.loading import smollm_folder; smollm_folder()",
+           "import torch\n"
+           "from rag_core.config import DEFAULT_ENCODER, Config\n"
+           "from rag_core.encoders import load_encoder\n"
+           "from rag_core.pipeline import open_index\n"
+           "encoder = load_encoder(DEFAULT_ENCODER, None, torch.device('cpu'))\n"
+           "for name in (Config().index, '2016', '2018'):\n"
+           "    open_index(Config(index=name), encoder)\n"]
 
 
 def pytest_sessionstart(session):
@@ -51,9 +53,13 @@ def pytest_sessionstart(session):
     `ask` alone takes ~56 s, a warm one ~16 s)."""
     if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(session.config.option, "numprocesses", None):
         return
-    done = subprocess.run([sys.executable, "-c", WARM_UP], cwd=ROOT, capture_output=True, text=True)
-    if done.returncode:
-        raise pytest.UsageError(f"filling the caches before the tests failed:\n{done.stderr[-3000:]}")
+    logs = [tempfile.TemporaryFile("w+") for _ in WARM_UP]  # files, not pipes: neither process can block on a full one
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
+             for code, log in zip(WARM_UP, logs)]
+    for proc, log in zip(procs, logs):
+        if proc.wait():
+            log.seek(0)
+            raise pytest.UsageError(f"filling the caches before the tests failed:\n{log.read()[-3000:]}")
 
 
 def pytest_collection_modifyitems(items):
