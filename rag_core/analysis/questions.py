@@ -24,6 +24,7 @@ class EvalQuestion:
     answers: list[str]
     title: str = ""  # the source article, when the file names it
     line: int = 0  # 1-based line in the file
+    index: str = ""  # the index this question is asked on, when the file names one (training on 2016/2018)
 
 
 def parse_question_line(raw: bytes | str) -> EvalQuestion | None:
@@ -44,7 +45,8 @@ def parse_question_line(raw: bytes | str) -> EvalQuestion | None:
     if not answers or not any(normalize_answer(a) for a in answers):
         return None
     title = row.get("title") if isinstance(row.get("title"), str) else ""
-    return EvalQuestion(" ".join(q.split()), answers, title)
+    index = row.get("index") if isinstance(row.get("index"), str) else ""
+    return EvalQuestion(" ".join(q.split()), answers, title, index=index)
 
 
 def read_questions(path: str | Path) -> tuple[list[EvalQuestion], int]:

@@ -56,7 +56,7 @@ def fingerprint(cfg: Config, questions_file: Path) -> str:
     if name not in NAMED or cfg.corpus:
         raise ValueError(f"only runs on a named index ({', '.join(NAMED)}) can be shipped, not {name!r}")
     parts = {"question_encoder": cfg.question_encoder, "ctx_encoder": cfg.ctx_encoder or cfg.question_encoder,
-             "generator": cfg.generator, "prompt": prompt_fingerprint(), "index": [name, index_checksum(name)],
+             "generator": cfg.generator, "prompt": prompt_fingerprint(cfg.generator), "index": [name, index_checksum(name)],
              "questions": hashlib.sha256(Path(questions_file).read_bytes()).hexdigest(),
              "settings": run_config(cfg), "eval": EVAL_VERSION}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()[:20]

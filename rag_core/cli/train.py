@@ -16,6 +16,7 @@ import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+from ..generators.causal import PROMPT_STYLES
 from ..training import heldout
 from ..training.gradient import MARGINALS
 from ..training.loop import PARTS, TrainSettings
@@ -27,7 +28,8 @@ HELP = "fine-tune the query encoder and/or the generator (LoRA) on a questions J
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     d = TrainSettings()
-    p.add_argument("questions", help='training JSONL: {"question": str, "answers": [str, ...]} per line')
+    p.add_argument("questions", nargs="+", help='training JSONL file(s): {"question": str, "answers": [str, ...], '
+                   '"index": optional index name} per line')
     p.add_argument("--out", required=True, help="a new folder, or an earlier training output (--resume / --force)")
     p.add_argument("--force", action="store_true", help="replace the training output at --out")
     p.add_argument("--resume", action="store_true", help="continue the stopped run at --out from its checkpoint")
@@ -39,6 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lr", type=positive_float, default=None,
                    help="learning rate (default: 1e-5 for the query encoder, 3e-4 for the LoRA adapters)")
     p.add_argument("--lora-rank", type=positive_int, default=d.lora_rank)
+    p.add_argument("--prompt", choices=PROMPT_STYLES, default=None,
+                   help="the prompt the generator trains on (default: its own; 'plain' has no worked examples)")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--checkpoint-every", type=positive_int, default=d.checkpoint_every, metavar="N")
     p.add_argument("--scale", type=positive_float, default=None, help="retriever scale (default: the encoder's)")
@@ -69,7 +73,7 @@ def graceful_stop() -> Iterator[Callable[[], bool]]:
 
 def run(args: argparse.Namespace) -> int:
     settings = TrainSettings(args.part, args.marginal, args.k, args.steps, args.batch, args.lr, args.lora_rank,
-                             args.seed, args.checkpoint_every, args.scale).validate()
+                             args.seed, args.checkpoint_every, args.scale, args.prompt).validate()
     cfg = config_from(args, k=args.k, index=args.index, corpus=args.corpus, scale=args.scale)
     with progress_bar() as progress, graceful_stop() as should_stop:
         manifest = fine_tune(cfg, settings, args.questions, args.out, args.eval, args.force, args.resume, progress,

@@ -34,10 +34,12 @@ from .shared_prefix import as_cache, causal_mask, install
 # The seventh, an office whose article names earlier holders beside the current one, was chosen on
 # the index-swap experiment's tuning half only (RAG-Token matched 50% -> 67% on the 2016 index and
 # 45% -> 54% on the 2018 one; RAG-Sequence 60% -> 65% and 55% -> 58%). The IOC is not a position
-# of assets/leaders.csv (its president did not change between the two dates).
+# of assets/leaders.csv (its president did not change between the two dates). Two mentions were
+# reworded afterwards so that no dev or test answer stands in the prompt (the Opera House's country,
+# the film's director; tests/test_training_data.py checks it); the figures above are from before.
 FEW_SHOT = [
     ("Sydney Opera House",
-     "The Sydney Opera House is a performing arts centre on Bennelong Point in Sydney, Australia. It was designed by "
+     "The Sydney Opera House is a performing arts centre on Bennelong Point in Sydney Harbour. It was designed by "
      "the Danish architect Jørn Utzon and formally opened by Queen Elizabeth II in 1973.",
      "Who designed the Sydney Opera House?", "Jørn Utzon"),
     ("Walkman",
@@ -57,7 +59,7 @@ FEW_SHOT = [
      "holds about 23% of the world's fresh surface water.",
      "How deep is Lake Baikal in metres?", "1,642"),
     ("Apocalypse Now",
-     "Apocalypse Now is a 1979 American war film directed by Francis Ford Coppola and starring Marlon Brando. Its "
+     "Apocalypse Now is a 1979 American war film starring Marlon Brando and Martin Sheen. Its "
      "story was inspired by Joseph Conrad's 1899 novella Heart of Darkness, moved from the Congo to the Vietnam War.",
      "Which 1899 novella by Joseph Conrad inspired the film Apocalypse Now?", "Heart of Darkness"),
     ("President of the International Olympic Committee",
@@ -69,34 +71,47 @@ FEW_SHOT = [
 INSTRUCTION = "Answer each question with a short phrase copied from the passage."
 CLOSED_INSTRUCTION = "Answer each question with a short phrase."
 
+# The two ways a causal generator is prompted. "few-shot": the packaged model as shipped, steered by
+# the worked examples above. "plain": a model fine-tuned for RAG (the product's default), which has
+# learnt the answer format and reads only the instruction line, the question and the passage, so
+# its prompt is ~5x shorter. A model folder says it wants the plain prompt in PROMPT_FILE.
+FEW_SHOT_STYLE = "few-shot"
+PLAIN_STYLE = "plain"
+PROMPT_STYLES = (FEW_SHOT_STYLE, PLAIN_STYLE)
+PROMPT_FILE = "rag_loupe_prompt.json"  # {"style": "plain"} in a generator folder trained on that prompt
+
 
 def clean_question(question: str) -> str:
     return re.sub(r"\s+", " ", question).strip()[:MAX_QUESTION_CHARS]
 
 
-def rag_prefix() -> str:
+def rag_prefix(style: str = FEW_SHOT_STYLE) -> str:
     """The part of every RAG prompt that does not depend on the question or the passage."""
+    if style == PLAIN_STYLE:
+        return f"{INSTRUCTION}\n\n"
     shots = "".join(f"Question: {q}\nPassage: {t}: {p}\nQuestion: {q}\nAnswer: {a}\n\n" for t, p, q, a in FEW_SHOT)
     return f"{INSTRUCTION}\n\n{shots}"
 
 
-def closed_book_prefix() -> str:
+def closed_book_prefix(style: str = FEW_SHOT_STYLE) -> str:
+    if style == PLAIN_STYLE:
+        return f"{CLOSED_INSTRUCTION}\n\n"
     shots = "".join(f"Question: {q}\nAnswer: {a}\n\n" for _, _, q, a in FEW_SHOT)
     return f"{CLOSED_INSTRUCTION}\n\n{shots}"
 
 
-def rag_prompt(question: str, passage: Passage) -> str:
+def rag_prompt(question: str, passage: Passage, style: str = FEW_SHOT_STYLE) -> str:
     """The question comes before the passage and again after it: read with the question in mind, the
     small model copies the holder a passage names as current rather than the last name it read
     (world-leader questions, 40 positions: 2016 index 80% -> 90%, 2018 index 48% -> 57%; dev set
     EM 61% -> 60%, within noise)."""
     text = " ".join(passage.text.split()[:MAX_PASSAGE_WORDS])
     q = clean_question(question)
-    return f"{rag_prefix()}Question: {q}\nPassage: {passage.title}: {text}\nQuestion: {q}\nAnswer:"
+    return f"{rag_prefix(style)}Question: {q}\nPassage: {passage.title}: {text}\nQuestion: {q}\nAnswer:"
 
 
-def closed_book_prompt(question: str) -> str:
-    return f"{closed_book_prefix()}Question: {clean_question(question)}\nAnswer:"
+def closed_book_prompt(question: str, style: str = FEW_SHOT_STYLE) -> str:
+    return f"{closed_book_prefix(style)}Question: {clean_question(question)}\nAnswer:"
 
 
 def shared_prefix_length(prefix: Sequence[int], rows: Sequence[Sequence[int]]) -> int:
@@ -127,8 +142,11 @@ def newline_tokens(tokenizer) -> set[int]:
 
 
 class CausalGenerator:
-    def __init__(self, model, tokenizer, model_id: str, device: torch.device):
+    def __init__(self, model, tokenizer, model_id: str, device: torch.device, prompt_style: str = FEW_SHOT_STYLE):
+        if prompt_style not in PROMPT_STYLES:
+            raise ValueError(f"unknown prompt style {prompt_style!r}")
         self.id = model_id
+        self.prompt_style = prompt_style
         self.model = model
         install(model)  # attention that reads the shared few-shot prefix without copying it per row
         self.tokenizer = tokenizer
@@ -183,9 +201,9 @@ class CausalGenerator:
         if any(closed) and not all(closed):
             raise ValueError("closed-book and RAG rows have different few-shot parts: prepare them apart")
         if all(closed):
-            prefix, prompts = closed_book_prefix(), [closed_book_prompt(q) for q, _ in rows]
+            prefix, prompts = closed_book_prefix(self.prompt_style), [closed_book_prompt(q, self.prompt_style) for q, _ in rows]
         else:
-            prefix, prompts = rag_prefix(), [rag_prompt(q, p) for q, p in rows]
+            prefix, prompts = rag_prefix(self.prompt_style), [rag_prompt(q, p, self.prompt_style) for q, p in rows]
         ids_of = self.__dict__.setdefault("_prefix_ids", {})  # the prefix text is fixed: tokenise it once
         if prefix not in ids_of:
             ids_of[prefix] = self._tokenize([prefix])[0]

@@ -12,9 +12,11 @@ import torch
 
 from .. import caches
 from .._fs import replace_dir, temp_sibling
-from ..config import DEFAULT_GENERATOR
+from ..config import BASE_GENERATOR, TRAINED_GENERATOR
 from ..sources import ModelSourceError, Source, model_type, package_path, resolve
 from .causal import CausalGenerator
+from .prompt_style import prompt_style_of
+from .trained import trained_folder
 from .seq2seq import Seq2SeqGenerator
 
 log = logging.getLogger(__name__)
@@ -28,7 +30,7 @@ def smollm_folder(progress=None) -> Path:
     A GGUF load dequantises every tensor (~20 s); the converted copy loads in under a second. The
     copy is written to a temporary folder and renamed, so a killed conversion leaves nothing half-made.
     """
-    gguf = package_path(DEFAULT_GENERATOR)
+    gguf = package_path(BASE_GENERATOR)
     target = caches.folder("models") / f"smollm2-135m-instruct-{gguf.stat().st_size}"
     if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
         return target
@@ -87,17 +89,22 @@ def _dtype(device: torch.device) -> torch.dtype:
 def load_generator(model_id: str, device: torch.device, allow_downloads: bool = False, progress=None):
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    if model_id == DEFAULT_GENERATOR:
-        folder = smollm_folder(progress)
+    if model_id in (BASE_GENERATOR, TRAINED_GENERATOR):
+        def made():  # the cached folder of this packaged generator, made on first use
+            base = smollm_folder(progress)
+            return base if model_id == BASE_GENERATOR else trained_folder(base, progress)
+
+        folder = made()
         try:
             return _causal(Source(str(folder), True), model_id, device, allow_downloads)
-        except Exception as e:  # noqa: BLE001 - a damaged converted copy (truncated, garbled): convert again, once
-            note = f"the converted generator in {folder} could not be read ({type(e).__name__}); converting it again"
+        except Exception as e:  # noqa: BLE001 - a damaged cached copy (truncated, garbled): make it again, once
+            again = "converting it again" if model_id == BASE_GENERATOR else "merging it again"
+            note = f"the cached generator in {folder} could not be read ({type(e).__name__}); {again}"
             log.warning(note)
             if progress:
                 progress(note)
             shutil.rmtree(folder, ignore_errors=True)
-            return _causal(Source(str(smollm_folder(progress)), True), model_id, device, allow_downloads)
+            return _causal(Source(str(made()), True), model_id, device, allow_downloads)
     source = resolve(model_id, allow_downloads)
     kind = model_type(source, allow_downloads)
     kw = dict(source.kwargs(allow_downloads))
@@ -123,4 +130,5 @@ def _causal(source: Source, model_id: str, device: torch.device, allow_downloads
     kw = dict(source.kwargs(allow_downloads))
     model = AutoModelForCausalLM.from_pretrained(source.ref, dtype=_dtype(device), **kw)
     tok = AutoTokenizer.from_pretrained(source.ref, **kw)
-    return CausalGenerator(model.to(device).eval(), tok, model_id, device)
+    # the prompt the weights were trained on: a folder says so (the trained default's cached merge does)
+    return CausalGenerator(model.to(device).eval(), tok, model_id, device, prompt_style_of(source.ref))

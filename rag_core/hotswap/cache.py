@@ -52,7 +52,7 @@ def experiment_key(cfg: Config, index_checksums: dict[str, str]) -> str:
     """Cache key: model ids, both indexes' passage checksums, the prompt, leaders.csv, settings."""
     leaders_sha = hashlib.sha256((ASSETS / "leaders.csv").read_bytes()).hexdigest()
     parts = {"question_encoder": cfg.question_encoder, "ctx_encoder": cfg.ctx_encoder or cfg.question_encoder,
-             "generator": cfg.generator, "indexes": index_checksums, "prompt": prompt_fingerprint(),
+             "generator": cfg.generator, "indexes": index_checksums, "prompt": prompt_fingerprint(cfg.generator),
              "leaders": leaders_sha, "settings": experiment_settings(cfg), "judge": JUDGE_VERSION,
              "format": FORMAT_VERSION}
     return _sha(parts)[:20]

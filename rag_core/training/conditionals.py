@@ -62,8 +62,8 @@ def _causal(gen: CausalGenerator, question: str, passages: Sequence[Passage], an
     from transformers import DynamicCache
 
     with TOKENIZER_LOCK:
-        prefix = gen.tokenizer.encode(rag_prefix(), add_special_tokens=False)
-        rows = [gen.tokenizer.encode(rag_prompt(question, p), add_special_tokens=False) for p in passages]
+        prefix = gen.tokenizer.encode(rag_prefix(gen.prompt_style), add_special_tokens=False)
+        rows = [gen.tokenizer.encode(rag_prompt(question, p, gen.prompt_style), add_special_tokens=False) for p in passages]
     n = shared_prefix_length(prefix, rows)
     k, s, t = len(rows), max(len(r) - n for r in rows), len(answer)
     # The inference layout: [shared prefix][left padding][own tokens], then the answer but its last

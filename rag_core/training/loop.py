@@ -25,6 +25,7 @@ import torch
 from .. import marginals
 from ..analysis.questions import EvalQuestion
 from ..config import Progress
+from ..generators.causal import PROMPT_STYLES, CausalGenerator
 from ..index import PassageIndex
 from ..pipeline import Models
 from . import checkpoint, lora
@@ -49,6 +50,7 @@ class TrainSettings:
     seed: int = 0  # question order and adapter initialisation
     checkpoint_every: int = 10  # steps between checkpoints (and one at the end)
     scale: float | None = None  # retriever scale; None = the encoder's own
+    prompt: str | None = None  # a causal generator's prompt while training ("plain" or "few-shot"); None = its own
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -65,6 +67,8 @@ class TrainSettings:
         for name in ("k", "steps", "batch", "lora_rank", "checkpoint_every"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"{name} must be a whole number of at least 1, got {getattr(self, name)!r}")
+        if self.prompt is not None and self.prompt not in PROMPT_STYLES:
+            raise ValueError(f"prompt must be one of {', '.join(PROMPT_STYLES)}, got {self.prompt!r}")
         if self.lr is not None and not 0 < self.lr < 1:
             raise ValueError(f"learning rate must be between 0 and 1, got {self.lr!r}")
         return self
@@ -117,6 +121,11 @@ class Run:
     losses: list[float] = field(default_factory=list)
     step: int = 0
     seconds: float = 0.0
+    indexes: dict[str, PassageIndex] = field(default_factory=dict)  # other indexes named by questions' `index`
+
+    def index_of(self, qi: int) -> PassageIndex:
+        """The index question qi is retrieved from: the one its line names, else the run's own."""
+        return self.indexes.get(self.questions[qi].index, self.index)
 
     def params(self, part: str) -> list[torch.nn.Parameter]:
         if part == "query":
@@ -124,14 +133,21 @@ class Run:
         return self.adapted.parameters()
 
 
-def start_run(models: Models, index: PassageIndex, questions: Sequence[EvalQuestion], settings: TrainSettings) -> Run:
-    """Attach adapters where the generator trains and make one Adam optimiser per part."""
+def start_run(models: Models, index: PassageIndex, questions: Sequence[EvalQuestion], settings: TrainSettings,
+              indexes: dict[str, PassageIndex] | None = None) -> Run:
+    """Attach adapters where the generator trains and make one Adam optimiser per part.
+    `indexes`: the other indexes questions name (a question whose `index` is not there uses `index`)."""
     settings = settings.validate()
     if not questions:
         raise ValueError("no training question")
     gen = models.generator
+    if settings.prompt is not None:
+        if not isinstance(gen, CausalGenerator):
+            raise ValueError("--prompt applies to a causal generator only")
+        gen.prompt_style = settings.prompt  # the prompt the trained weights will read
     run = Run(models, index, list(questions), [gen.encode_answer(q.answers[0]) for q in questions], settings,
-              float(settings.scale if settings.scale is not None else models.encoder.default_scale))
+              float(settings.scale if settings.scale is not None else models.encoder.default_scale),
+              indexes=dict(indexes or {}))
     if "generator" in settings.parts:
         run.adapted = lora.attach(gen, settings.lora_rank, settings.seed)
     for part in settings.parts:
@@ -172,11 +188,12 @@ def question_terms(run: Run, qi: int) -> Terms:
     s = run.settings
     with torch.set_grad_enabled(torch.is_grad_enabled() and "query" in s.parts):
         q = query_tensor(run.models.encoder, [run.questions[qi].question])[0]  # (D,)
-    _, rows = run.index.search(q.detach().float().cpu().numpy()[None], s.k)  # (1, K)
+    index = run.index_of(qi)
+    _, rows = index.search(q.detach().float().cpu().numpy()[None], s.k)  # (1, K)
     rows = rows[0][rows[0] >= 0]  # (K,)
-    d = doc_vectors(run.index, rows)  # (K, D)
+    d = doc_vectors(index, rows)  # (K, D)
     log_pz = marginals.log_prior(d @ q.detach().cpu().double(), run.scale)  # (K,)
-    token_logp = conditionals(run, qi, [run.index.passages[int(r)] for r in rows])  # (K, T)
+    token_logp = conditionals(run, qi, [index.passages[int(r)] for r in rows])  # (K, T)
     return Terms(nll(s.marginal, log_pz, token_logp), q, d, log_pz, token_logp)
 
 

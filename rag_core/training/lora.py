@@ -15,7 +15,8 @@ from pathlib import Path
 
 import torch
 
-from ..generators.causal import CausalGenerator
+from ..generators.causal import FEW_SHOT_STYLE, CausalGenerator
+from ..generators.prompt_style import write_prompt_style
 
 # peft is imported where it is used, as transformers is across the engine: importing it takes
 # seconds, and every command of the CLI would pay for it at start-up.
@@ -70,6 +71,8 @@ def merged(adapted: Adapted):
     per process, and those were computed with the old weights."""
     model = adapted.peft_model.merge_and_unload()
     gen = adapted.generator
+    if isinstance(gen, CausalGenerator):  # the merged weights read the prompt they were trained on
+        return CausalGenerator(model.eval(), gen.tokenizer, gen.id, gen.device, gen.prompt_style)
     return type(gen)(model.eval(), gen.tokenizer, gen.id, gen.device)
 
 
@@ -81,3 +84,4 @@ def save_generator(gen, folder: Path) -> None:
     """A folder that `--generator DIR` loads: the (merged) model, its generation config, its tokenizer."""
     gen.model.save_pretrained(folder)
     gen.tokenizer.save_pretrained(folder)
+    write_prompt_style(folder, getattr(gen, "prompt_style", FEW_SHOT_STYLE))

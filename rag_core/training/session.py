@@ -19,11 +19,20 @@ from .._fs import write_bytes_atomic
 from ..analysis.questions import read_questions
 from ..config import Config, Progress
 from ..encoders import MeanPoolEncoder
+from ..catalog import resolve_index
 from ..pipeline import Pipeline, load_pipeline
 from . import checkpoint, heldout
 from .loop import TrainSettings, loss_summary, restore, settings_mismatch, start_run, train
 from .output import (TrainingError, check_output_folder, file_sha256, read_manifest, save_outputs, start_folder,
                      write_manifest)
+
+def data_sha256(files: list[Path]) -> str:
+    """The training data's hash: the file's own sha256 for one file; for several, the sha256 of
+    their hashes in order (a change to any file, or to the order, changes it)."""
+    if len(files) == 1:
+        return file_sha256(files[0])
+    return hashlib.sha256(" ".join(file_sha256(f) for f in files).encode()).hexdigest()
+
 
 def base_models(cfg) -> dict:
     return {"question_encoder": cfg.question_encoder, "ctx_encoder": cfg.ctx_encoder, "generator": cfg.generator}
@@ -46,24 +55,31 @@ SINGLE_TOWER_NOTE = ("the base encoder reads queries and passages with one tower
                      "the tuned tower would encode the passages too, while training kept the base passage vectors")
 
 
-def fine_tune(cfg: Config, settings: TrainSettings, questions_file: str | Path, out: str | Path,
+def fine_tune(cfg: Config, settings: TrainSettings, questions_file: str | Path | list, out: str | Path,
               eval_file: str | Path | None = None, force: bool = False, resume: bool = False,
               progress: Progress | None = None, should_stop: Callable[[], bool] | None = None,
               on_step: Callable[[int, float], None] | None = None) -> dict:
-    """Train on `questions_file` into `out`; the manifest (status "done" or "stopped").
+    """Train on `questions_file` (one file, or a list read one after the other) into `out`; the
+    manifest (status "done" or "stopped").
     `should_stop` is asked before each step; `on_step(step, loss)` hears each step's loss."""
     settings = settings.validate()
     out = Path(out)
     mode = check_output_folder(out, force, resume)  # refuse a folder that is not ours before any work
-    questions, skipped = read_questions(str(questions_file))
+    files = [Path(f) for f in (questions_file if isinstance(questions_file, (list, tuple)) else [questions_file])]
+    read = [read_questions(str(f)) for f in files]
+    questions, skipped = [q for qs, _ in read for q in qs], sum(n for _, n in read)
     held = read_questions(str(eval_file))[0] if eval_file else None
-    data = {"file": Path(questions_file).name, "sha256": file_sha256(questions_file), "questions": len(questions),
+    data = {"file": " + ".join(f.name for f in files), "sha256": data_sha256(files), "questions": len(questions),
             "skipped": skipped}
+    if len(files) > 1:
+        data["files"] = [{"file": f.name, "sha256": file_sha256(f), "questions": len(qs)} for f, (qs, _) in zip(files, read)]
     if mode == "resume":
         check_resume(out, data["sha256"], settings, base_models(cfg))
     pipe = load_pipeline(cfg, progress)
     before = heldout.evaluate(pipe, held, cfg, progress) if held else None
-    session = start_run(pipe.models, pipe.index, questions, settings)
+    named = sorted({q.index for q in questions if q.index and q.index != pipe.index_name})
+    indexes = {name: resolve_index(name, pipe.models.encoder, progress or (lambda m, f: None))[1] for name in named}
+    session = start_run(pipe.models, pipe.index, questions, settings, indexes)
     manifest = {**settings.to_dict(), "lr": {p: settings.lr_of(p) for p in settings.parts}, "data": data,
                 "settings": settings.to_dict(), "base": base_models(cfg), "index": pipe.index_name,
                 "device": pipe.models.device.type}
