@@ -1,20 +1,26 @@
-"""The shipped training questions (assets/train/questions.jsonl): well formed, answerable from the
-default corpus, and disjoint from everything we measure on: the eval dev and test splits (not even
-the same articles, nor an answer that names one of their articles) and the world-leader positions
-of the index-swap experiment (no position, no holder)."""
+"""The shipped training data (assets/train/): well formed, each answer checked against the passage it
+was written from, and disjoint from everything we measure on at three levels: no training question
+on a dev/test article; no training answer, nor a training article's title, that is a dev/test
+answer; no dev/test answer in any prompt's worked examples. The index swap's tuning half may train;
+its held-out half never appears (no position, no holder)."""
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from rag_core.analysis.matching import contains_answer, normalize_answer, passage_text
+from rag_core.analysis.matching import contains_answer, normalize_answer
 from rag_core.analysis.questions import read_questions
 from rag_core.corpus import load_wiki
+from rag_core.generators import causal
+from rag_core.hotswap.results import position_split
+from rag_core.hotswap.tuning_questions import TUNING_FILE, tuning_questions
 from rag_core.snapshots import fold, load_leaders
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 TRAIN = ASSETS / "train" / "questions.jsonl"
+KINDS = {"person", "place", "date", "work", "number", "science", "definition", "other"}
 
 
 def rows(path: Path) -> list[dict]:
@@ -42,35 +48,75 @@ def naming(names: set[str]):
     return named
 
 
+def article_leaks(train: list[dict], held: list[dict]) -> list:
+    """Level 1: training questions on a held-out article, or naming one."""
+    titles = {r["title"] for r in held}
+    named = naming(titles)
+    return ([(r["question"], r["title"]) for r in train if r["title"] in titles]
+            + [(r["question"], named(r["question"])) for r in train if named(r["question"])])
+
+
+def answer_leaks(train: list[dict], held: list[dict]) -> list:
+    """Level 2: a training answer, or a training article's title, that is a held-out answer (or title)."""
+    held_answers = {normalize_answer(a) for r in held for a in r["answers"]} | {normalize_answer(r["title"]) for r in held}
+    return ([(r["question"], a) for r in train for a in r["answers"] if normalize_answer(a) in held_answers]
+            + [(r["question"], r["title"]) for r in train if normalize_answer(r["title"]) in held_answers])
+
+
+def worked_example_leaks(held: list[dict]) -> list:
+    """Level 3: a held-out answer named anywhere in a prompt's worked examples or instructions."""
+    answers = {a for r in held for a in r["answers"] if len(normalize_answer(a)) > 2}
+    named = naming({a for a in answers if not a.isupper()})
+    acronyms = [a for a in answers if a.isupper()]  # "NOW" is an acronym, "now" a word: compared as written
+    texts = [causal.rag_prefix(style) for style in causal.PROMPT_STYLES]
+    texts += [causal.closed_book_prefix(style) for style in causal.PROMPT_STYLES]
+    hits = [(t[:40], named(t)) for t in texts if named(t)]
+    return hits + [(t[:40], a) for t in texts for a in acronyms if re.search(rf"(?<![\w-]){re.escape(a)}(?![\w-])", t)]
+
+
 def test_the_file_is_well_formed_and_reads_whole(train_rows):
-    assert len(train_rows) >= 100
+    assert len(train_rows) >= 2000
     for row in train_rows:
-        assert set(row) == {"question", "answers", "title"}, row
+        assert set(row) == {"question", "answers", "title", "passage_id", "kind"}, row
         assert row["question"].strip().endswith("?") and row["answers"] and all(a.strip() for a in row["answers"]), row
+        assert row["kind"] in KINDS, row
     questions, skipped = read_questions(TRAIN)
     assert len(questions) == len(train_rows) and skipped == 0
     assert len({r["question"].lower() for r in train_rows}) == len(train_rows)
 
 
-def test_every_first_answer_is_in_a_passage_of_its_article(train_rows):
-    by_title: dict[str, list] = {}
-    for p in load_wiki():
-        by_title.setdefault(p.title, []).append(p)
-    missing = [(r["question"], r["answers"][0]) for r in train_rows
-               if not any(contains_answer(passage_text(p), r["answers"][:1]) for p in by_title.get(r["title"], []))]
-    assert not missing, missing
+def test_the_kinds_users_ask_are_all_there(train_rows):
+    kinds = Counter(r["kind"] for r in train_rows)
+    for kind in ("person", "place", "date", "work", "number", "science"):
+        assert kinds[kind] >= 0.05 * len(train_rows), kinds
 
 
-def test_disjoint_from_the_eval_splits(train_rows, eval_rows):
-    eval_titles = {r["title"] for r in eval_rows}
+def test_every_first_answer_is_in_the_passage_it_was_written_from(train_rows):
+    by_id = {p.id: p for p in load_wiki()}
+    wrong = [(r["question"], r["passage_id"]) for r in train_rows
+             if r["passage_id"] not in by_id or by_id[r["passage_id"]].title != r["title"]
+             or not contains_answer(by_id[r["passage_id"]].text, r["answers"][:1])]
+    assert not wrong, wrong[:10]
+
+
+def test_disjoint_from_the_eval_splits_at_three_levels(train_rows, eval_rows):
     assert not {r["question"].lower() for r in train_rows} & {r["question"].lower() for r in eval_rows}
-    assert not {r["title"] for r in train_rows} & eval_titles  # not even the same articles
-    # nor the other way round: a training answer or question that names an eval article
-    # ("Who wrote Romeo and Juliet?" -> "William Shakespeare") would teach an eval fact
-    named, titles = naming(eval_titles), {normalize_answer(t) for t in eval_titles}
-    leaks = [(r["question"], named(r["question"])) for r in train_rows if named(r["question"])]
-    leaks += [(r["question"], a) for r in train_rows for a in r["answers"] if normalize_answer(a) in titles]
-    assert not leaks, leaks
+    assert not article_leaks(train_rows, eval_rows)
+    assert not answer_leaks(train_rows, eval_rows)
+    assert not worked_example_leaks(eval_rows)
+
+
+def test_each_level_catches_a_leak_put_back(eval_rows):
+    """The three checks are not vacuous: each finds the leaks an earlier training file had."""
+    godfather = next(r for r in eval_rows if "Godfather" in r["question"])
+    same_article = {"question": "In what year was the film released?", "answers": ["1972"], "title": godfather["title"]}
+    same_answer = {"question": "Who directed Apocalypse Now?", "answers": [godfather["answers"][0]], "title": "Apocalypse Now"}
+    assert article_leaks([same_article], eval_rows)
+    assert answer_leaks([same_answer], eval_rows)
+    leaky_shot = ("Apocalypse Now", "A 1979 film directed by Francis Ford Coppola.", "Who directed Apocalypse Now?", "x")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(causal, "FEW_SHOT", [*causal.FEW_SHOT, leaky_shot])
+        assert worked_example_leaks(eval_rows)
 
 
 def test_disjoint_from_the_world_leader_positions(train_rows):
@@ -81,3 +127,19 @@ def test_disjoint_from_the_world_leader_positions(train_rows):
     hits = [(r["question"], named(text)) for r in train_rows for text in [r["question"], r["title"], *r["answers"]]
             if named(text)]
     assert not hits, hits
+
+
+def test_the_index_swap_trains_on_its_tuning_half_only():
+    shipped = rows(TUNING_FILE)
+    assert shipped == tuning_questions()  # computed from leaders.csv, not written by hand
+    leaders = load_leaders(ASSETS / "leaders.csv")
+    held_out = leaders[[position_split(p) == "test" for p in leaders["position"]]]
+    assert len(held_out) >= 70
+    assert not {r["title"] for r in shipped} & set(held_out["position"])
+    assert not {r["question"] for r in shipped} & set(held_out["question"])
+    assert {r["index"] for r in shipped} == {"2016", "2018"}
+    held_holders = set(held_out["holder_2016"]) | set(held_out["holder_2018"])
+    assert not {a for r in shipped for a in r["answers"]} & held_holders  # no held-out answer, even via another office
+    for r in shipped:
+        row = leaders[leaders["position"] == r["title"]].iloc[0]
+        assert r["answers"] == [row[f"holder_{r['index']}"]]
