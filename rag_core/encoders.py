@@ -46,7 +46,12 @@ def _length_sorted_batches(texts: Sequence, batch_size: int, key=len):
 
 @dataclass
 class MeanPoolEncoder:
-    """A sentence-transformers model (Transformer -> mean pooling -> normalise) run directly."""
+    """A sentence-transformers model (Transformer -> mean pooling -> normalise) run directly.
+
+    One tower reads queries and passages, unless `passage_model` is given: a query tower fine-tuned
+    against the frozen passage vectors of its base (a training run) reads queries, the base reads
+    passages. `id` is then the base's: the passage vectors, and every index built from them, are
+    exactly the base encoder's, so nothing is re-encoded."""
 
     id: str
     model: torch.nn.Module
@@ -56,20 +61,24 @@ class MeanPoolEncoder:
     batch_size: int = 64
     default_scale: float = 20.0
     normalises: bool = True  # every vector it makes is unit-length (so s(z) is a cosine)
+    passage_model: torch.nn.Module | None = None  # a separate passage tower (None: `model` reads passages too)
+    passage_tokenizer: object | None = None
 
     @property
     def dim(self) -> int:
         return int(self.model.config.hidden_size)
 
     @torch.inference_mode()
-    def _encode(self, texts: Sequence[str], progress: Progress | None = None) -> np.ndarray:
+    def _encode(self, texts: Sequence[str], progress: Progress | None = None, passages: bool = False) -> np.ndarray:
+        two = passages and self.passage_model is not None
+        model, tokenizer = (self.passage_model, self.passage_tokenizer) if two else (self.model, self.tokenizer)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         done = 0
         for idx in _length_sorted_batches(texts, self.batch_size):
             with TOKENIZER_LOCK:
-                enc = self.tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                     max_length=self.max_length, return_tensors="pt").to(self.device)
-            hidden = self.model(**enc).last_hidden_state  # (B, L, D)
+                enc = tokenizer([texts[i] for i in idx], padding=True, truncation=True,
+                                max_length=self.max_length, return_tensors="pt").to(self.device)
+            hidden = model(**enc).last_hidden_state  # (B, L, D)
             mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (B, L, 1)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)  # (B, D)
             pooled = torch.nn.functional.normalize(pooled.float(), dim=-1)  # (B, D)
@@ -83,7 +92,7 @@ class MeanPoolEncoder:
         return self._encode(list(texts))
 
     def encode_passages(self, passages: Sequence[Passage], progress: Progress | None = None) -> np.ndarray:
-        return self._encode([passage_text(p) for p in passages], progress)
+        return self._encode([passage_text(p) for p in passages], progress, passages=True)
 
 
 @dataclass
@@ -142,6 +151,20 @@ def _load_mean_pool(model_id: str, source: Source, device: torch.device, allow: 
     return MeanPoolEncoder(model_id, model, tok, device)
 
 
+def _with_passage_tower(query: MeanPoolEncoder, ctx_id: str, device: torch.device, allow: bool) -> MeanPoolEncoder:
+    """A mean-pooling query tower with a mean-pooling passage tower of the same width (a tuned
+    query encoder and the base it was trained against); keyed by the passage tower's id."""
+    c_source = resolve(ctx_id, allow)
+    if model_type(c_source, allow) in ("dpr", "rag"):
+        raise ModelSourceError("a DPR --ctx-encoder needs a DPR question encoder")
+    passages = _load_mean_pool(ctx_id, c_source, device, allow)
+    if passages.dim != query.dim:
+        raise ModelSourceError(f"the passage encoder {ctx_id} makes {passages.dim}-d vectors, the question encoder "
+                               f"{query.id} {query.dim}-d: they cannot share an index")
+    return MeanPoolEncoder(ctx_id, query.model, query.tokenizer, device, passage_model=passages.model,
+                           passage_tokenizer=passages.tokenizer)
+
+
 def _load_dpr_question(source: Source, kind: str, device: torch.device, allow: bool):
     from transformers import AutoTokenizer, DPRQuestionEncoder
 
@@ -177,9 +200,10 @@ def load_encoder(question_id: str, ctx_id: str | None, device: torch.device, all
         except OSError as e:
             raise ModelSourceError(f"cannot load the DPR encoders: {str(e).splitlines()[0]}") from None
         return DPREncoder(f"dpr:{question_id}|{ctx_id}", q_model, q_tok, c_model, c_tok, device)
-    if ctx_id and ctx_id != question_id:
-        raise ModelSourceError("a separate --ctx-encoder is only supported with a DPR question encoder")
     try:
-        return _load_mean_pool(question_id, q_source, device, allow_downloads)
+        encoder = _load_mean_pool(question_id, q_source, device, allow_downloads)
+        if ctx_id and ctx_id != question_id:
+            return _with_passage_tower(encoder, ctx_id, device, allow_downloads)
+        return encoder
     except OSError as e:
         raise ModelSourceError(f"cannot load the encoder {question_id}: {str(e).splitlines()[0]}") from None

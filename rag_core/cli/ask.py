@@ -15,7 +15,7 @@ from ..analysis.sentences import attribute
 from ..config import RAG_SEQUENCE, RAG_TOKEN
 from ..marginals import citation
 from ..pipeline import clean_question, load_pipeline
-from .common import INDEX_HELP, CliError, add_decoding_args, add_model_args, config_from, decoding_fields, progress_bar
+from .common import CliError, add_decoding_args, add_index_args, add_model_args, config_from, decoding_fields, progress_bar
 from .report import ask_json, ask_text
 
 HELP = "answer a question with RAG-Token and RAG-Sequence"
@@ -23,13 +23,12 @@ HELP = "answer a question with RAG-Token and RAG-Sequence"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("question")
-    p.add_argument("--index", default=None, help=INDEX_HELP)
+    add_index_args(p)
     add_decoding_args(p)
     p.add_argument("--csv", default=None, help="write the trace CSV here")
     p.add_argument("--parquet", default=None, help="write the trace as Parquet here (same columns)")
     p.add_argument("--jsonl", default=None, help="write the trace as JSON Lines here (same columns)")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
-    p.add_argument("--corpus", default=None, help="a JSONL corpus to index and search instead")
     p.add_argument("--closed-book", action="store_true", help="also answer with no passage")
     p.add_argument("--expected", default=None, metavar="ANSWER",
                    help="the right answer (aliases separated by |): diagnose the answer as the Ask page's Diagnose "

