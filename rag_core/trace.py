@@ -1,6 +1,6 @@
 """Typed results of one query, and their export: dataclasses -> pandas -> the trace CSV.
 
-The CSV is long: one row per (decoding, candidate, step, passage), with the columns DESIGN.md §4
+The CSV is long: one row per (decoding, candidate, step, passage), with the columns docs/design.md §4.3
 fixes. The same frame feeds the app's tables and downloads, so both faces export the same thing.
 """
 from __future__ import annotations

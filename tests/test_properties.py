@@ -1,5 +1,5 @@
 """Property tests over the marginals and the CSV writer: random priors and conditionals, extreme
-logits, K from 1 to 50. Probabilities stay in [0, 1], the sums of DESIGN.md §4 hold, no NaN/inf."""
+logits, K from 1 to 50. Probabilities stay in [0, 1], the sums of docs/design.md §4.3 hold, no NaN/inf."""
 import io
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""`python -m rag_core <command>` (or `rag-loupe <command>`): the engine's command line (DESIGN.md §4).
+"""`python -m rag_core <command>` (or `rag-loupe <command>`): the engine's command line (docs/design.md §4.1).
 
 One module a command, each with `HELP`, `add_arguments(parser)` and `run(args) -> int`; the table
 below is the whole list. Errors a user can cause exit with code 2 and one line on stderr starting
