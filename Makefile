@@ -24,7 +24,7 @@ $(SCALE): $(STAMP) requirements-scale.txt
 	touch $(SCALE)
 
 run: $(STAMP)
-	$(VENV)/bin/streamlit run app/main.py
+	$(VENV)/bin/streamlit run app/main.py $(if $(ARGS),-- $(ARGS))
 
 test: $(STAMP) $(SCALE)
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \

@@ -59,7 +59,7 @@ def prefill(question: str) -> str:
 
 def _key(trace: Trace) -> tuple:
     s = trace.settings
-    return (trace.query, trace.index, s.get("k"), s.get("beams"), s.get("rescore"), s.get("decode"),
+    return (state.stack_key(), trace.query, trace.index, s.get("k"), s.get("beams"), s.get("rescore"), s.get("decode"),
             s.get("max_new_tokens"), round(float(trace.scale), 6))
 
 

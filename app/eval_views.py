@@ -13,6 +13,7 @@ from rag_core.analysis import evaluation as ev
 from rag_core.analysis import shipped_runs
 from rag_core.analysis.retrieval_metrics import CELLS, error_split
 from rag_core.analysis.run_compare import compare_results
+from rag_core import stacks
 
 ASK = Path(__file__).resolve().parent.parent / "pages" / "ask.py"
 PCT = "percent"
@@ -21,6 +22,13 @@ COMPARE_WIDTHS = {"question": 165, "answers": 95, "answer_a": 95, "answer_b": 95
                   "outcome_a": 90, "outcome_b": 90, "change": 60}
 QUESTION_WIDTHS = {"question": 165, "expected": 90, "closed-book": 80, "rag-token": 80, "rag-sequence": 80,
                    "closed-book ✓": 40, "rag-token ✓": 40, "rag-sequence ✓": 40, "answer rank": 45, "verdicts": 100}
+
+
+def runs_of(cfg) -> list[Path]:
+    """The saved runs this model stack made, newest first, then the shipped ones it made (a run of
+    another stack is never offered under this one's name)."""
+    return [p for p in ev.saved_runs() + shipped_runs.current_runs()
+            if (run := ev.load_run(p)) is not None and stacks.made_by(run.settings, cfg)]
 
 
 def run_label(path: Path) -> str:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import state, views
+from app import stack, stack_views, state, views
 
 st.set_page_config(page_title="RAG Loupe", page_icon=":material/search:", layout="wide")
 # Our own style rules (no user text in them): an answer or title that is one very long word wraps
@@ -27,6 +27,10 @@ nav = st.navigation([
     st.Page(PAGES / "corpus.py", title="Corpus", icon=":material/library_books:"),
     st.Page(PAGES / "eval.py", title="Eval", icon=":material/analytics:"),
 ])
+stack.ensure_loaded()  # the session's model stack, loaded with progress before any page needs it
+stack_views.sidebar_choice()
+stack_views.stack_line()  # every page's first line names the stack it shows
+stack_views.notices()
 state.sidebar()
 views.follow_back()
 try:

@@ -26,7 +26,7 @@ def clicked_point(key: str, owner: tuple) -> np.ndarray | None:
 
 
 @st.cache_resource(show_spinner="Answering from the moved query…", max_entries=32)
-def _answer_from(question: str, index_name: str, vector: tuple[float, ...], settings_key: tuple):
+def _answer_from(stack: str, question: str, index_name: str, vector: tuple[float, ...], settings_key: tuple):
     """The trace of the question decoded over the top K of a moved query vector, computed once per
     (question, index, vector, settings): reruns of the Map page make no new generator call."""
     pipe = state.pipeline(index_name)
@@ -60,7 +60,7 @@ def panel(pipe, pmap, point: np.ndarray, question: str, own_hits: list, k: int, 
         st.rerun()
     if st.session_state.get("_moved_answer") == (question, point.tolist()):
         try:
-            trace = _answer_from(question, pipe.index_name, tuple(q[0].tolist()), state.settings_key(pipe.cfg))
+            trace = _answer_from(state.stack_key(), question, pipe.index_name, tuple(q[0].tolist()), state.settings_key(pipe.cfg))
         except state.USER_ERRORS as e:
             st.error(views.md_text(str(e).splitlines()[0]) if str(e) else "that did not work")
             return

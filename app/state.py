@@ -1,8 +1,10 @@
 """App state: the cached engine, the sidebar settings every page shares, and per-query results.
 
-Engine objects load once per server with `st.cache_resource` and are shared by every session;
-a query's trace is cached by (question, index, settings), so switching pages, steps or views never
-recomputes what is known. Pages call `current_trace()` and only present.
+Engine objects load once per server with `st.cache_resource` and are shared by every session; the
+models are those of the session's model stack (`app.stack`: one stack held at a time). A query's
+trace is cached by (stack, question, index, settings), so switching pages, steps or views never
+recomputes what is known, and a trace of one stack is never shown under another. Pages call
+`current_trace()` and only present.
 """
 from __future__ import annotations
 
@@ -11,13 +13,14 @@ from dataclasses import asdict
 import streamlit as st
 
 from app import jobs
+from app import stack as stacks
 from rag_core.analysis import sentences
 from rag_core.analysis import token_sources as origins
 from rag_core.catalog import available_indexes, default_index_name, resolve_index
 from rag_core.config import Config
 from rag_core.corpus import CorpusError, Passage
 from rag_core.index import IndexLoadError
-from rag_core.pipeline import Pipeline, QuestionError, load_models
+from rag_core.pipeline import Pipeline, QuestionError, open_index
 from rag_core.sources import ModelSourceError
 from rag_core.trace import Trace
 
@@ -25,24 +28,38 @@ DEFAULT_QUESTION = "Who wrote Moby-Dick?"
 USER_ERRORS = (QuestionError, IndexLoadError, CorpusError, ModelSourceError, ValueError)
 
 
+def models():
+    """Encoder + generator of the session's stack (loaded once, shared by every session on it;
+    `main.py` loads it with progress before the page runs)."""
+    return stacks.models()
+
+
+def stack_key() -> str:
+    """The session's stack fingerprint: the first argument of every cached model result."""
+    return stacks.key()
+
+
 # The loaders draw nothing themselves: Streamlit replays elements drawn inside a cached function on
 # every later call, so a status box there would spin on every page forever. The spinner text is
 # shown only while the function really runs.
-@st.cache_resource(show_spinner="Loading the retriever and the generator (first start only, ~30 s)…")
-def models():
-    """Encoder + generator, loaded once for the whole server (all sessions share them)."""
-    return load_models(Config())
-
-
 @st.cache_resource(show_spinner="Opening the index (its first use builds it: ~10 s)…", max_entries=8)
+def _index(encoder_id: str, name: str, _encoder):
+    """Keyed by the passage encoder's id: stacks that share passage vectors share the index."""
+    _, corpus, _ = stacks.cli()
+    if name == corpus and name not in available_indexes():  # the command line's --corpus FILE
+        return open_index(Config(corpus=name), _encoder)[1]
+    return resolve_index(name, _encoder)[1]
+
+
 def index(name: str):
     """A named index (built and cached on disk on first use), shared by all sessions."""
-    return resolve_index(name, models().encoder)[1]
+    encoder = models().encoder
+    return _index(encoder.id, name, encoder)
 
 
 def forget_index(name: str) -> None:
     """Drop every cached object of an index that was replaced or deleted (its traces included)."""
-    index.clear()
+    _index.clear()
     _trace.clear()
 
 
@@ -52,18 +69,18 @@ def pipeline(name: str | None = None) -> Pipeline:
 
 
 @st.cache_resource(show_spinner=False, max_entries=256)
-def _trace(question: str, index_name: str, settings_key: tuple) -> Trace:
+def _trace(stack: str, question: str, index_name: str, settings_key: tuple) -> Trace:
     cfg = Config(**dict(settings_key))
     return pipeline(index_name).run(question, cfg)
 
 
 def cached_trace(question: str, index_name: str, cfg: Config) -> Trace:
     """The cached trace for exactly these inputs (computed on a miss); raises user errors."""
-    return _trace(question, index_name, settings_key(cfg))
+    return _trace(stack_key(), question, index_name, settings_key(cfg))
 
 
 @st.cache_resource(show_spinner=False, max_entries=512)
-def _closed_book_row(question: str, token_ids: tuple[int, ...]):
+def _closed_book_row(stack: str, question: str, token_ids: tuple[int, ...]):
     """The closed-book teacher-forced row of one answer (T,): it depends on the question and the
     answer only, so every index and setting shares it (the pipeline is built without an index: a
     closed-book row reads none)."""
@@ -76,7 +93,7 @@ def token_sources(trace: Trace, decoding: str, rank: int = 0) -> list[origins.To
     if cand is None or not cand.token_ids:
         return None
     try:
-        closed = _closed_book_row(trace.query, tuple(cand.token_ids))
+        closed = _closed_book_row(stack_key(), trace.query, tuple(cand.token_ids))
     except USER_ERRORS as e:
         st.error(str(e).splitlines()[0] if str(e) else "that did not work")
         return None
@@ -84,14 +101,14 @@ def token_sources(trace: Trace, decoding: str, rank: int = 0) -> list[origins.To
 
 
 @st.cache_resource(show_spinner="Reading the passage with each sentence left out…", max_entries=256)
-def _sentences(question: str, index_name: str, passage: Passage, token_ids: tuple[int, ...]):
+def _sentences(stack: str, question: str, index_name: str, passage: Passage, token_ids: tuple[int, ...]):
     return sentences.attribute(pipeline(index_name), question, passage, list(token_ids))
 
 
 def sentence_attribution(trace: Trace, cand, z: int) -> sentences.SentenceAttribution | None:
     """Leave-one-sentence-out of a candidate's answer over passage `z` (one batched pass, once)."""
     try:
-        return _sentences(trace.query, trace.index, trace.hits[z].passage, tuple(cand.token_ids))
+        return _sentences(stack_key(), trace.query, trace.index, trace.hits[z].passage, tuple(cand.token_ids))
     except USER_ERRORS as e:
         st.error(str(e).splitlines()[0] if str(e) else "that did not work")
         return None
@@ -109,10 +126,16 @@ def trace_for(question: str, index_name: str | None = None, cfg: Config | None =
     name = index_name or cfg.index or default_index_name()
     try:
         with st.spinner(f"Answering on the {name} index…"):
-            return _trace(question, name, settings_key(cfg))
+            return _trace(stack_key(), question, name, settings_key(cfg))
     except USER_ERRORS as e:
         st.error(str(e).splitlines()[0] if str(e) else "that did not work")
         return None
+
+
+def stack_config() -> Config:
+    """The session's model stack with every other setting at its default (what the index swap runs)."""
+    cfg = stacks.current().cfg
+    return Config(**{name: getattr(cfg, name) for name in stacks.STACK_FIELDS})
 
 
 def question() -> str:
@@ -125,9 +148,10 @@ def current_trace() -> Trace | None:
 
 def settings() -> Config:
     s = st.session_state
-    return Config(k=s.get("k", 5), beams=s.get("beams", 1), rescore=s.get("rescore", "thorough"),
-                  scale=s.get("scale"), max_new_tokens=s.get("max_new_tokens", 16),
-                  length_penalty=float(s.get("length_penalty", 1.0)), index=s.get("index_name") or default_index_name())
+    return stacks.current().cfg.with_(  # the session's model stack, with the sidebar's settings
+        corpus=None, k=s.get("k", 5), beams=s.get("beams", 1), rescore=s.get("rescore", "thorough"),
+        scale=s.get("scale"), max_new_tokens=s.get("max_new_tokens", 16),
+        length_penalty=float(s.get("length_penalty", 1.0)), index=s.get("index_name") or stacks.default_index())
 
 
 def sidebar() -> None:
@@ -135,8 +159,9 @@ def sidebar() -> None:
     with st.sidebar:
         st.markdown("### Settings")
         names = available_indexes()
+        names += [n for n in stacks.extra_indexes() if n not in names]
         if st.session_state.get("index_name") not in names:
-            st.session_state["index_name"] = default_index_name()
+            st.session_state["index_name"] = stacks.default_index()
         st.selectbox("Index", names, key="index_name",
                      help="2018 and 2016: the base Wikipedia passages plus world-leader passages as of that year. "
                           "wiki: the base alone. Others: corpora you built on the Corpus page.")
@@ -150,10 +175,13 @@ def sidebar() -> None:
         st.radio("RAG-Sequence rescoring", ["thorough", "fast"], key="rescore", horizontal=True,
                  help="thorough: every hypothesis scored under every passage. fast: a passage that did not "
                       "produce a hypothesis gives it probability 0.")
-        default_scale = 20.0
+        default_scale = float(models().encoder.default_scale)  # 20 for MiniLM, 1 for DPR
+        if "scale" not in st.session_state:  # a new session starts on the command line's --scale
+            st.session_state["scale"] = stacks.cli_scale()
         scale = st.number_input("Retriever scale", min_value=0.1, max_value=200.0,
                                 value=float(st.session_state.get("scale") or default_scale), step=1.0,
-                                help="p(z|x) = softmax(scale · s(z)). 20 is the scale MiniLM was trained with.")
+                                help=f"p(z|x) = softmax(scale · s(z)). {default_scale:g} is this encoder's own "
+                                     "(20: the scale MiniLM was trained with; 1: DPR's plain inner product).")
         st.session_state["scale"] = None if scale == default_scale else scale
         st.slider("Max answer tokens", 4, 48, 16, key="max_new_tokens")
         st.caption("Passages: Wikipedia Level-4 vital article summaries, CC BY-SA 4.0.")

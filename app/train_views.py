@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import diagnose_panel, jobs, state, train_charts, views
+from app import diagnose_panel, jobs, stack, state, train_charts, views
 from rag_core import caches, projection
 from rag_core.analysis.questions import read_questions
 from rag_core.config import Config
@@ -24,17 +24,17 @@ JOB = "train"
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
-def _conditionals(question: str, index_name: str, answer: str) -> query_walk.Conditionals:
+def _conditionals(stack_key: str, question: str, index_name: str, answer: str) -> query_walk.Conditionals:
     """The answer's per-passage conditionals, shared by every walk of this (question, index, answer)."""
     pipe = state.pipeline(index_name)
     return query_walk.Conditionals(pipe, question, pipe.models.generator.encode_answer(answer))
 
 
 @st.cache_resource(show_spinner="Walking the query (a new passage costs one generator pass)…", max_entries=64)
-def walk(question: str, index_name: str, answer: str, marginal: str, k: int, scale: float | None,
+def walk(stack_key: str, question: str, index_name: str, answer: str, marginal: str, k: int, scale: float | None,
          step_size: float, steps: int, start: tuple[float, ...] | None = None) -> query_walk.Walk:
     """The cached walk; `start`: a query vector moved by hand on the Map, instead of q(question)."""
-    cond = _conditionals(question, index_name, " ".join(answer.split()))
+    cond = _conditionals(stack_key, question, index_name, " ".join(answer.split()))
     return query_walk.walk(state.pipeline(index_name), question, answer, marginal, k, scale, step_size, steps,
                            start=None if start is None else np.array(start, dtype=np.float32), conditionals=cond)
 
@@ -84,7 +84,7 @@ def pull_on_map(pmap: projection.PassageMap, question: str, index_name: str, cfg
                 "step_size": query_walk.DEFAULT_STEP_SIZE}
     if not kept["answer"].strip():
         return None, None
-    w = walk(question, index_name, kept["answer"], kept["marginal"], cfg.k, cfg.scale, kept["step_size"], 1)
+    w = walk(state.stack_key(), question, index_name, kept["answer"], kept["marginal"], cfg.k, cfg.scale, kept["step_size"], 1)
     a, b = pmap.place(np.stack([w.steps[0].query, w.steps[1].query]), scale=w.scale)  # (dims,) each
     return a, b
 
@@ -153,7 +153,8 @@ def fine_tune_panel(cfg: Config) -> None:
     if questions is None:
         return
     settings = TrainSettings(part=part, marginal=marginal, k=cfg.k, steps=steps, scale=cfg.scale)
-    base = Config(index=cfg.index, k=cfg.k, scale=cfg.scale)
+    # a run trains the session's model stack (the models the user is looking at), nothing else of the sidebar's
+    base = Config(index=cfg.index, k=cfg.k, scale=cfg.scale, **{f: getattr(cfg, f) for f in stack.STACK_FIELDS})
     out = run_folder(caches.folder("training"), settings, file_sha256(questions), base)
     now, job = run_state(out), jobs.get(JOB)
     if job is not None and job.running:
@@ -192,8 +193,14 @@ def result(m: dict, out: Path) -> None:
     st.caption(f"Run {m.get('steps_done')}/{m.get('steps')} steps, {status}, {m.get('seconds', 0):.0f} s on "
                f"{m.get('device')}; data {m['data']['file']} ({m['data']['questions']} questions).")
     st.plotly_chart(train_charts.loss_curve(m["losses"]), key="ft_loss", config={"displayModeBar": False})
-    for part, folder in (m.get("outputs") or {}).items():
-        st.code(f"python -m rag_core ask \"…\" --{part.replace('_', '-')} {out / folder}", language="bash")
+    if m.get("status") == "done" and m.get("outputs"):
+        opened = stack.current().key == stack.run_key(out)
+        st.button("Open this model in the app", key="ft_open", on_click=stack.open_run, args=(str(out),),
+                  disabled=opened, help="Every page then shows the tuned model, read against the passage encoder it was "
+                                        "trained with; the sidebar's Model switches back.")
+        if opened:
+            st.caption("Every page now shows this model (the sidebar's Model names it).")
+        st.code(f"python -m rag_core ask \"…\" --run {out}", language="bash")
     h = m.get("heldout")
     if h:
         st.caption(f"Held out: {h['file']} ({h['before']['n']} questions). Fewer distinct passages and a lower "

@@ -39,7 +39,8 @@ def _eval_work(pipe, questions: list, cfg, name: str, skipped: int):
         def step(done, total, result):
             progress(f"{done} / {total} · {result.question[:60]}", done / total)
 
-        run = ev.run_eval(pipe, questions, cfg, step, settings={"file": name, "skipped": skipped}, resume=True)
+        run = ev.run_eval(pipe, questions, cfg, step, resume=True,
+                          settings={"file": name, "skipped": skipped, "stack": state.stack_key()})
         return ev.save_run(run, time.strftime("app-%Y%m%d-%H%M%S"))
     return work
 
@@ -72,7 +73,7 @@ with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
             st.warning("The run was cancelled; its questions so far are kept and the same run resumes from them.")
     jobs.progress_panel("eval")
 
-runs = ev.saved_runs() + shipped_runs.current_runs()  # this machine's runs, newest first, then the shipped ones
+runs = eval_views.runs_of(state.settings())  # this stack's runs on this machine, newest first, then the shipped ones
 if job is not None and not job.running and job.result and job.id == st.session_state.pop("eval_job", None):
     st.session_state["eval_selected"] = job.result  # this session's new run, selected once
 if not runs:

@@ -76,10 +76,10 @@ def _answer_on_both(question: str) -> None:
 # --- the whole experiment ---
 st.divider()
 st.subheader(f"The experiment: {len(leaders)} positions × 2 indexes")
-cfg = hotswap.experiment_config()
+cfg = hotswap.experiment_config(state.stack_config())  # results are keyed by the session's model stack
 checksums = cache.index_checksums()  # the year indexes' passage checksums, from their files: no index built
 result = cache.cached_result(cfg, checksums, partial=True)
-st.caption(f"Settings: K={cfg.k}, scale={cfg.scale or 'the encoder default (20)'}, greedy, up to {cfg.max_new_tokens} "
+st.caption(f"Settings: K={cfg.k}, scale={cfg.scale or f'the encoder default ({state.models().encoder.default_scale:g})'}, greedy, up to {cfg.max_new_tokens} "
            "answer tokens. An answer is correct for a year when it names that year's holder (full name or surname, "
            "accents ignored). Same as `python -m rag_core leaders`, whose results this page shares.")
 

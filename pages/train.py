@@ -42,7 +42,7 @@ if start is not None and not st.toggle("Start from the query you moved on the Ma
                                        help="Off: start from q(x), the question's own query vector."):
     start = None
 try:
-    w = train_views.walk(question, cfg.index, answer, marginal, cfg.k, cfg.scale, float(step_size), int(steps), start)
+    w = train_views.walk(state.stack_key(), question, cfg.index, answer, marginal, cfg.k, cfg.scale, float(step_size), int(steps), start)
 except (WalkError, *state.USER_ERRORS) as e:
     st.error(views.md_text(str(e).splitlines()[0]) if str(e) else "the walk could not be taken")
     st.stop()

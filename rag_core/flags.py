@@ -28,7 +28,7 @@ INDEX_HELP = ("wiki, 2016, 2018, a user index name, a folder, or hf-dataset:DIR[
               "datasets folder (save_to_disk, with title, text and embeddings columns) and its FAISS index "
               "(default DIR/embeddings.faiss), e.g. the paper's psgs_w100")
 RUN_HELP = ("a folder that `train --out DIR` wrote, opened as one stack: its tuned query encoder and/or "
-            "generator, read against the frozen passage encoder (and index) it was trained with")
+            "generator, read against the frozen passage encoder it was trained with (its passage vectors)")
 
 
 class Parser(argparse.ArgumentParser):

@@ -29,7 +29,7 @@ from . import caches
 from .config import Config
 from .generators.fingerprint import prompt_fingerprint
 from .presets import PRESETS
-from .sources import PACKAGE_MODELS, ModelSourceError, model_type, resolve
+from .sources import PACKAGE_MODELS, ModelSourceError, model_type, pick_device, resolve
 from .training.output import GENERATOR, QUESTION_ENCODER, read_manifest
 
 MODEL_FIELDS = ("question_encoder", "ctx_encoder", "generator")
@@ -203,7 +203,9 @@ def run_stack(folder: str | Path) -> Stack:
 
 def check_available(cfg: Config) -> None:
     """Fail fast, with one line, on a stack whose models cannot load here: a missing folder, or hub
-    weights not in the local cache while downloads are off. Reads configs only, no weights."""
+    weights not in the local cache while downloads are off, a device this machine lacks. Reads
+    configs only, no weights."""
+    pick_device(cfg.device)
     for name, value in models_of(cfg).items():
         source = resolve(value, cfg.allow_downloads)
         if not source.local:

@@ -23,6 +23,8 @@ from rag_core.tiny_models import build_tiny_stack
 from rag_core.training.output import write_manifest
 
 QUESTION = "Who built the bridge of Paris?"
+PART = {frozenset({"question_encoder"}): "query", frozenset({"generator"}): "generator",
+        frozenset({"question_encoder", "generator"}): "both", frozenset(): "query"}
 
 
 def nudged_copy(source: Path, target: Path, model_class) -> Path:
@@ -47,7 +49,7 @@ def make_run(folder: Path, base: dict, tuned: dict, status: str = "done") -> Pat
         write(folder / part)
         outputs[part] = part
     write_manifest(folder, {"status": status, "base": base, "outputs": outputs, "steps_done": 3, "data": {"file": "q.jsonl"},
-                            "settings": {"part": "both" if len(tuned) == 2 else "query", "marginal": "sequence", "k": 3}})
+                            "settings": {"part": PART[frozenset(tuned)], "marginal": "sequence", "k": 3}})
     return folder
 
 

@@ -1,0 +1,220 @@
+"""Which model stack a session looks at, and the one stack the server holds in memory.
+
+The stacks on offer: the default, the untrained base, the one given on the command line
+(`streamlit run app/main.py -- --run DIR`, or any of the CLI's model and index flags, parsed by
+`rag_core.flags`), and every finished fine-tuning run. Each session picks one (the sidebar's
+Model); the server keeps the models of one stack at a time: loading another frees the first (two
+would double the memory of a large stack, and a session that switches back pays one load).
+
+Everything cached per stack is keyed by `key()`, the stack's fingerprint (folders by content), so
+a number computed under one stack is never shown under another's name.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import sys
+import threading
+from pathlib import Path
+
+import streamlit as st
+import torch
+
+from rag_core import stacks
+from rag_core.catalog import default_index_name
+from rag_core.config import Config
+from rag_core.corpus import CorpusError
+from rag_core.flags import FlagError, parse_stack_args
+from rag_core.index import IndexLoadError
+from rag_core.pipeline import Models, load_models
+from rag_core.sources import ModelSourceError
+
+log = logging.getLogger("rag_loupe.app")
+LOAD_ERRORS = (FlagError, ModelSourceError, IndexLoadError, CorpusError, ValueError, OSError)
+RUNTIME = ("device", "threads", "allow_downloads")  # the command line's, for every stack of this server
+
+
+def _line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+@st.cache_resource(show_spinner=False)
+def command_line(argv: tuple[str, ...]) -> tuple[stacks.Stack | None, str | None, str | None]:
+    """The server's command line (after `--`), read once: (its stack or None, the index it named,
+    the one-line error that made it fall back to the default stack). Logged to the server log."""
+    if not argv:
+        return None, None, None
+    try:
+        cfg, index = parse_stack_args(list(argv))
+        stacks.check_available(cfg)
+    except LOAD_ERRORS as e:
+        log.error("the command line %s could not be used: %s; opening the default stack", " ".join(argv), _line(e))
+        return None, None, _line(e)
+    cli = stacks.cli_stack(cfg)
+    if stacks.models_of(cfg) == stacks.models_of(Config()) and not (cfg.corpus or index):
+        cli = None  # the default stack under another name would only be listed twice
+    log.info("stack from the command line: %s (%s)", cli.name if cli else "default", " ".join(argv))
+    return cli, cfg.corpus or index, None
+
+
+MAIN = Path(__file__).resolve().parent / "main.py"
+
+
+def argv() -> list[str]:
+    """The flags after `--` of `streamlit run app/main.py -- ...` (Streamlit hands the script
+    [script path, *flags] as sys.argv); none when the app runs inside another program (AppTest in
+    pytest), whose own arguments are not ours."""
+    try:
+        ours = Path(sys.argv[0]).resolve() == MAIN
+    except (IndexError, OSError):
+        ours = False
+    return sys.argv[1:] if ours else []
+
+
+def cli() -> tuple[stacks.Stack | None, str | None, str | None]:
+    return command_line(tuple(argv()))
+
+
+def runtime() -> dict:
+    """Device, threads and downloads as the command line set them (defaults without one)."""
+    cs, _, error = cli()
+    cfg = Config() if error else cs.cfg if cs else parse_stack_args(argv())[0]  # parsed once already: it parses
+    return {name: getattr(cfg, name) for name in RUNTIME}
+
+
+def offered() -> list[stacks.Stack]:
+    """The Model choices: default, base, the command line's, the finished training runs."""
+    extra = runtime()
+    cs, _, _ = cli()
+    out = [stacks.Stack(s.key, s.name, s.cfg.with_(**extra), s.kind) for s in stacks.preset_stacks()]
+    if cs:
+        out.append(cs)
+    out += [stacks.Stack(s.key, s.name, s.cfg.with_(**extra), s.kind) for s in stacks.training_runs()]
+    return out
+
+
+def current() -> stacks.Stack:
+    """The session's stack: its pick, else the command line's, else the default."""
+    choices = {s.key: s for s in offered()}
+    picked = st.session_state.get("stack")
+    if picked not in choices or picked in _broken():
+        picked = "cli" if "cli" in choices and "cli" not in _broken() else "default"
+        st.session_state["stack"] = picked
+    return choices[picked]
+
+
+def key() -> str:
+    """The current stack's fingerprint: every stack-dependent cache takes it as an argument."""
+    return stacks.fingerprint(current().cfg)
+
+
+@st.cache_resource(show_spinner=False)
+def _broken_set() -> set:
+    return set()
+
+
+def _broken() -> set:
+    """Stacks whose models failed to load in this server (not offered again until a restart)."""
+    return _broken_set()
+
+
+@st.cache_resource(show_spinner=False)
+def _held() -> dict:
+    """The one stack in memory: {"key", "name", "models"}, and a lock so one load runs at a time."""
+    return {"key": None, "name": None, "models": None, "lock": threading.Lock()}
+
+
+def models(draw: bool = False) -> Models:
+    """The current stack's models, loaded if another stack is held (that one is freed first).
+    `draw`: show the load's progress (only from a page's own run, never from a cached function)."""
+    want, held = current(), _held()
+    fp = stacks.fingerprint(want.cfg)
+    if held["key"] == fp:
+        return held["models"]
+    with held["lock"]:
+        if held["key"] != fp:
+            _free(held)
+            held.update(models=_load(want, draw), key=fp, name=want.name)
+    return held["models"]
+
+
+def _free(held: dict) -> None:
+    """Drop the held stack so its memory goes back before the next one loads (jobs still running
+    on it keep their own reference until they end)."""
+    held.update(key=None, name=None, models=None)
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _load(want: stacks.Stack, draw: bool) -> Models:
+    if not draw:
+        return load_models(want.cfg)
+    with st.status(f"Loading the model stack {want.name}…", expanded=True) as box:
+        note = st.empty()
+        loaded = load_models(want.cfg, lambda message: note.caption(message))
+        box.update(label=f"Loaded {want.name}", state="complete", expanded=False)
+    return loaded
+
+
+def ensure_loaded() -> None:
+    """Load the session's stack at the top of a page run, with progress. A stack that fails to load
+    is reported in one line, marked broken, and the session falls back to the default stack."""
+    want = current()
+    try:
+        models(draw=True)
+    except LOAD_ERRORS as e:
+        if want.key == "default":
+            raise
+        log.error("the stack %s could not be loaded: %s; falling back to the default", want.name, _line(e))
+        _broken().add(want.key)
+        st.session_state["stack"] = "default"
+        st.session_state["_stack_error"] = f"The model stack {want.name} could not be loaded: {_line(e)}"
+        st.rerun()
+
+
+def default_index() -> str:
+    """The index a session starts on: the command line's (when it opened on that stack), else the default."""
+    _, index, _ = cli()
+    return index if index and current().key == "cli" else default_index_name()
+
+
+def extra_indexes() -> list[str]:
+    """Indexes only the command line names (a folder, an hf-dataset, a corpus file), offered too."""
+    _, index, _ = cli()
+    return [index] if index else []
+
+
+
+def cli_scale() -> float | None:
+    """The command line's --scale, for a session that opens on the command line's stack."""
+    cs = cli()[0]
+    return cs.cfg.scale if cs and current().key == "cli" else None
+
+
+def label(key: str) -> str:
+    return {s.key: s.name for s in offered()}.get(key, key)
+
+
+def keys() -> list[str]:
+    """The Model choices a session may pick (a stack that failed to load is not offered again)."""
+    return [s.key for s in offered() if s.key not in _broken()]
+
+
+def forget_scale() -> None:
+    """A new stack starts on its encoder's own scale (MiniLM's 20 is far too sharp for DPR's scores)."""
+    st.session_state["scale"] = None
+
+
+STACK_FIELDS = ("question_encoder", "ctx_encoder", "generator", *RUNTIME)  # what a stack fixes in a Config
+
+
+def run_key(folder) -> str:
+    return f"run:{Path(folder).name}"
+
+
+def open_run(folder: str) -> None:
+    """The Train page's "Open this model in the app" (a button callback: it runs before the rerun,
+    so the sidebar's Model can still be set)."""
+    st.session_state["stack"] = run_key(folder)
+    forget_scale()
