@@ -150,10 +150,11 @@ def _free(held: dict) -> None:
 def _load(want: stacks.Stack, draw: bool) -> Models:
     if not draw:
         return load_models(want.cfg)
-    with st.status(f"Loading the model stack {want.name}…", expanded=True) as box:
+    spot = st.empty()  # the progress shows while the stack loads, then goes: the page's first line names the stack
+    with spot.status(f"Loading the model stack {want.name}…", expanded=True):
         note = st.empty()
         loaded = load_models(want.cfg, lambda message: note.caption(message))
-        box.update(label=f"Loaded {want.name}", state="complete", expanded=False)
+    spot.empty()
     return loaded
 
 

@@ -44,14 +44,14 @@ def throwaway_cache(folder: Path) -> Path:
 
 
 @contextlib.contextmanager
-def running_server(cache: Path, log_name: str = "server.log"):
-    """A Streamlit server of the app on a free port, on the cache folder `cache`; yields its URL
-    and its process (and stops it afterwards)."""
+def running_server(cache: Path, log_name: str = "server.log", flags: tuple[str, ...] = ()):
+    """A Streamlit server of the app on a free port, on the cache folder `cache`, started with the
+    app's own `flags` (after `--`); yields its URL and its process (and stops it afterwards)."""
     port = free_port()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log = open(ARTIFACTS / log_name, "w")
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
-                             "--server.port", str(port), "--server.headless", "true"],
+                             "--server.port", str(port), "--server.headless", "true", *(("--", *flags) if flags else ())],
                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, RAG_LOUPE_CACHE=str(cache)))
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120

@@ -138,3 +138,29 @@ def test_a_run_retrained_at_the_same_path_is_another_stack(tiny_run):
         data[-1] ^= 1
         weights.write_bytes(bytes(data))
     assert stacks.fingerprint(cfg) == before
+
+
+def test_an_eval_checkpoint_of_a_run_is_not_its_base_and_not_an_earlier_run_at_its_path(tiny, tiny_run):
+    """An interrupted eval resumes only under the same models: a tuned query tower (whose encoder id
+    is its passage tower's) and a run retrained at the same path each get a key of their own."""
+    from types import SimpleNamespace
+
+    from rag_core.analysis import checkpoint
+    from rag_core.analysis.questions import EvalQuestion
+
+    pipe = SimpleNamespace(index=SimpleNamespace(manifest={}), index_name="tiny",
+                           models=SimpleNamespace(encoder=SimpleNamespace(id="same"), generator=SimpleNamespace(id="g")))
+    questions = [EvalQuestion(QUESTION, ["Ada Lovelace"])]
+    run = Config(**stacks.run_models(tiny_run))
+    base = run.with_(question_encoder=str(tiny["dpr_q"]))
+    key = checkpoint.run_key(pipe, questions, run, True)
+    assert key != checkpoint.run_key(pipe, questions, base, True)
+    weights = next((tiny_run / "question_encoder").glob("*.safetensors"))
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    try:
+        assert checkpoint.run_key(pipe, questions, run, True) != key
+    finally:
+        data[-1] ^= 1
+        weights.write_bytes(bytes(data))

@@ -21,13 +21,16 @@ from pathlib import Path
 
 from .. import caches
 from .._fs import write_json_atomic
+from ..config import Config
 from ..decoding import DECODER_VERSION
 from ..generators.fingerprint import prompt_fingerprint
+from ..model_keys import model_key
 from .questions import EvalQuestion
 from .question_result import QuestionResult
 
 # What a question's result depends on, besides the question itself.
 SETTINGS = ("k", "beams", "length_penalty", "rescore", "max_new_tokens", "scale", "decode")
+MODELS = ("question_encoder", "ctx_encoder", "generator")
 
 
 def run_key(pipe, questions: list[EvalQuestion], cfg, diagnose: bool) -> str:
@@ -43,6 +46,11 @@ def run_key(pipe, questions: list[EvalQuestion], cfg, diagnose: bool) -> str:
         "decoder": DECODER_VERSION,
         "diagnose": diagnose,
     }
+    models = {name: getattr(cfg, name, None) for name in MODELS}
+    if models != {name: getattr(Config(), name) for name in MODELS}:
+        # any other stack: each model by content (a run retrained at its path is another model), and
+        # the query encoder by name (a tuned query tower shares the encoder id of its passage tower)
+        parts["models"] = {name: model_key(value) for name, value in models.items()}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode("utf-8")).hexdigest()[:20]
 
 
