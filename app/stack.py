@@ -34,7 +34,7 @@ LOAD_ERRORS = (FlagError, ModelSourceError, IndexLoadError, CorpusError, ValueEr
 RUNTIME = ("device", "threads", "allow_downloads")  # the command line's, for every stack of this server
 
 
-def _line(e: BaseException) -> str:
+def line(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
@@ -48,8 +48,8 @@ def command_line(argv: tuple[str, ...]) -> tuple[stacks.Stack | None, str | None
         cfg, index = parse_stack_args(list(argv))
         stacks.check_available(cfg)
     except LOAD_ERRORS as e:
-        log.error("the command line %s could not be used: %s; opening the default stack", " ".join(argv), _line(e))
-        return None, None, _line(e)
+        log.error("the command line %s could not be used: %s; opening the default stack", " ".join(argv), line(e))
+        return None, None, line(e)
     cli = stacks.cli_stack(cfg)
     if stacks.models_of(cfg) == stacks.models_of(Config()) and not (cfg.corpus or index):
         cli = None  # the default stack under another name would only be listed twice
@@ -121,7 +121,12 @@ def _broken() -> set:
 @st.cache_resource(show_spinner=False)
 def _held() -> dict:
     """The one stack in memory: {"key", "name", "models"}, and a lock so one load runs at a time."""
-    return {"key": None, "name": None, "models": None, "lock": threading.Lock()}
+    return {"key": None, "name": None, "models": None, "lock": threading.RLock()}
+
+
+def loading_lock() -> threading.RLock:
+    """Taken by every model load of this server, so two loads never run (and fill memory) at once."""
+    return _held()["lock"]
 
 
 def models(draw: bool = False) -> Models:
@@ -136,6 +141,17 @@ def models(draw: bool = False) -> Models:
             _free(held)
             held.update(models=_load(want, draw), key=fp, name=want.name)
     return held["models"]
+
+
+def device_text() -> str:
+    """Where the held stack runs, as the sidebar says it: 'cpu', or 'cuda (bfloat16)'."""
+    loaded = _held()["models"]
+    if loaded is None:
+        return "not loaded"
+    model = getattr(loaded.generator, "model", None)
+    if loaded.device.type != "cuda" or model is None:
+        return loaded.device.type
+    return f"cuda ({str(next(model.parameters()).dtype).replace('torch.', '')})"
 
 
 def _free(held: dict) -> None:
@@ -167,10 +183,10 @@ def ensure_loaded() -> None:
     except LOAD_ERRORS as e:
         if want.key == "default":
             raise
-        log.error("the stack %s could not be loaded: %s; falling back to the default", want.name, _line(e))
+        log.error("the stack %s could not be loaded: %s; falling back to the default", want.name, line(e))
         _broken().add(want.key)
         st.session_state["stack"] = "default"
-        st.session_state["_stack_error"] = f"The model stack {want.name} could not be loaded: {_line(e)}"
+        st.session_state["_stack_error"] = f"The model stack {want.name} could not be loaded: {line(e)}"
         st.rerun()
 
 

@@ -14,6 +14,7 @@ def sidebar_choice() -> None:
         now = stack.current()
         st.selectbox("Model", stack.keys(), key="stack", format_func=stack.label, on_change=stack.forget_scale,
                      help=md_text(now.details()))
+        st.caption(f"Running on {md_text(stack.device_text())}")
 
 
 def notices() -> None:

@@ -53,7 +53,11 @@ def _index(encoder_id: str, name: str, _encoder):
 
 def index(name: str):
     """A named index (built and cached on disk on first use), shared by all sessions."""
-    encoder = models().encoder
+    return index_for(models().encoder, name)
+
+
+def index_for(encoder, name: str):
+    """The index `name` as `encoder`'s passage tower reads it (another stack's, for a comparison)."""
     return _index(encoder.id, name, encoder)
 
 
@@ -130,6 +134,11 @@ def trace_for(question: str, index_name: str | None = None, cfg: Config | None =
     except USER_ERRORS as e:
         st.error(str(e).splitlines()[0] if str(e) else "that did not work")
         return None
+
+
+def stack_name() -> str:
+    """The session's stack in a few words (job labels: every session sees every job)."""
+    return stacks.current().name
 
 
 def stack_config() -> Config:

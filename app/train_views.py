@@ -170,7 +170,7 @@ def fine_tune_panel(cfg: Config) -> None:
         if now == "damaged":
             discard_damaged(out)
         jobs.start(JOB, _work(base, settings, questions, out, HELD_OUT[held], now == "resume"),
-                   label=f"Fine-tuning · {out.name}")
+                   label=f"Fine-tuning {views.md_text(state.stack_name())} · {out.name}")
         st.rerun()
     if job is not None and job.error:
         st.error("The fine-tuning stopped: " + views.md_text(job.error))

@@ -3,7 +3,7 @@ import json
 
 import streamlit as st
 
-from app import diagnose_panel, source_views, state, views
+from app import compare, diagnose_panel, source_views, state, views
 from rag_core.config import ASSETS
 
 st.title("Ask")
@@ -50,4 +50,5 @@ if trace is not None:
                "whole RAG-Token / RAG-Sequence answer, the passage that answer leans on.")
     views.passages_table(trace)
     views.csv_download(trace, "ask-csv")
+    compare.section(trace)
 diagnose_panel.render(trace)

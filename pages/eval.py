@@ -63,7 +63,7 @@ with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
             st.error(str(e))
         else:
             job = jobs.start("eval", _eval_work(state.pipeline(cfg.index), questions[:n], cfg, name, skipped),
-                             label="Evaluation run")
+                             label=f"Evaluation run · {views.md_text(state.stack_name())}")  # jobs are shown to every session
             st.session_state["eval_job"] = job.id
             st.rerun()
     if job is not None and not job.running and job.id == st.session_state.get("eval_job"):

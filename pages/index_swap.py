@@ -103,7 +103,7 @@ if result is None or not result.complete:
             pipes = {y: state.pipeline(y) for y in results.YEARS}  # loaded here, in the page's own run
             jobs.start("leaders", lambda progress: hotswap.run_experiment(cfg, lambda: pipes, checksums=checksums,
                                                                         progress=progress),
-                       label="Index swap experiment")
+                       label=f"Index swap experiment · {views.md_text(state.stack_name())}")
             st.rerun()  # the sidebar and the page pick the running job up
     jobs.progress_panel("leaders", follow=True)  # the tables take each position's live rows as it finishes
     if (result is None or not result.complete) and shipped is not None:

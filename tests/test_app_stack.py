@@ -17,6 +17,7 @@ from rag_core.tiny_models import build_tiny_stack
 PAGES = ["ask.py", "map.py", "token_vs_sequence.py", "citations.py", "index_swap.py", "by_hand.py", "train.py",
          "corpus.py", "eval.py"]
 QUESTION = "Who built the bridge of Paris?"
+COMPARED = ["decoding", "answer", "p_tok", "p_seq"]  # the columns of each side of Ask's "Compare with"
 
 
 @pytest.fixture(scope="module")
@@ -149,10 +150,9 @@ def test_switching_stacks_five_times_frees_the_other_and_shows_only_its_own_numb
     assert rss[4] <= 1.10 * rss[0], [f"{r / 2**20:.0f} MiB" for r in rss]
 
 
-def test_a_finished_run_of_the_train_page_opens_in_the_app_and_is_offered_by_its_settings(monkeypatch, tiny_flags, tiny,
-                                                                                         tmp_path):
-    """The Train page's finished run: "Open this model in the app" makes it the session's stack (the
-    sidebar's Model names it by its settings), and Ask then shows that model's numbers."""
+def train_page_run(tiny):
+    """A finished generator run where the Train page keeps the run of its form's settings (part
+    generator, 20 steps) on the tiny stack and its corpus: the base BART with its weights nudged."""
     from transformers import BartForConditionalGeneration
 
     from rag_core import caches
@@ -162,7 +162,6 @@ def test_a_finished_run_of_the_train_page_opens_in_the_app_and_is_offered_by_its
     from rag_core.training.session import run_folder
     from test_run_stack import make_run, nudged_copy
 
-    # the folder where the Train page keeps a generator run of its form's settings on this stack and index
     base = Config(index=str(tiny["corpus"]), k=3, question_encoder=str(tiny["dpr_q"]), ctx_encoder=str(tiny["dpr_ctx"]),
                   generator=str(tiny["bart"]))
     settings = TrainSettings(part="generator", marginal="sequence", k=3, steps=20)
@@ -171,7 +170,14 @@ def test_a_finished_run_of_the_train_page_opens_in_the_app_and_is_offered_by_its
     make_run(out, models, {"generator": lambda d: nudged_copy(tiny["bart"], d, BartForConditionalGeneration)})
     write_manifest(out, {**read_manifest(out), "steps": 20, "seconds": 1.0, "device": "cpu", "losses": [2.0, 1.5],
                          "data": {"file": "questions.jsonl", "questions": 113}})
+    return out
 
+
+def test_a_finished_run_of_the_train_page_opens_in_the_app_and_is_offered_by_its_settings(monkeypatch, tiny_flags, tiny,
+                                                                                         tmp_path):
+    """The Train page's finished run: "Open this model in the app" makes it the session's stack (the
+    sidebar's Model names it by its settings), and Ask then shows that model's numbers."""
+    out = train_page_run(tiny)
     at = app_with(monkeypatch, tiny_flags)
     before = answer_cards(at)
     run_key = f"run:{out.name}"
@@ -185,3 +191,20 @@ def test_a_finished_run_of_the_train_page_opens_in_the_app_and_is_offered_by_its
     assert "trained generator · sequence · K=3 · 3 steps on questions.jsonl" in model_line(at).replace("\\", "")
     visit(at, "ask.py")
     assert answer_cards(at) != before  # the tuned generator answers, not the base one
+
+
+def test_ask_compares_the_answer_with_another_stack_side_by_side(monkeypatch, tiny_flags, tiny):
+    """"Compare with" a fine-tuned run: its answers are the ones the run shows when opened, beside
+    the session's own, and the session's stack stays the one it was."""
+    out = train_page_run(tiny)
+    at = app_with(monkeypatch, tiny_flags)
+    at.selectbox(key="compare_with").select(f"run:{out.name}").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["stack"] == "cli"
+    mine, theirs = [d.value for d in at.dataframe if list(getattr(d.value, "columns", [])) == COMPARED]
+    assert list(mine["answer"]) == [v.replace("\\", "") for v, _ in answer_cards(at).values()]
+    at.selectbox(key="stack").select(f"run:{out.name}").run()
+    opened = answer_cards(at)
+    assert list(theirs["answer"]) == [v.replace("\\", "") for v, _ in opened.values()]
+    assert [f"p = {p}" for p in theirs["p_tok"][:1]] + [f"p = {p}" for p in theirs["p_seq"][1:]] == \
+        [d.split(", ")[0] for _, d in opened.values()]

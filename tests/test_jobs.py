@@ -95,7 +95,7 @@ def run_on_page(at):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     job = jobs.get("eval")
-    assert job is not None and job.label == "Evaluation run"
+    assert job is not None and job.label == "Evaluation run · default"  # every session sees it: it names its stack
     wait_until(lambda: not job.running, what="the eval job")
     assert job.error is None and job.result is not None
     at.run()
