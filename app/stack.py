@@ -20,7 +20,7 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from rag_core import stacks
+from rag_core import caches, stacks
 from rag_core.catalog import default_index_name
 from rag_core.config import Config
 from rag_core.corpus import CorpusError
@@ -89,8 +89,26 @@ def offered() -> list[stacks.Stack]:
     out = [stacks.Stack(s.key, s.name, s.cfg.with_(**extra), s.kind) for s in stacks.preset_stacks()]
     if cs:
         out.append(cs)
-    out += [stacks.Stack(s.key, s.name, s.cfg.with_(**extra), s.kind) for s in stacks.training_runs()]
+    out += [stacks.Stack(s.key, s.name, s.cfg.with_(**extra), s.kind) for s in _runs(_runs_stamp())]
     return out
+
+
+def _runs_stamp() -> tuple:
+    """The training cache's manifests by name and time: a new, finished or replaced run changes it."""
+    root, found = caches.folder("training"), []
+    for manifest in root.glob("*/training.json"):
+        try:
+            found.append((manifest.parent.name, manifest.stat().st_mtime_ns))
+        except OSError:  # a run removed as we looked
+            pass
+    return (str(root), *sorted(found))
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _runs(stamp: tuple) -> list[stacks.Stack]:
+    """The finished runs, read once per state of the training cache (the list is asked for many
+    times a page run)."""
+    return stacks.training_runs(Path(stamp[0]))
 
 
 def current() -> stacks.Stack:

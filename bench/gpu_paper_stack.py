@@ -4,7 +4,9 @@ BART-large generator, DPR-base question encoder, K=10, 300-token contexts.
 Reports, per half-precision type (fp16 and bf16 on a GPU; fp32 on a CPU), the full-trace latency
 (retrieval excluded: contexts are given) and, side by side, transformers'
 RagTokenForGeneration.generate + RagSequenceForGeneration.generate; then the throughput of
-BATCH questions decoded as one batch (`decode_queries`) over the same questions one at a time.
+BATCH questions decoded as one batch (`decode_queries`) over the same questions one at a time;
+and the app's first answer on that stack given on its command line (`--device cuda` on a GPU):
+from a new session to the Ask page's answer, model load and index build included.
 Time does not depend on weight values. Run: `python bench/gpu_paper_stack.py` (add `--small` for
 a CPU smoke run).
 """
@@ -25,7 +27,52 @@ def main(small: bool):
     for dtype in dtypes:
         name = str(dtype).replace("torch.", "")
         result.update({f"{key}_{name}": value for key, value in measure(small, device, dtype).items()})
+    result.update(app_first_answer(small, device))
     emit(result)
+
+
+def sizes(small: bool) -> dict:
+    """BART-large's shape, or a small one for a CPU smoke run."""
+    if small:
+        return dict(d_model=256, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
+                    encoder_ffn_dim=512, decoder_ffn_dim=512)
+    return dict(d_model=1024, encoder_layers=12, decoder_layers=12, encoder_attention_heads=16, decoder_attention_heads=16,
+                encoder_ffn_dim=4096, decoder_ffn_dim=4096)
+
+
+def app_first_answer(small: bool, device: torch.device) -> dict:
+    """`streamlit run app/main.py -- --question-encoder DIR --ctx-encoder DIR --generator DIR --corpus FILE
+    --device D` as the app sees it (AppTest, same process): seconds from a new session to the answer."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    from common import ROOT
+    from streamlit.testing.v1 import AppTest
+    from transformers import BartConfig, BartForConditionalGeneration, DPRConfig, DPRContextEncoder, DPRQuestionEncoder
+
+    from rag_core.tiny_models import build_tiny_stack
+
+    folder = Path(tempfile.mkdtemp())
+    os.environ["RAG_LOUPE_CACHE"] = str(folder / "cache")
+    paths = build_tiny_stack(folder / "stack")  # the tokenizers and the corpus; the weights are replaced below
+    BartForConditionalGeneration(BartConfig(vocab_size=50265, decoder_start_token_id=2, eos_token_id=2, bos_token_id=0,
+                                            pad_token_id=1, forced_bos_token_id=None, forced_eos_token_id=None,
+                                            **sizes(small))).save_pretrained(paths["bart"])
+    DPRQuestionEncoder(DPRConfig(vocab_size=30522)).save_pretrained(paths["dpr_q"])
+    DPRContextEncoder(DPRConfig(vocab_size=30522)).save_pretrained(paths["dpr_ctx"])
+    sys.argv = [str(ROOT / "app" / "main.py"), "--question-encoder", str(paths["dpr_q"]), "--ctx-encoder",
+                str(paths["dpr_ctx"]), "--generator", str(paths["bart"]), "--corpus", str(paths["corpus"]),
+                "--device", device.type]
+    at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=900)
+    at.session_state["max_new_tokens"] = NEW_TOKENS
+    t = time.perf_counter()
+    at.run()
+    seconds = time.perf_counter() - t
+    answered = any(m.label == "RAG-Sequence" for m in at.metric) and not at.exception
+    return {"app_first_answer_s": round(seconds, 2), "app_answered": answered,
+            "app_device": next((c.value.removeprefix("Running on ").replace("\\", "") for c in at.sidebar.caption
+                                if c.value.startswith("Running on")), "?")}
 
 
 def measure(small: bool, device: torch.device, dtype: torch.dtype) -> dict:
@@ -45,11 +92,7 @@ def measure(small: bool, device: torch.device, dtype: torch.dtype) -> dict:
     rng = random.Random(0)
     rows = corpus_rows(rng, 40)
     tok = bart_tokenizer(sentences(rng, rows))
-    size = dict(d_model=1024, encoder_layers=12, decoder_layers=12, encoder_attention_heads=16, decoder_attention_heads=16,
-                encoder_ffn_dim=4096, decoder_ffn_dim=4096)
-    if small:
-        size = dict(d_model=256, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-                    encoder_ffn_dim=512, decoder_ffn_dim=512)
+    size = sizes(small)
     bart = BartForConditionalGeneration(BartConfig(vocab_size=50265, decoder_start_token_id=2, eos_token_id=2, bos_token_id=0,
                                                    pad_token_id=1, forced_bos_token_id=None, forced_eos_token_id=None,
                                                    **size)).to(device, dtype).eval()
