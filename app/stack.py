@@ -112,13 +112,18 @@ def _runs(stamp: tuple) -> list[stacks.Stack]:
 
 
 def current() -> stacks.Stack:
-    """The session's stack: its pick, else the command line's, else the default."""
+    """The session's stack: its pick, else the command line's, else the default. (Read only: the
+    pick is written by `settle`, before the sidebar's Model widget exists in a run.)"""
     choices = {s.key: s for s in offered()}
     picked = st.session_state.get("stack")
     if picked not in choices or picked in _broken():
         picked = "cli" if "cli" in choices and "cli" not in _broken() else "default"
-        st.session_state["stack"] = picked
     return choices[picked]
+
+
+def settle() -> None:
+    """Write the session's stack as `current` reads it (a new session, or a pick no longer offered)."""
+    st.session_state["stack"] = current().key
 
 
 def key() -> str:
@@ -195,6 +200,7 @@ def _load(want: stacks.Stack, draw: bool) -> Models:
 def ensure_loaded() -> None:
     """Load the session's stack at the top of a page run, with progress. A stack that fails to load
     is reported in one line, marked broken, and the session falls back to the default stack."""
+    settle()
     want = current()
     try:
         models(draw=True)

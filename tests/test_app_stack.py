@@ -91,10 +91,12 @@ def test_the_ask_page_shows_the_numbers_of_the_cli_for_the_same_stack(monkeypatc
     pytest.param(["--device", "cuda"], "no CUDA device is available",
                  marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")),
 ])
-def test_a_command_line_that_cannot_be_used_says_so_once_and_the_default_stack_opens(monkeypatch, flags, said):
+def test_a_command_line_that_cannot_be_used_says_so_once_and_the_default_stack_opens(monkeypatch, caplog, flags, said):
     at = app_with(monkeypatch, flags)
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and said in errors[0].replace("\\", ""), errors
+    logged = [r.getMessage() for r in caplog.records if r.name == "rag_loupe.app" and r.levelname == "ERROR"]
+    assert len(logged) == 1 and said in logged[0] and "opening the default stack" in logged[0], logged  # the server log
     assert at.session_state["stack"] == "default"
     assert model_line(at).endswith("default")
     assert [m for m in at.metric if m.label == "RAG-Token"]  # the default stack answered
