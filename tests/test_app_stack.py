@@ -61,7 +61,7 @@ def test_every_page_renders_on_the_stack_of_the_command_line_and_names_it(monkey
     assert not at.error, [e.value for e in at.error]
     assert at.session_state["stack"] == "cli"
     for page in PAGES:
-        visit(at, page, errors_allowed=page in ("index_swap.py", "eval.py"))
+        visit(at, page)
         line = model_line(at)
         assert "command line" in line and "dpr\\_q" in line and "bart" in line, (page, line)
     assert at.selectbox(key="stack").value == "cli"
