@@ -123,9 +123,11 @@ def _tail(model_id: str) -> str:
 
 
 def preset_stacks() -> list[Stack]:
-    """The default and the untrained base (the paper's presets need weights: command line only)."""
-    return [Stack("default", "default", Config()),
-            Stack("base", "base (untrained, few-shot prompt)", Config(**PRESETS["base"]))]
+    """The default and, once the default is a trained model, the untrained base beside it (the
+    paper's presets need their weights: command line only)."""
+    base = Config(**PRESETS["base"])
+    same = models_of(base) == models_of(Config())
+    return [Stack("default", "default", Config())] + ([] if same else [Stack("base", "base (untrained, few-shot prompt)", base)])
 
 
 def cli_stack(cfg: Config) -> Stack:

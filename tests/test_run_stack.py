@@ -164,3 +164,12 @@ def test_an_eval_checkpoint_of_a_run_is_not_its_base_and_not_an_earlier_run_at_i
     finally:
         data[-1] ^= 1
         weights.write_bytes(bytes(data))
+
+
+def test_the_untrained_base_is_offered_beside_the_default_once_they_differ(monkeypatch):
+    from rag_core.presets import PRESETS
+
+    same = stacks.models_of(Config(**PRESETS["base"])) == stacks.models_of(Config())
+    assert [s.key for s in stacks.preset_stacks()] == (["default"] if same else ["default", "base"])
+    monkeypatch.setitem(PRESETS, "base", {"generator": "owner/another-generator"})
+    assert [s.key for s in stacks.preset_stacks()] == ["default", "base"]
