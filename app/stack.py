@@ -143,8 +143,10 @@ def _broken() -> set:
 
 @st.cache_resource(show_spinner=False)
 def _held() -> dict:
-    """The one stack in memory: {"key", "name", "models"}, and a lock so one load runs at a time."""
-    return {"key": None, "name": None, "models": None, "lock": threading.RLock()}
+    """The one stack in memory, as one (fingerprint, models) pair ("stack": read in one step, so a
+    session never pairs one stack's fingerprint with another's models while a swap runs), and a
+    lock so one load runs at a time."""
+    return {"stack": None, "lock": threading.RLock()}
 
 
 def loading_lock() -> threading.RLock:
@@ -152,23 +154,31 @@ def loading_lock() -> threading.RLock:
     return _held()["lock"]
 
 
+def held_models() -> Models | None:
+    """The models the server holds now (whichever stack), or None."""
+    pair = _held()["stack"]
+    return pair[1] if pair else None
+
+
 def models(draw: bool = False) -> Models:
     """The current stack's models, loaded if another stack is held (that one is freed first).
     `draw`: show the load's progress (only from a page's own run, never from a cached function)."""
     want, held = current(), _held()
     fp = stacks.fingerprint(want.cfg)
-    if held["key"] == fp:
-        return held["models"]
+    pair = held["stack"]
+    if pair and pair[0] == fp:
+        return pair[1]
     with held["lock"]:
-        if held["key"] != fp:
+        pair = held["stack"]
+        if not (pair and pair[0] == fp):
             _free(held)
-            held.update(models=_load(want, draw), key=fp, name=want.name)
-    return held["models"]
+            pair = held["stack"] = (fp, _load(want, draw))
+    return pair[1]
 
 
 def device_text() -> str:
     """Where the held stack runs, as the sidebar says it: 'cpu', or 'cuda (bfloat16)'."""
-    loaded = _held()["models"]
+    loaded = held_models()
     if loaded is None:
         return "not loaded"
     model = getattr(loaded.generator, "model", None)
@@ -180,7 +190,7 @@ def device_text() -> str:
 def _free(held: dict) -> None:
     """Drop the held stack so its memory goes back before the next one loads (jobs still running
     on it keep their own reference until they end)."""
-    held.update(key=None, name=None, models=None)
+    held["stack"] = None
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

@@ -137,7 +137,7 @@ def test_switching_stacks_five_times_frees_the_other_and_shows_only_its_own_numb
     rss, freed = [], []
     for i in range(5):
         target = ("default", "cli")[i % 2]
-        before = weakref.ref(stack._held()["models"])
+        before = weakref.ref(stack.held_models())
         at.selectbox(key="stack").select(target).run()
         assert not at.exception, [e.value for e in at.exception]
         assert not at.error, [e.value for e in at.error]
