@@ -77,8 +77,13 @@ def cli() -> tuple[stacks.Stack | None, str | None, str | None]:
 
 def runtime() -> dict:
     """Device, threads and downloads as the command line set them (defaults without one)."""
-    cs, _, error = cli()
-    cfg = Config() if error else cs.cfg if cs else parse_stack_args(argv())[0]  # parsed once already: it parses
+    return _runtime(tuple(argv()))
+
+
+@st.cache_resource(show_spinner=False)
+def _runtime(flags: tuple[str, ...]) -> dict:
+    _, _, error = command_line(flags)
+    cfg = Config() if error or not flags else parse_stack_args(list(flags))[0]  # it parsed: the check came after
     return {name: getattr(cfg, name) for name in RUNTIME}
 
 
