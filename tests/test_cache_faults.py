@@ -14,7 +14,7 @@ from safetensors import safe_open
 
 from rag_core import caches, catalog, projection
 from rag_core.analysis import evaluation as ev
-from rag_core.config import DEFAULT_ENCODER, DEFAULT_GENERATOR, Config, cache_dir
+from rag_core.config import BASE_GENERATOR, DEFAULT_ENCODER, Config, cache_dir
 from rag_core.encoders import load_encoder
 from rag_core.generators import load_generator
 from rag_core.generators.loading import smollm_folder
@@ -108,10 +108,10 @@ def test_a_killed_or_damaged_generator_conversion_heals(cache, caplog, monkeypat
     with safe_open(str(real / "model.safetensors"), framework="pt") as f:
         name = next(iter(f.keys()))
         before = f.get_tensor(name)
-    ids = load_generator(DEFAULT_GENERATOR, torch.device("cpu")).encode_answer("Paris")
+    ids = load_generator(BASE_GENERATOR, torch.device("cpu")).encode_answer("Paris")
     garble(folder / "model.safetensors", keep=8)
     with caplog.at_level(logging.WARNING, logger="rag_core.generators.loading"):
-        again = load_generator(DEFAULT_GENERATOR, torch.device("cpu"))
+        again = load_generator(BASE_GENERATOR, torch.device("cpu"))
     notes = [r.getMessage() for r in caplog.records]
     assert len(notes) == 1 and "could not be read" in notes[0] and "converting it again" in notes[0]
     assert [p.name for p in models.iterdir()] == [folder.name]  # converted afresh; the killed run's folder is gone

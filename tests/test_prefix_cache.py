@@ -1,5 +1,7 @@
-"""The causal generator's shared few-shot prefix: computed once, reused by every row and question,
-and giving the same numbers as a plain left-padded forward of the full prompts."""
+"""The causal generator's shared prefix: computed once, reused by every row and question, and giving
+the same numbers as a plain left-padded forward of the full prompts. Run on the untrained base,
+whose few-shot prefix is most of every prompt; the trained default's short plain prompt is checked
+against a plain forward too."""
 from types import SimpleNamespace
 
 import pytest
@@ -14,8 +16,8 @@ TOL = 1e-4  # the README's figure: the cached prefix changes log-probs by < 1e-4
 
 
 @pytest.fixture(scope="module")
-def gen(default_pipeline):
-    return default_pipeline.models.generator
+def gen(base_pipeline):
+    return base_pipeline.models.generator
 
 
 def plain_forward(gen, prompts, answer_ids=None):
@@ -33,17 +35,21 @@ def plain_forward(gen, prompts, answer_ids=None):
     return logp[:, -1] if answer_ids is None else logp[:, -answer_ids.shape[1]:]
 
 
-def test_prepare_matches_a_plain_forward(default_pipeline, gen):
+@pytest.mark.parametrize("stack", ["base", "default"])
+def test_prepare_matches_a_plain_forward(request, stack):
+    pipe = request.getfixturevalue(f"{stack}_pipeline")
+    gen = pipe.models.generator
+    assert gen.prompt_style == ("few-shot" if stack == "base" else "plain")
     q = "Who wrote Moby-Dick?"
-    passages = [h.passage for h in default_pipeline.retrieve(q, 2)]
+    passages = [h.passage for h in pipe.retrieve(q, 2)]
     passages.append(Passage("x", "A short one", "Tiny."))  # rows of very different lengths
     state = gen.prepare(q, passages)
-    ref = plain_forward(gen, [causal.rag_prompt(q, p) for p in passages])  # (K, V)
+    ref = plain_forward(gen, [causal.rag_prompt(q, p, gen.prompt_style) for p in passages])  # (K, V)
     print(f"prompt pass vs plain forward: max |Δ log p| = {(state.logprobs - ref).abs().max():.1e}")
     assert (state.logprobs - ref).abs().max() < TOL
     answers = torch.tensor([gen.encode_answer("Herman Melville")] * len(passages))  # (K, T)
     forced = gen.teacher_force(state, answers)  # (K, T, V)
-    ref_forced = plain_forward(gen, [causal.rag_prompt(q, p) for p in passages], answers)
+    ref_forced = plain_forward(gen, [causal.rag_prompt(q, p, gen.prompt_style) for p in passages], answers)
     print(f"teacher forcing vs plain forward: max |Δ log p| = {(forced - ref_forced).abs().max():.1e}")
     assert (forced - ref_forced).abs().max() < TOL
 
@@ -54,9 +60,9 @@ def test_closed_book_matches_a_plain_forward(gen):
     assert (state.logprobs - plain_forward(gen, [causal.closed_book_prompt(q)])).abs().max() < TOL
 
 
-def test_the_prefix_is_computed_once(default_pipeline, gen):
+def test_the_prefix_is_computed_once(base_pipeline, gen):
     q = "Who painted the Mona Lisa?"
-    passages = [h.passage for h in default_pipeline.retrieve(q, 3)]
+    passages = [h.passage for h in base_pipeline.retrieve(q, 3)]
     gen.prepare(q, passages)
     before = dict(gen._prefix_store)
     start = causal.ForwardCounter.count
@@ -70,11 +76,11 @@ def test_the_prefix_is_computed_once(default_pipeline, gen):
     assert n_prefix > n_full / 2
 
 
-def test_decoding_after_a_beam_reorder_matches_a_plain_forward(default_pipeline, gen):
+def test_decoding_after_a_beam_reorder_matches_a_plain_forward(base_pipeline, gen):
     """The decode loop's own path: prompt pass, a beam reorder that drops and repeats rows, two
     steps. Rows keep only their own keys/values; the shared prefix is read, never copied."""
     q = "Who wrote Moby-Dick?"
-    passages = [h.passage for h in default_pipeline.retrieve(q, 3)]
+    passages = [h.passage for h in base_pipeline.retrieve(q, 3)]
     state = gen.prepare(q, passages)
     idx = torch.tensor([2, 0, 0])  # row 1 dropped, row 0 twice
     state = gen.select(state, idx)

@@ -28,6 +28,8 @@ from ..generators.fingerprint import prompt_fingerprint
 from .evaluation import EvalRun
 
 SHIPPED_RUNS = ASSETS / "eval" / "runs"
+MODEL_FIELDS = ("question_encoder", "ctx_encoder", "generator")  # the stack a shipped run was made with
+SHIPPABLE_PRESETS = ("default", "base")  # the stacks whose reference runs ship (named `base-...` for base)
 EVAL_VERSION = 1  # bump when exact match, the verdicts or a stored field of a run change meaning
 _DECODING = ("k", "scale", "beams", "max_new_tokens", "length_penalty", "early_stopping", "rescore")
 
@@ -67,7 +69,7 @@ def ship(run: EvalRun, cfg: Config, questions_file: Path, name: str, folder: Pat
     if not name.replace("-", "").replace("_", "").isalnum():
         raise ValueError(f"a shipped run's name is letters, digits, - and _, not {name!r}")
     stored = {"fingerprint": fingerprint(cfg, questions_file), "config": run_config(cfg),
-              "index": cfg.index or default_index_name(), "file": _relative(questions_file)}
+              "index": cfg.index or default_index_name(), "file": _relative(questions_file), "models": models_of(cfg)}
     path = Path(folder) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps({**run.to_json(), "shipped": stored}, ensure_ascii=False, indent=1))
@@ -81,10 +83,16 @@ def _relative(path: Path) -> str:
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
+def models_of(cfg: Config) -> dict:
+    return {name: getattr(cfg, name) for name in MODEL_FIELDS}
+
+
 def config_of(stored: dict) -> Config:
-    """The Config a shipped run was made with (today's model defaults, its own decoding settings)."""
+    """The Config a shipped run was made with: its stack (the default's when it names none), its
+    own decoding settings."""
     known = {f.name for f in fields(Config)}
-    return Config().with_(index=stored["index"], **{k: v for k, v in stored["config"].items() if k in known})
+    models = {k: v for k, v in (stored.get("models") or {}).items() if k in MODEL_FIELDS}
+    return Config().with_(index=stored["index"], **models, **{k: v for k, v in stored["config"].items() if k in known})
 
 
 def is_current(path: Path) -> bool:
@@ -97,9 +105,20 @@ def is_current(path: Path) -> bool:
         return False
 
 
-def current_runs(folder: Path = SHIPPED_RUNS) -> list[Path]:
-    """The shipped runs that are still current, by name, the larger K first (`test-k5`, `test-k1`)."""
-    return sorted((p for p in Path(folder).glob("*.json") if is_current(p)), key=lambda p: p.stem, reverse=True)
+def made_by(path: Path) -> Config | None:
+    """The Config of the shipped run at `path` (None when it cannot be read)."""
+    try:
+        return config_of(json.loads(Path(path).read_text(encoding="utf-8"))["shipped"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def current_runs(folder: Path = SHIPPED_RUNS, cfg: Config | None = None) -> list[Path]:
+    """The shipped runs of `cfg`'s stack (default: the default stack) that are still current, by
+    name, the larger K first (`test-k5`, `test-k1`). Another stack's runs are never offered as this one's."""
+    want = models_of(cfg or Config())
+    mine = [p for p in Path(folder).glob("*.json") if (c := made_by(p)) is not None and models_of(c) == want]
+    return sorted((p for p in mine if is_current(p)), key=lambda p: p.stem, reverse=True)
 
 
 def is_shipped(path: Path) -> bool:

@@ -21,6 +21,7 @@ from ..analysis.questions import read_questions
 from ..analysis.sweep import load_traces, sweep
 from ..config import RAG_SEQUENCE, Config
 from ..pipeline import load_pipeline
+from ..presets import PRESETS
 from ..stacks import fingerprint
 from .common import (CliError, add_index_args, add_batch_arg, add_decoding_args, add_model_args, config_from, decoding_fields,
                      positive_float, positive_int, progress_bar)
@@ -75,8 +76,9 @@ def check_shippable(args: argparse.Namespace, cfg: Config) -> None:
     the Eval page and its test can recompute it (`shipped_runs`)."""
     if args.limit or args.no_diagnose or args.corpus:
         raise CliError("--ship stores a whole run: drop --limit, --no-diagnose and --corpus")
-    if any(getattr(cfg, f) != getattr(Config(), f) for f in ("question_encoder", "ctx_encoder", "generator")):
-        raise CliError("--ship is for the default models (a shipped run is checked against them)")
+    stacks = [shipped_runs.models_of(Config(**PRESETS[name])) for name in shipped_runs.SHIPPABLE_PRESETS]
+    if shipped_runs.models_of(cfg) not in stacks:
+        raise CliError("--ship is for the default models or --preset base (a shipped run is checked against them)")
     try:
         shipped_runs.fingerprint(cfg, Path(args.questions))
     except ValueError as e:

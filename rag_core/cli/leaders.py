@@ -15,7 +15,7 @@ import math
 import os
 import sys
 
-from ..hotswap.cache import cached_result, leaders_frame, write_shipped
+from ..hotswap.cache import cached_result, leaders_frame, shipped_path, write_shipped
 from ..hotswap.results import GOAL_MATCHED, GOAL_MISMATCHED, PAPER, SPLITS, YEARS, position_split
 from ..hotswap.run import experiment_config, run_experiment
 from ..pipeline import load_pipeline
@@ -91,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
     cfg = experiment_config(config_from(args, **decoding_fields(args), index="2018", corpus=None,
                                                batch_questions=args.batch_questions))
     variants = [_variant(v, cfg) for v in args.also]
+    if args.ship and shipped_path(cfg) is None:  # said before the run, not after it
+        raise CliError("--ship is for the default models or --preset base (a shipped run is checked against them)")
     if args.csv and os.path.isdir(args.csv):
         raise CliError(f"--csv {args.csv} is a folder; give a file name")
     positions = None
@@ -102,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     if args.csv:
         result.to_csv(args.csv)
     if args.ship:
-        print(f"shipped: {write_shipped(result)}", file=sys.stderr)
+        print(f"shipped: {write_shipped(result, shipped_path(cfg))}", file=sys.stderr)
     if args.json:
         out = {d: {split or "all": result.table(d, split).to_dict() for split in ("test", "tune", None)}
                for d in result.decodings()}

@@ -22,6 +22,8 @@ from .. import caches
 from .._fs import write_json_atomic
 from ..catalog import named_passages
 from ..config import ASSETS, DECODE_NAMES, Config
+from ..model_keys import model_key
+from ..presets import PRESETS
 from ..corpus import passage_checksum
 from ..decoding import DECODER_VERSION
 from ..generators.fingerprint import prompt_fingerprint
@@ -51,8 +53,8 @@ def experiment_settings(cfg: Config) -> dict:
 def experiment_key(cfg: Config, index_checksums: dict[str, str]) -> str:
     """Cache key: model ids, both indexes' passage checksums, the prompt, leaders.csv, settings."""
     leaders_sha = hashlib.sha256((ASSETS / "leaders.csv").read_bytes()).hexdigest()
-    parts = {"question_encoder": cfg.question_encoder, "ctx_encoder": cfg.ctx_encoder or cfg.question_encoder,
-             "generator": cfg.generator, "indexes": index_checksums, "prompt": prompt_fingerprint(cfg.generator),
+    parts = {"question_encoder": model_key(cfg.question_encoder), "ctx_encoder": model_key(cfg.ctx_encoder or cfg.question_encoder),
+             "generator": model_key(cfg.generator), "indexes": index_checksums, "prompt": prompt_fingerprint(cfg.generator),
              "leaders": leaders_sha, "settings": experiment_settings(cfg), "judge": JUDGE_VERSION,
              "format": FORMAT_VERSION}
     return _sha(parts)[:20]
@@ -134,7 +136,17 @@ def settings_of(cfg: Config) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ shipped run
-SHIPPED = ASSETS / "leaders_run.json"  # the reference run's rows, so the table shows from the first start
+SHIPPED = ASSETS / "leaders_run.json"  # the default stack's reference run, so the table shows from the first start
+SHIPPED_BY_PRESET = {"default": SHIPPED, "base": ASSETS / "leaders_run_base.json"}  # one reference run per shipped stack
+
+
+def shipped_path(cfg: Config) -> Path | None:
+    """Where the reference run of `cfg`'s stack ships, or None when that stack ships none."""
+    for name, path in SHIPPED_BY_PRESET.items():
+        stack = Config(**PRESETS[name])
+        if all(getattr(cfg, f) == getattr(stack, f) for f in ("question_encoder", "ctx_encoder", "generator")):
+            return path
+    return None
 
 
 def write_shipped(result: ExperimentResult, path: Path = SHIPPED) -> Path:
@@ -159,9 +171,13 @@ def overlay(live: ExperimentResult | None, shipped: ExperimentResult) -> Experim
                             shipped.created, shipped=len(fresh) < len(shipped.closed))
 
 
-def shipped_result(cfg: Config, checksums: dict[str, str] | None = None, path: Path = SHIPPED) -> ExperimentResult | None:
-    """The shipped reference run, if it was made with exactly these settings, models, prompt and
-    data (its fingerprint equals the current key); None otherwise (then only a live run counts)."""
+def shipped_result(cfg: Config, checksums: dict[str, str] | None = None, path: Path | None = None) -> ExperimentResult | None:
+    """The shipped reference run of `cfg`'s stack, if it was made with exactly these settings,
+    models, prompt and data (its fingerprint equals the current key); None otherwise (then only a
+    live run counts)."""
+    path = path or shipped_path(cfg)
+    if path is None:
+        return None
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         result = ExperimentResult.from_json(data)

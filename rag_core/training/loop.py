@@ -293,16 +293,3 @@ def train(run: Run, folder, progress: Progress | None = None, should_stop: Calla
     if stopped:
         checkpoint.save(folder, snapshot(run))
     return stopped
-
-
-def loss_summary(losses: Sequence[float]) -> dict:
-    """The loss curve in a few numbers: first and last step, and the means of the first and last tenth.
-
-    >>> loss_summary([4.0, 3.0, 2.0, 1.0])["last_mean"]
-    1.0
-    """
-    if not losses:
-        return {"steps": 0}
-    w = max(1, len(losses) // 10)
-    return {"steps": len(losses), "first": losses[0], "last": losses[-1], "min": min(losses),
-            "first_mean": float(np.mean(losses[:w])), "last_mean": float(np.mean(losses[-w:])), "window": w}

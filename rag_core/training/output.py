@@ -22,7 +22,9 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
+
+import numpy as np
 
 from .._fs import replace_dir, temp_sibling, write_json_atomic
 from ..pipeline import Models
@@ -140,3 +142,16 @@ def save_outputs(run: Run, folder: Path) -> tuple[Models, dict]:
         outputs["generator"] = GENERATOR
         models = Models(models.encoder, gen, models.device)
     return models, outputs
+
+
+def loss_summary(losses: Sequence[float]) -> dict:
+    """The loss curve in a few numbers: first and last step, and the means of the first and last tenth.
+
+    >>> loss_summary([4.0, 3.0, 2.0, 1.0])["last_mean"]
+    1.0
+    """
+    if not losses:
+        return {"steps": 0}
+    w = max(1, len(losses) // 10)
+    return {"steps": len(losses), "first": losses[0], "last": losses[-1], "min": min(losses),
+            "first_mean": float(np.mean(losses[:w])), "last_mean": float(np.mean(losses[-w:])), "window": w}

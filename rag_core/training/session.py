@@ -22,8 +22,8 @@ from ..encoders import MeanPoolEncoder
 from ..catalog import resolve_index
 from ..pipeline import Pipeline, load_pipeline
 from . import checkpoint, heldout
-from .loop import TrainSettings, loss_summary, restore, settings_mismatch, start_run, train
-from .output import (TrainingError, check_output_folder, file_sha256, read_manifest, save_outputs, start_folder,
+from .loop import TrainSettings, restore, settings_mismatch, start_run, train
+from .output import (TrainingError, check_output_folder, file_sha256, loss_summary, read_manifest, save_outputs, start_folder,
                      write_manifest)
 
 def data_sha256(files: list[Path]) -> str:

@@ -55,15 +55,13 @@ def ship(run: Path, command: str, dest: Path = ADAPTER_DIR) -> dict:
         raise SystemExit(f"error: {run} is not a finished training run with a trained generator")
     if manifest["base"]["generator"] != BASE_GENERATOR or manifest["settings"].get("prompt") != PLAIN_STYLE:
         raise SystemExit(f"error: the shipped adapter must be trained from {BASE_GENERATOR} on the plain prompt")
-    tmp = temp_sibling(dest)
-    tmp.mkdir(parents=True)
+    tmp = temp_sibling(dest)  # a new empty folder beside dest; one rename puts it in place
     source = run / GENERATOR / ADAPTER
     for name in ADAPTER_FILES:
         shutil.copyfile(source / name, tmp / name)
     config = json.loads((tmp / "adapter_config.json").read_text(encoding="utf-8"))
     config["base_model_name_or_path"] = BASE_GENERATOR  # not the cache folder it was trained from
     (tmp / "adapter_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    dest.parent.mkdir(parents=True, exist_ok=True)
     replace_dir(tmp, dest)
     gen = load_generator(TRAINED_GENERATOR, torch.device("cpu"))
     gguf = package_path(BASE_GENERATOR)
