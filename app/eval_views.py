@@ -27,7 +27,7 @@ QUESTION_WIDTHS = {"question": 165, "expected": 90, "closed-book": 80, "rag-toke
 def runs_of(cfg) -> list[Path]:
     """The saved runs this model stack made, newest first, then the shipped ones it made (a run of
     another stack is never offered under this one's name)."""
-    return [p for p in ev.saved_runs() + shipped_runs.current_runs()
+    return [p for p in ev.saved_runs() + shipped_runs.current_runs(cfg=cfg)
             if (run := ev.load_run(p)) is not None and stacks.made_by(run.settings, cfg)]
 
 
@@ -99,6 +99,11 @@ def compare(runs: list[Path], labels: dict[Path, str], current: Path) -> None:
     if a is None or b is None:
         st.error("One of the two runs cannot be read.")
         return
+    pair(a, b, mode, "eval")
+
+
+def pair(a: ev.EvalRun, b: ev.EvalRun, mode: str, key: str) -> None:
+    """Run A against run B in `mode`: EM in each, what flipped, the Sankey, the flipped questions."""
     cmp = compare_results(a.results, b.results, mode)
     if not cmp.rows:
         st.info("The two runs share no question: compare runs of the same question file.")
@@ -112,13 +117,13 @@ def compare(runs: list[Path], labels: dict[Path, str], current: Path) -> None:
     m[3].metric("broken (right in A, wrong in B)", c["broken"])
     if c["only in A"] or c["only in B"]:
         st.caption(f"Not paired: {c['only in A']} questions only in A, {c['only in B']} only in B.")
-    st.plotly_chart(charts.transition_sankey(cmp.transitions()), key="eval_sankey", config=charts.NO_BAR)
+    st.plotly_chart(charts.transition_sankey(cmp.transitions()), key=f"{key}_sankey", config=charts.NO_BAR)
     st.caption("Each question's outcome in A (left) and in B (right): right, or the first verdict that fired.")
     frame = cmp.frame()
-    views.table(frame[frame.change != "same"] if st.toggle("Only questions that flipped", True, key="eval_cmp_flip")
+    views.table(frame[frame.change != "same"] if st.toggle("Only questions that flipped", True, key=f"{key}_cmp_flip")
                 else frame, views.widths(COMPARE_WIDTHS), hide_index=True)
     flipped = cmp.flipped("fixed") + cmp.flipped("broken")
     if flipped:
-        pick = st.selectbox("A question that flipped", flipped, key="eval_cmp_pick")
-        if st.button("Open on the Ask page", key="eval_cmp_open"):
+        pick = st.selectbox("A question that flipped", flipped, key=f"{key}_cmp_pick")
+        if st.button("Open on the Ask page", key=f"{key}_cmp_open"):
             open_on_ask(pick, next(r.answers for r in a.results if r.question == pick))

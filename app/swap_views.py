@@ -9,7 +9,7 @@ import streamlit as st
 
 from app import views
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
-from rag_core.hotswap import judge, results
+from rag_core.hotswap import judge, results, stack_comparison
 from rag_core.marginals import p_text, prob
 from rag_core.trace import Trace
 
@@ -149,3 +149,20 @@ def failure_actions(fails: pd.DataFrame, decoding: str, holders: dict, here: str
     b2.button("Diagnose this", on_click=_diagnose, width="stretch",
               help="The Ask page's Diagnose panel on this question and index, with this index's holder as the "
                    "expected answer. It sets the question and the sidebar's index; Ask offers the way back.")
+
+
+def before_after(checksums: dict[str, str]) -> None:
+    """The held-out half under the untrained base and the trained default (their shipped runs),
+    beside the paper's cells: what RAG training changed in the experiment."""
+    shipped = stack_comparison.shipped_by_stack(checksums)
+    if len(shipped) < 2:
+        return
+    st.subheader("Before and after training (held-out half)")
+    frame = stack_comparison.held_out_rows(shipped)
+    cells = [c for c in frame.columns if c not in ("model", "decoding")]
+    frame[cells] = frame[cells].map(lambda x: f"{100 * x:.0f}%")  # as the tables above write accuracy
+    views.table(frame, {"model": st.column_config.Column("model", width=190),
+                        "decoding": st.column_config.Column("decoding", width=95),
+                        **{c: st.column_config.Column(c, width=110) for c in cells}}, hide_index=True)
+    st.caption("Matched cells should be high and the others low. The base reads worked examples; the trained "
+               "default was fine-tuned on other questions and on the tuning half's positions, never on these.")

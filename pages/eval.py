@@ -6,7 +6,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from app import eval_views, jobs, state, views
+from app import eval_views, jobs, state, training_effect, views
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import questions as question_file
 from rag_core.analysis import shipped_runs
@@ -140,3 +140,4 @@ if st.button("Open on the Ask page", key="eval_open"):
     eval_views.open_on_ask(pick, next(r.answers for r in run.results if r.question == pick))
 
 eval_views.compare(runs, labels, path)
+training_effect.before_after()

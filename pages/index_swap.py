@@ -117,7 +117,7 @@ if result is not None:
     for decoding in result.decodings():
         st.markdown(f"**{swap_views.LABELS[decoding]}**: accuracy by index (rows) and "
                     "leaders' year (columns); the diagonal should be high, the rest low. The held-out half is the "
-                    "result; the prompt and settings were chosen on the tuning half.")
+                    "result; the tuning half chose the base's prompt and trained the default, so its numbers flatter.")
         halves = st.columns(2)
         for col, split, label in zip(halves, ("test", "tune"), ("Held-out half", "Tuning half")):
             col.caption(f"{label} ({swap_views.split_positions(result, split)} positions)")
@@ -131,6 +131,7 @@ if result is not None:
     c1.metric("Closed-book: names the 2016 holder", f"{100 * cb['2016']:.0f}%")
     c2.metric("Closed-book: names the 2018 holder", f"{100 * cb['2018']:.0f}%")
     c3.metric("Compute time", f"{result.elapsed_s / 60:.0f} min")
+    swap_views.before_after(checksums)
 
     # --- per position ---
     st.subheader("Per position")

@@ -377,3 +377,34 @@ def test_index_swap_picker_follows_the_typed_question(swap_app):
     next(b for b in at.button if b.label == "Answer on both indexes").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.selectbox(key="swap_pick").value == "(a question of your own)"  # not the old position
+
+
+def test_before_and_after_training_on_the_held_out_half(monkeypatch):
+    """The index swap under the untrained base and the trained default, from their shipped runs:
+    each cell equals a count over the shipped rows done here, and the page shows the table."""
+    from streamlit.testing.v1 import AppTest
+
+    from app import state
+    from rag_core.hotswap import stack_comparison
+
+    shipped = stack_comparison.shipped_by_stack()
+    assert set(shipped) == {"base", "default"}, "a stack's shipped run is stale: rerun `leaders [--preset base] --ship`"
+    frame = stack_comparison.held_out_rows(shipped)
+    for name, result in shipped.items():
+        for decoding in result.decodings():
+            row = frame[(frame["model"] == stack_comparison.STACK_LABELS[name]) & (frame["decoding"] == decoding)].iloc[0]
+            for idx, year in stack_comparison.CELLS:
+                rows = [r for r in result.rows if r["decoding"] == decoding and r["index"] == idx
+                        and results.position_split(r["position"]) == "test"]
+                assert row[stack_comparison.cell_name(idx, year)] == sum(bool(r[f"correct_{year}"]) for r in rows) / len(rows)
+
+    def no_model(*args, **kwargs):
+        raise RuntimeError("no model in this test")
+
+    for name in ("trace_for", "pipeline", "index"):
+        monkeypatch.setattr(state, name, no_model)
+    at = AppTest.from_file(str(ROOT / "pages/index_swap.py"), default_timeout=120)
+    at.run()
+    assert "Before and after training (held-out half)" in [h.value for h in at.subheader]
+    table = next(d.value for d in at.dataframe if "model" in d.value.columns)
+    assert len(table) == 1 + sum(len(r.decodings()) for r in shipped.values())  # the paper's row, then each stack's

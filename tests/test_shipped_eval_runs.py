@@ -115,3 +115,37 @@ def test_ship_refuses_a_run_that_could_not_be_checked(extra, message):
     assert len(lines) == 1 and lines[0].startswith("error:"), out.stderr
     assert message in lines[0]
     assert not (shipped_runs.SHIPPED_RUNS / "x.json").exists()
+
+
+def test_the_base_stack_keeps_its_own_shipped_run(base_pipeline):
+    """The untrained base's run is current for the base stack, never offered as the default's, and a
+    recomputed wrong answer of it equals its row (the base's prompt and model, not the default's)."""
+    path = shipped_runs.SHIPPED_RUNS / "base-test-k5.json"
+    assert shipped_runs.is_current(path), ("base-test-k5 is stale: run `python -m rag_core eval "
+                                           "assets/eval/test.jsonl --preset base --ship base-test-k5`")
+    base = Config(generator=base_pipeline.cfg.generator)
+    assert shipped_runs.current_runs(cfg=base) == [path]
+    assert path not in shipped_runs.current_runs()
+    row = next(r for r in shipped("base-test-k5")["results"] if not r["modes"]["rag-sequence"]["em"])
+    (got, got_p), (want, want_p) = comparable(recomputed(base_pipeline, "base-test-k5", row["question"])), comparable(row)
+    assert got == want, row["question"]
+    assert all(abs(got_p[k] - want_p[k]) <= REL * abs(want_p[k]) for k in want_p), (got_p, want_p)
+
+
+def test_the_eval_page_shows_what_training_changed(tmp_path, monkeypatch):
+    """Base (A) against trained (B) on the same questions: the EM metrics equal each run's own
+    exact matches counted here, question by question."""
+    from streamlit.testing.v1 import AppTest
+
+    assert shipped_runs.before_after_pairs() == [(shipped_runs.SHIPPED_RUNS / "base-test-k5.json",
+                                                  shipped_runs.SHIPPED_RUNS / "test-k5.json")]
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=300)
+    at.session_state["index_name"] = "wiki"
+    visit(at, "eval.py")
+    assert "What training changed" in [h.value for h in at.subheader]
+    em = {m.label: m.value for m in at.metric}
+    for label, name in (("EM in A", "base-test-k5"), ("EM in B", "test-k5")):
+        rows = shipped(name)["results"]
+        right = sum(r["modes"]["rag-sequence"]["em"] for r in rows)
+        assert em[label] == f"{right / len(rows):.1%}", (label, em[label])

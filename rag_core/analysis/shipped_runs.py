@@ -23,6 +23,7 @@ from .._fs import write_text_atomic
 from ..catalog import NAMED, default_index_name, named_passages
 from ..config import ASSETS, Config
 from ..corpus import passage_checksum
+from ..presets import PRESETS
 from ..decoding import DECODER_VERSION
 from ..generators.fingerprint import prompt_fingerprint
 from .evaluation import EvalRun
@@ -123,3 +124,10 @@ def current_runs(folder: Path = SHIPPED_RUNS, cfg: Config | None = None) -> list
 
 def is_shipped(path: Path) -> bool:
     return Path(path).resolve().parent == SHIPPED_RUNS.resolve()
+
+
+def before_after_pairs(folder: Path = SHIPPED_RUNS) -> list[tuple[Path, Path]]:
+    """(untrained base's run, trained default's run) of the same questions and settings, both
+    current: `base-test-k5.json` with `test-k5.json`. What training changed, ready to compare."""
+    base = {p.stem.removeprefix("base-"): p for p in current_runs(folder, Config(**PRESETS["base"]))}
+    return [(base[p.stem], p) for p in current_runs(folder) if p.stem in base]
