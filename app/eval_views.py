@@ -102,8 +102,10 @@ def compare(runs: list[Path], labels: dict[Path, str], current: Path) -> None:
     pair(a, b, mode, "eval")
 
 
-def pair(a: ev.EvalRun, b: ev.EvalRun, mode: str, key: str) -> None:
-    """Run A against run B in `mode`: EM in each, what flipped, the Sankey, the flipped questions."""
+def pair(a: ev.EvalRun, b: ev.EvalRun, mode: str, key: str, names: tuple[str, str] = ("A", "B")) -> None:
+    """Run A against run B in `mode`: EM in each, what flipped, the Sankey, the flipped questions.
+    `names`: what the metrics call the two runs (two comparisons on one page never share a label)."""
+    na, nb = names
     cmp = compare_results(a.results, b.results, mode)
     if not cmp.rows:
         st.info("The two runs share no question: compare runs of the same question file.")
@@ -111,10 +113,10 @@ def pair(a: ev.EvalRun, b: ev.EvalRun, mode: str, key: str) -> None:
     em_a, em_b = cmp.em()
     c = cmp.counts()
     m = st.columns(4)
-    m[0].metric("EM in A", f"{em_a:.1%}")
-    m[1].metric("EM in B", f"{em_b:.1%}", delta=f"{100 * (em_b - em_a):+.1f} points")
-    m[2].metric("fixed (wrong in A, right in B)", c["fixed"])
-    m[3].metric("broken (right in A, wrong in B)", c["broken"])
+    m[0].metric(f"EM in {na}", f"{em_a:.1%}")
+    m[1].metric(f"EM in {nb}", f"{em_b:.1%}", delta=f"{100 * (em_b - em_a):+.1f} points")
+    m[2].metric(f"fixed (wrong in {na}, right in {nb})", c["fixed"])
+    m[3].metric(f"broken (right in {na}, wrong in {nb})", c["broken"])
     if c["only in A"] or c["only in B"]:
         st.caption(f"Not paired: {c['only in A']} questions only in A, {c['only in B']} only in B.")
     st.plotly_chart(charts.transition_sankey(cmp.transitions()), key=f"{key}_sankey", config=charts.NO_BAR)

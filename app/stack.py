@@ -38,7 +38,7 @@ def line(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(show_spinner=False, max_entries=4)  # keyed by the server's own argv: one entry
 def command_line(argv: tuple[str, ...]) -> tuple[stacks.Stack | None, str | None, str | None]:
     """The server's command line (after `--`), read once: (its stack or None, the index it named,
     the one-line error that made it fall back to the default stack). Logged to the server log."""
@@ -80,7 +80,7 @@ def runtime() -> dict:
     return _runtime(tuple(argv()))
 
 
-@st.cache_resource(show_spinner=False)
+@st.cache_resource(show_spinner=False, max_entries=4)  # keyed by the server's own flags: one entry
 def _runtime(flags: tuple[str, ...]) -> dict:
     _, _, error = command_line(flags)
     cfg = Config() if error or not flags else parse_stack_args(list(flags))[0]  # it parsed: the check came after

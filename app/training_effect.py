@@ -25,4 +25,4 @@ def before_after() -> None:
     if a is None or b is None:
         st.error("One of the two shipped runs cannot be read.")
         return
-    eval_views.pair(a, b, mode, "train_effect")
+    eval_views.pair(a, b, mode, "train_effect", ("the base", "the trained default"))

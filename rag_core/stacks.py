@@ -179,4 +179,6 @@ def made_by(settings: dict, cfg: Config) -> bool:
     """
     if settings.get("stack"):
         return settings["stack"] == fingerprint(cfg)
+    if not settings.get("generator"):  # a run that names no model was made before stacks: the default's
+        return models_of(cfg) == models_of(Config())
     return settings.get("generator") == cfg.generator

@@ -220,8 +220,9 @@ def test_index_swap_wrong_year_in_red_and_both_detours_go_back(server, browser):
     open_page(browser, "index_swap", "Index swap")
     wait_for(browser, lambda: settled(browser) and ready(browser, "index_swap"), 300, "the index swap answers")
     type_into(browser, "Question", question)
-    wait_for(browser, lambda: settled(browser) and ready(browser, "index_swap") and question in body_text(browser)
-             and field(browser, "Question").get_attribute("value") == question, 300, "the answers to the typed question")
+    wait_for(browser, lambda: field(browser, "Question").get_attribute("value") == question and settled(browser)
+             and ready(browser, "index_swap") and "the other year's: wrong for this index" in body_text(browser), 300,
+             "the answers to the typed question")
     browser.save_screenshot(str(ARTIFACTS / "journey-swap.png"))
     index_before = selected(browser, "Index", "sidebar")
     # the shipped run (same settings, checked by fingerprint) says which answers name the other year's holder
@@ -337,15 +338,15 @@ def test_a_background_fine_tune_cancelled_from_the_sidebar_offers_to_resume(serv
     wait_for(browser, lambda: showing(browser, "Train") and settled(browser) and ready(browser, "train"), 300,
              "the Train page")
     press(browser, "Start fine-tuning")
-    wait_for(browser, lambda: "Fine-tuning ·" in body_text(browser), 120, "the job's progress on the page")
+    wait_for(browser, lambda: "Fine-tuning default ·" in body_text(browser), 120, "the job's progress on the page")
     browser.find_element(By.XPATH, '//a[@data-testid="stSidebarNavLink"][contains(@href, "/by_hand")]').click()
-    wait_for(browser, lambda: showing(browser, "By hand") and "Fine-tuning ·" in body_text(browser), 120,
+    wait_for(browser, lambda: showing(browser, "By hand") and "Fine-tuning default ·" in body_text(browser), 120,
              "the job in the sidebar of another page")
-    click_when_shown(browser, '//section[@data-testid="stSidebar"]//*[@data-testid="stProgress"][contains(., "Fine-tuning ·")]'
+    click_when_shown(browser, '//section[@data-testid="stSidebar"]//*[@data-testid="stProgress"][contains(., "Fine-tuning default ·")]'
                               '/following::button[.//p[normalize-space()="Cancel"]][1]', "the sidebar's Cancel")
     browser.find_element(By.XPATH, '//a[@data-testid="stSidebarNavLink"][contains(@href, "/train")]').click()
     wait_for(browser, lambda: "Resume from the checkpoint" in body_text(browser) and settled(browser), 300,
              "the offer to resume")
     browser.save_screenshot(str(ARTIFACTS / "journey-cancel.png"))
-    assert "Fine-tuning ·" not in body_text(browser)  # nothing runs any more
+    assert "Fine-tuning default ·" not in body_text(browser)  # nothing runs any more
     assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from conftest import ROOT, run_cli
+from rag_core import stacks
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import matching
 from rag_core.analysis import questions as question_file
@@ -223,6 +224,7 @@ def test_the_eval_page_names_each_runs_decoding(tmp_path, monkeypatch):
     monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
     run = ev.run_eval(toy_pipe(), QUESTIONS, Config(k=2, max_new_tokens=6))
     run.settings["beams"] = 4
+    run.settings["stack"] = stacks.fingerprint(Config())  # listed as a run of the stack the page shows
     ev.save_run(run, "beams")
     at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=300)
     at.session_state["index_name"] = "wiki"

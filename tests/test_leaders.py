@@ -241,7 +241,7 @@ def swap_app():
     return at
 
 
-def test_index_swap_tables_are_drawn_before_any_model_is_asked(monkeypatch):
+def test_index_swap_tables_are_drawn_before_any_model_is_asked(monkeypatch, tmp_path):
     """On a first start the models take a while (the generator is converted, the year indexes
     built): the experiment's shipped tables must not wait for them. With every model call failing,
     the page has drawn both halves' tables beside the paper's numbers before the failure."""
@@ -255,6 +255,7 @@ def test_index_swap_tables_are_drawn_before_any_model_is_asked(monkeypatch):
     monkeypatch.setattr(state, "trace_for", no_model)
     monkeypatch.setattr(state, "pipeline", no_model)
     monkeypatch.setattr(state, "index", no_model)
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))  # a first start: no live run in the cache
     at = AppTest.from_file(str(ROOT / "pages/index_swap.py"), default_timeout=120)
     at.run()
     assert [str(e.value) for e in at.exception if "no model in this test" in str(e.value)], at.exception  # it was asked

@@ -4,6 +4,7 @@ is the default of every command while `--preset base` stays the untrained stack,
 merged copy heals."""
 import json
 import logging
+import re
 import shutil
 from pathlib import Path
 
@@ -43,9 +44,10 @@ def test_the_manifest_describes_the_shipped_files(manifest):
     assert manifest["settings"]["part"] == "generator" and manifest["seed"] == manifest["settings"]["seed"]
     assert manifest["command"] == "make adapter"
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    for flag in (f"--steps $(ADAPTER_STEPS)", f"--lr {manifest['settings']['lr']:g}", f"--batch {manifest['settings']['batch']}",
-                 f"-k {manifest['settings']['k']}", f"--marginal {manifest['settings']['marginal']}", "--prompt plain"):
+    for flag in ("--steps $(ADAPTER_STEPS)", f"--batch {manifest['settings']['batch']}", f"-k {manifest['settings']['k']}",
+                 f"--marginal {manifest['settings']['marginal']}", "--prompt plain", f"--seed {manifest['seed']}"):
         assert flag in makefile, flag
+    assert float(re.search(r"--lr (\S+)", makefile).group(1)) == manifest["settings"]["lr"]
     assert f"ADAPTER_STEPS ?= {manifest['settings']['steps']}" in makefile
     config = json.loads((ADAPTER_DIR / "adapter_config.json").read_text(encoding="utf-8"))
     assert config["base_model_name_or_path"] == BASE_GENERATOR  # no folder of the machine that trained it
