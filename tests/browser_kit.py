@@ -215,15 +215,23 @@ def choose(driver, label: str, option: str, area: str = "main") -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    box = driver.find_element(By.CSS_SELECTOR, f'{AREAS[area]}input[role="combobox"][aria-label="{label}"]')
-    box.click()
+    from selenium.common.exceptions import StaleElementReferenceException
+
+    selector = f'{AREAS[area]}input[role="combobox"][aria-label="{label}"]'
+    driver.find_element(By.CSS_SELECTOR, selector).click()
     listbox = f'[role="listbox"][aria-label="{label}"] [role="option"]'
     wait_for(driver, lambda: driver.find_elements(By.CSS_SELECTOR, listbox), 20, f"the options of {label}")
     options = [o for o in driver.find_elements(By.CSS_SELECTOR, listbox) if o.text.strip().startswith(option)]
     assert options, f"{label}: no option starting {option!r}"
     options[0].click()
-    if driver.find_elements(By.CSS_SELECTOR, listbox):  # a multiselect stays open
-        box.send_keys(Keys.ESCAPE)
+    for _ in range(3):  # a multiselect stays open; the click's rerun may have drawn the box anew meanwhile
+        if not driver.find_elements(By.CSS_SELECTOR, listbox):
+            break
+        try:
+            driver.find_element(By.CSS_SELECTOR, selector).send_keys(Keys.ESCAPE)
+            break
+        except StaleElementReferenceException:
+            continue
 
 
 def options(driver, label: str, area: str = "main") -> list[str]:

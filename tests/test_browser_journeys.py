@@ -294,15 +294,15 @@ def test_index_swap_live_run_goes_on_across_pages_and_cancels(server, browser):
     before = recomputed(browser)  # a shared cache may hold rows of an earlier, cancelled run
     click_when_shown(browser, '//button[.//p[normalize-space()="Run the experiment" or '
                               'normalize-space()="Resume the experiment"]]', "the run button")
-    wait_for(browser, lambda: "Index swap experiment:" in body_text(browser), 120, "the run's progress")
+    wait_for(browser, lambda: "Index swap experiment · default:" in body_text(browser), 120, "the run's progress")
     open_page(browser, "by_hand", "By hand")
     sidebar = '//section[@data-testid="stSidebar"]'
-    wait_for(browser, lambda: "Index swap experiment:" in browser.find_element("xpath", sidebar).text, 60,
+    wait_for(browser, lambda: "Index swap experiment · default:" in browser.find_element("xpath", sidebar).text, 60,
              "the run in another page's sidebar")
     open_page(browser, "index_swap", "Index swap")
     wait_for(browser, lambda: recomputed(browser) > before, 300, "live rows in the tables")
     browser.save_screenshot(str(ARTIFACTS / "journey-swap-live.png"))
-    click_when_shown(browser, sidebar + '//*[@data-testid="stProgress"][contains(., "Index swap experiment:")]'
+    click_when_shown(browser, sidebar + '//*[@data-testid="stProgress"][contains(., "Index swap experiment · default:")]'
                               '/following::button[.//p[normalize-space()="Cancel"]][1]', "the sidebar's Cancel")
     wait_for(browser, lambda: settled(browser) and "The run was cancelled" in body_text(browser), 300, "the cancel")
     assert recomputed(browser) > before and "Held-out half" in body_text(browser)  # what it computed is kept
