@@ -14,7 +14,7 @@ def before_after() -> None:
     if not pairs:
         return
     st.subheader("What training changed")
-    st.caption("A: the untrained base (SmolLM2 as shipped, steered by worked examples). B: the trained default "
+    st.caption("A′: the untrained base (SmolLM2 as shipped, steered by worked examples). B′: the trained default "
                "(the same model fine-tuned through the RAG marginal likelihood on questions disjoint from this "
                "split). Both are shipped runs of the held-out test split with the same passages and settings.")
     names = {b: f"K={ev.load_run(b).settings.get('k', '?')} ({b.stem})" for _, b in pairs}
@@ -25,4 +25,4 @@ def before_after() -> None:
     if a is None or b is None:
         st.error("One of the two shipped runs cannot be read.")
         return
-    eval_views.pair(a, b, mode, "train_effect", ("the base", "the trained default"))
+    eval_views.pair(a, b, mode, "train_effect", ("A′", "B′"))

@@ -145,7 +145,7 @@ def test_the_eval_page_shows_what_training_changed(tmp_path, monkeypatch):
     visit(at, "eval.py")
     assert "What training changed" in [h.value for h in at.subheader]
     em = {m.label: m.value for m in at.metric}
-    for label, name in (("EM in the base", "base-test-k5"), ("EM in the trained default", "test-k5")):
+    for label, name in (("EM in A′", "base-test-k5"), ("EM in B′", "test-k5")):
         rows = shipped(name)["results"]
         right = sum(r["modes"]["rag-sequence"]["em"] for r in rows)
         assert em[label] == f"{right / len(rows):.1%}", (label, em[label])
