@@ -76,7 +76,8 @@ def test_the_ask_page_shows_the_numbers_of_the_cli_for_the_same_stack(monkeypatc
     for label, decoding, p in (("RAG-Token", "rag-token", "p_tok"), ("RAG-Sequence", "rag-sequence", "p_seq")):
         best = cli["answers"][decoding][0]
         value, delta = cards[label]
-        assert value.replace("\\", "") == (best["answer"] or "(empty)"), (label, value, best)
+        expected = best["answer"] if best["answer"] else "(empty)"  # the card's word for an empty answer
+        assert value.replace("\\", "") == expected, (label, value, best)
         assert delta.split(", ")[0] == f"p = {p_text(best[p])}", (label, delta, best[p])  # AppTest adds ", unchanged"
     (table,) = [d.value for d in at.dataframe if "prior p(z|x)" in getattr(d.value, "columns", [])][:1]
     assert list(table["title"]) == [h["title"] for h in cli["passages"]]
