@@ -40,10 +40,10 @@ bench: $(STAMP) $(SCALE)
 # The trained default's adapter (assets/adapters/smollm2-rag), made again from the shipped data:
 # LoRA on the packaged SmolLM2 through the RAG-Sequence marginal likelihood, on 2 CPU cores.
 ADAPTER_RUN ?= $(HOME)/.cache/rag-loupe/adapter-run
-ADAPTER_TRAIN := $(PY) -m rag_core train assets/train/questions.jsonl assets/train/leaders_tune.jsonl \
+ADAPTER_STEPS ?= 250
+ADAPTER_TRAIN = $(PY) -m rag_core train assets/train/questions.jsonl assets/train/leaders_tune.jsonl \
 	--out $(ADAPTER_RUN) --preset base --part generator --marginal sequence --prompt plain \
 	-k 5 --batch 4 --steps $(ADAPTER_STEPS) --lr 3e-4 --seed 0 --threads 2 --checkpoint-every 25
-ADAPTER_STEPS ?= 250
 adapter: $(STAMP)
 	$(ADAPTER_TRAIN) --force
 	$(PY) -m rag_core.training.shipped_adapter $(ADAPTER_RUN) --command "make adapter"
