@@ -6,6 +6,7 @@ import json
 import logging
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,18 @@ def test_the_manifest_describes_the_shipped_files(manifest):
     assert f"ADAPTER_STEPS ?= {manifest['settings']['steps']}" in makefile
     config = json.loads((ADAPTER_DIR / "adapter_config.json").read_text(encoding="utf-8"))
     assert config["base_model_name_or_path"] == BASE_GENERATOR  # no folder of the machine that trained it
+
+
+def test_make_adapter_expands_to_the_manifest_settings(manifest, tmp_path):
+    """The command `make adapter` really runs (a dry run prints it with every variable expanded)."""
+    dry = subprocess.run(["make", "-n", "adapter", f"ADAPTER_RUN={tmp_path}"], cwd=ROOT, capture_output=True,
+                         text=True, check=True).stdout
+    train_line = next(line for line in dry.splitlines() if " train " in line)
+    settings = manifest["settings"]
+    for flag in (f"--steps {settings['steps']} ", f"--batch {settings['batch']} ", f"-k {settings['k']} ",
+                 f"--marginal {settings['marginal']} ", f"--out {tmp_path} "):
+        assert flag in train_line + " ", (flag, train_line)
+    assert float(re.search(r"--lr (\S+)", train_line).group(1)) == settings["lr"]
 
 
 def test_assets_stay_small():
