@@ -117,7 +117,8 @@ if result is not None:
     for decoding in result.decodings():
         st.markdown(f"**{swap_views.LABELS[decoding]}**: accuracy by index (rows) and "
                     "leaders' year (columns); the diagonal should be high, the rest low. The held-out half is the "
-                    "result; the tuning half chose the base's prompt and trained the default, so its numbers flatter.")
+                    "result; the tuning half chose the base's worked examples and trained the default, so it flatters. "
+                    "The prompt's format was picked before the split, on 40 positions: 21 of them are held out now.")
         halves = st.columns(2)
         for col, split, label in zip(halves, ("test", "tune"), ("Held-out half", "Tuning half")):
             col.caption(f"{label} ({swap_views.split_positions(result, split)} positions)")

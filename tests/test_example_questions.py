@@ -39,7 +39,7 @@ def test_every_decode_mode_gives_the_same_greedy_answers(default_pipeline, examp
             a, b = runs[alone].answer(decoding), both.answer(decoding)
             assert a.token_ids == b.token_ids, (ex["question"], decoding, a.answer, b.answer)
             assert a.finished == b.finished
-            assert torch.allclose(a.token_logp.nan_to_num(9.0), b.token_logp.nan_to_num(9.0), atol=1e-4)  # rows batched differently: float32 sums in another order (README: within 1e-4)
+            assert torch.allclose(a.token_logp.nan_to_num(9.0), b.token_logp.nan_to_num(9.0), atol=1e-4)  # rows batched differently: float32 sums in another order (within 1e-4)
         assert runs["token"].answer("rag-sequence") is None and runs["sequence"].answer("rag-token") is None
 
 

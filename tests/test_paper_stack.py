@@ -40,7 +40,11 @@ from rag_core.retriever import Retriever
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = torch.device("cpu")
-TOL = 1e-4
+# Tolerances the docs quote (docs/results.md, "The engine against transformers"); measured on the seeded
+# tiny models: 4.8e-7 on s(z), 1.9e-6 per token, 9.5e-6 on the likelihoods (float32 sums over ~20 steps).
+TOL_SCORE = 1e-5
+TOL_TOKEN = 5e-6
+TOL_LIKELIHOOD = 2e-5
 K = 4
 ANSWERS = ["Ada Lovelace", "Nikola Tesla in 1750", "Paris", "the old tower of Oslo was built"]
 
@@ -142,9 +146,9 @@ def test_dpr_scores_and_prior(stack, engine, case):
     direct = (q @ d.T)[0]  # (K,)
     ours = torch.tensor([h.score for h in case.hits])  # (K,)
     print(f"max |Δ s(z)| = {(ours - direct).abs().max().item():.2e}, prior {[round(p, 3) for p in case.log_pz.exp().tolist()]}")
-    assert (ours - direct).abs().max().item() < TOL
+    assert (ours - direct).abs().max().item() < TOL_SCORE
     assert ours.tolist() == sorted(ours.tolist(), reverse=True)
-    assert (case.log_pz.exp() - torch.softmax(direct.double(), -1)).abs().max().item() < TOL
+    assert (case.log_pz.exp() - torch.softmax(direct.double(), -1)).abs().max().item() < TOL_SCORE
     prior = case.log_pz.exp()
     assert prior.max() < 0.9 and prior.max() - prior.min() > 0.05  # neither one-hot nor uniform: the mixtures matter
 
@@ -174,7 +178,7 @@ def test_per_token_logprobs_match_bart(engine, case, reference):
                 worst = max(worst, (case.tok_lp[n, z, : len(a)] - direct).abs().max().item())
                 assert torch.isnan(case.tok_lp[n, z, len(a):]).all()  # padded steps are never scored
     print(f"max |Δ log p(y_i|x,z,y<i)| vs BART = {worst:.2e}")
-    assert worst < TOL
+    assert worst < TOL_TOKEN
 
 
 def test_rag_token_likelihood_matches_transformers(case, reference):
@@ -182,7 +186,7 @@ def test_rag_token_likelihood_matches_transformers(case, reference):
     ours = marginals.rag_token(case.log_pz, case.tok_lp, case.mask)  # (N,)
     diff = (ours - reference.token.double()).abs().max().item()
     print(f"max |Δ log p_tok(y|x)| = {diff:.2e}")
-    assert diff < TOL
+    assert diff < TOL_LIKELIHOOD
 
 
 def test_rag_sequence_likelihood_matches_transformers(case, reference):
@@ -190,7 +194,7 @@ def test_rag_sequence_likelihood_matches_transformers(case, reference):
     ours = marginals.rag_sequence(case.log_pz, case.tok_lp, case.mask)  # (N,)
     diff = (ours - reference.sequence.double()).abs().max().item()
     print(f"max |Δ log p_seq(y|x)| = {diff:.2e}")
-    assert diff < TOL
+    assert diff < TOL_LIKELIHOOD
     # The two models disagree on these answers (the test would be weak if they did not).
     tok = marginals.rag_token(case.log_pz, case.tok_lp, case.mask)
     assert (ours - tok).abs().max().item() > 1e-3
@@ -200,7 +204,9 @@ def test_exclude_bos_drops_the_first_step(case, reference):
     """transformers' generate rescoring (exclude_bos_score=True) = our score without the <s> step."""
     assert all(a[0] == 0 for a in case.ids)  # BART answers start with <s>
     ours = marginals.rag_sequence(case.log_pz, case.tok_lp[..., 1:], case.mask[:, 1:])  # (N,)
-    assert (ours - reference.sequence_no_bos.double()).abs().max().item() < TOL
+    diff = (ours - reference.sequence_no_bos.double()).abs().max().item()
+    print(f"max |Δ log p_seq(y|x)| without <s> = {diff:.2e}")
+    assert diff < TOL_LIKELIHOOD
 
 
 def with_forced(gen, argmax: list[int], answer) -> list[int]:
@@ -227,7 +233,9 @@ def test_greedy_rag_token_follows_the_transformers_mixture(engine, case, referen
     mix = reference.token_model.marginalize(out.logits, reference.doc_scores.unsqueeze(0), n_docs=K)[0]  # (T, V)
     assert with_forced(gen, mix.argmax(-1).tolist(), best) == best.tokens
     per_doc = torch.log_softmax(out.logits, -1).gather(-1, dec.new_tensor(best.tokens).view(1, t, 1).expand(K, t, 1)).squeeze(-1)  # (K, T)
-    assert (best.token_logp - per_doc).abs().max().item() < TOL
+    diff = (best.token_logp - per_doc).abs().max().item()
+    print(f"max |Δ log p(y_i|x,z,y<i)| along the greedy path = {diff:.2e}")
+    assert diff < TOL_TOKEN
     # and the greedy RAG-Sequence beam of each passage is the argmax under that passage alone
     for z, beams_z in enumerate(rag_sequence_beams(gen, case.state0, SearchSettings(max_new_tokens=6))):
         tokens = beams_z[0].tokens

@@ -12,7 +12,7 @@ from rag_core.corpus import Passage
 from rag_core.generators import causal
 from rag_core.generators.shared_prefix import causal_mask, shared_prefix_attention
 
-TOL = 1e-4  # the README's figure: the cached prefix changes log-probs by < 1e-4 (float32, another summation order)
+TOL = 1e-4  # docs/results.md's figure: the cached prefix changes log-probs by < 1e-4 (float32, another order)
 
 
 @pytest.fixture(scope="module")

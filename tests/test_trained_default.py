@@ -25,7 +25,7 @@ from rag_core.training.shipped_adapter import PROBES, probe_logps
 
 ROOT = Path(__file__).resolve().parents[1]
 REAL_CACHE = cache_dir()  # read at import, before a test points RAG_LOUPE_CACHE at a throw-away folder
-TOL = 1e-4  # float32 kernels differ between CPUs by ~2e-5 (the README's figure)
+TOL = 1e-4  # float32 kernels differ between CPUs by ~2e-5 (docs/results.md quotes this tolerance)
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
 """`python -m rag_core eval QUESTIONS.jsonl`: exact match, answer-contained and answer-recall@K for
 closed-book, RAG-Token and RAG-Sequence, with the diagnosis verdict counts of the wrong answers,
 the retrieval metrics (hit@1, MRR, nDCG), the split of answers by whether a passage held the answer,
-and the share of answer tokens that came from the model's weights. `--compare RUN_A RUN_B` compares
-two saved runs instead (`eval_compare`).
+and, per answer, the share of its tokens that came from the model's weights, averaged over the right
+and over the wrong answers. `--compare RUN_A RUN_B` compares two saved runs instead (`eval_compare`).
 
 Every run is also saved under `cache_dir()/eval/` (JSON + CSV) for the app's Eval page.
 User errors (missing or empty file, no usable line, bad flag) exit 2 with one `error:` line;
