@@ -1,6 +1,10 @@
 """The Eval and Index swap paths share the app's models with every other session: run from several
 threads at once, they never use the generator at the same time (`Models.lock`, taken on the one
-pipeline path), and each thread gets exactly the answers it gets alone."""
+pipeline path), and each thread gets exactly the answers it gets alone.
+
+Every generator call that runs the model is watched, the heaviest included: the prompt pass
+(`prepare_rows`, also the closed-book pass's), the packed teacher forcing of thorough rescoring and
+of the gold answers (`teacher_force_packed`), and the decoding steps."""
 import threading
 import time
 
@@ -13,13 +17,17 @@ from rag_core.pipeline import Models, Pipeline
 
 
 class OneAtATime:
-    """A generator proxy that counts calls made while another call is still running."""
+    """A generator proxy that counts calls made while another call is still running. A guarded
+    method calls its siblings on the generator itself, not through the proxy, so a call never
+    overlaps its own inner calls."""
 
-    GUARDED = ("prepare", "select", "advance", "teacher_force")
+    GUARDED = ("prepare", "prepare_rows", "select", "advance", "teacher_force", "teacher_force_packed")
 
     def __init__(self, gen):
         self._gen, self._busy = gen, threading.Lock()
-        self.overlaps = self.calls = 0
+        self.overlaps = 0
+        self.calls: dict[str, int] = {}
+        self.closed_book_passes = 0  # prompt passes holding a row with no passage
 
     def __getattr__(self, name):
         attr = getattr(self._gen, name)
@@ -31,7 +39,10 @@ class OneAtATime:
                 self.overlaps += 1
                 self._busy.acquire()
             try:
-                self.calls += 1
+                self.calls[name] = self.calls.get(name, 0) + 1
+                if name == "prepare_rows":
+                    rows = args[0] if args else kwargs["rows"]
+                    self.closed_book_passes += any(passage is None for _, passage in rows)
                 time.sleep(0.002)  # widen the window an unlocked caller would slip into
                 return attr(*args, **kwargs)
             finally:
@@ -60,7 +71,10 @@ def test_eval_and_index_swap_from_several_threads(default_pipeline):
 
     jobs = [(eval_answers, q) for q in questions] + [(swap_answers, leader) for leader in leaders]
     alone = [fn(arg) for fn, arg in jobs]
-    assert guard.overlaps == 0 and guard.calls > 0
+    assert guard.overlaps == 0
+    # the heaviest calls are among those watched: a path that skipped the lock there would show
+    assert {"prepare_rows", "teacher_force_packed", "advance"} <= set(guard.calls), guard.calls
+    assert guard.closed_book_passes > 0
     together, errors = [None] * len(jobs), []
 
     def work(i, fn, arg):
