@@ -26,10 +26,10 @@ from .sources import offline_unless_allowed, pick_device, set_threads
 from .trace import Hit, Trace
 
 # Questions decoded as one batch by eval and the index swap, by device. On 2 CPU cores a batch
-# was measured slower than one question at a time (`bench --only batch`: 0.99x for 2, 0.82x for 4,
-# 0.72x for 8): the prompt pass is compute-bound (56% of a question's time) and every decoding step
-# copies each row's key/value cache, so a batch saves only the weight reads and pays for padding
-# rows to the longest prompt. On a GPU the batch keeps the device busy (`bench/gpu_paper_stack.py`).
+# measured no faster than one question at a time (`bench --only batch`, docs/results.md: 0.99x for
+# 2, 0.83x for 4, 0.86x for 8): the prompt pass is compute-bound (57% of a question's time), so a
+# batch saves only the weight reads and pays for padding rows to the longest prompt. On a GPU the
+# batch keeps the device busy (`bench/gpu_paper_stack.py`).
 CPU_BATCH = 1
 GPU_BATCH = 32
 
