@@ -114,12 +114,17 @@ def passages_table(trace: Trace, compact: bool = False) -> None:
 
 
 def export_buttons(frame: pd.DataFrame, kind: str, stem: str, key: str, what: str) -> None:
-    """One download button per export format (CSV, Parquet, JSON Lines) of the same frame."""
+    """One download button per export format (CSV, Parquet, JSON Lines) of the same frame, each
+    naming where its columns are documented: a file a user keeps must say how to read it."""
     names = {"csv": "CSV", "parquet": "Parquet", "jsonl": "JSON Lines"}
+    schema = f"{kind}/{exports.SCHEMAS[kind]}"
     for col, fmt in zip(st.columns(len(exports.FORMATS)), exports.FORMATS):
         col.download_button(f"Download the {what} ({names[fmt]})", exports.frame_bytes(frame, fmt, kind),
                             file_name=f"{stem}.{fmt}", mime=exports.MIME[fmt], key=f"{key}_{fmt}",
-                            help="The same columns in every format (docs/trace-schema.md), as the CLI writes them.")
+                            help=f"The same columns in every format, as the CLI writes them (schema "
+                                 f"{schema}). Every column is explained in `{exports.DOCS}` in the "
+                                 "repository.")
+    st.caption(f"Columns (schema {schema}) explained in `{exports.DOCS}` in the repository.")
 
 
 def csv_download(trace: Trace, key: str) -> None:

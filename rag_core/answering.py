@@ -17,6 +17,7 @@ from .config import RAG_SEQUENCE, RAG_TOKEN, Config
 from .decoding import Job, Scored, SearchSettings, decode_jobs
 from .generators import Generator
 from .generators.base import GenState
+from .generators.fingerprint import prompt_fingerprint
 from .trace import Candidate, Hit, Trace
 
 
@@ -46,7 +47,7 @@ def trace_of(gen: Generator, question: str, hits: list[Hit], log_pz: torch.Tenso
     candidates = to_candidates(gen, RAG_TOKEN, token_scored) + to_candidates(gen, RAG_SEQUENCE, seq)
     settings = {"k": len(hits), "beams": cfg.beams, "rescore": cfg.rescore, "decode": cfg.decode,
                 "max_new_tokens": cfg.max_new_tokens, "length_penalty": cfg.length_penalty,
-                "early_stopping": cfg.early_stopping, "generator": gen.id}
+                "early_stopping": cfg.early_stopping, "generator": gen.id, "prompt": prompt_fingerprint(gen.id)}
     return Trace(question, index_name, hits, log_pz.double(), scale, candidates, settings, model_calls=calls)
 
 
@@ -73,6 +74,7 @@ class Query:
     index_name: str
     cfgs: list[Config]
     notices: list[str] = field(default_factory=list)
+    encoder: str | None = None  # the retriever's id, recorded in each trace's settings
 
 
 def decode_queries(gen: Generator, queries: list[Query], scale_of: Callable[[Config], float],
@@ -110,6 +112,7 @@ def decode_queries(gen: Generator, queries: list[Query], scale_of: Callable[[Con
         hits = q.hits[: cfg.k]
         trace = trace_of(gen, q.question, hits, log_pz, cfg, q.index_name, scale, result, state.calls)
         trace.settings["notices"] = q.notices
+        trace.settings["encoder"] = q.encoder
         own = None
         if keep_state:
             whole = job.rows == list(range(state.logprobs.shape[0]))

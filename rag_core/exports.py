@@ -4,7 +4,8 @@ The same dataframe (`Trace.to_frame`, `EvalRun.frame`) is written in every forma
 means the same thing in each; docs/trace-schema.md lists the columns and their schema versions.
 CSV is made spreadsheet-safe (formula-like text cells quoted with a leading '); Parquet and JSON
 Lines keep every value exactly as computed, and Parquet carries the schema version in its metadata
-(key `rag_loupe_schema`, e.g. b"trace/2").
+(key `rag_loupe_schema`, e.g. b"trace/3") and, for a trace, the settings it was decoded with (key
+`rag_loupe_settings`, JSON), so a script can read them without loading a row.
 
 >>> import pandas as pd
 >>> frame = pd.DataFrame({"query": ["=1+1"], "p": [0.5]})
@@ -14,16 +15,17 @@ Lines keep every value exactly as computed, and Parquet carries the schema versi
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .trace import neutralise, write_csv
+from .trace import SCHEMA_VERSION, SETTING_COLUMNS, neutralise, write_csv
 
 FORMATS = ("csv", "parquet", "jsonl")
-SCHEMAS = {"trace": 2, "eval": 2}  # the schema version of each frame (docs/trace-schema.md)
+SCHEMAS = {"trace": SCHEMA_VERSION, "eval": 2}  # the schema version of each frame (docs/trace-schema.md)
 EVAL_TEXT_COLUMNS = ("question", "answer", "answers", "title")  # the eval rows' text a spreadsheet must not run
 # The eval rows leave a cell empty ("") where a mode has no value (closed-book's recall and
 # probabilities); typed formats get a null there instead, and one type a column.
@@ -31,6 +33,8 @@ EVAL_TYPES = {"recall": "Int64", "answer_rank": "Int64", "p_seq": "Float64", "p_
               "weights_share": "Float64"}
 MIME = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet", "jsonl": "application/jsonl"}
 SCHEMA_KEY = b"rag_loupe_schema"
+SETTINGS_KEY = b"rag_loupe_settings"
+DOCS = "docs/trace-schema.md"  # where the columns of every export are documented, in the repository
 
 
 def format_of(path: str | Path) -> str:
@@ -61,12 +65,28 @@ def frame_bytes(frame: pd.DataFrame, fmt: str, kind: str) -> bytes:
         return frame.to_json(orient="records", lines=True, force_ascii=False, double_precision=15).encode("utf-8")
     if fmt == "parquet":
         table = pa.Table.from_pandas(frame, preserve_index=False)
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
-                                               SCHEMA_KEY: f"{kind}/{SCHEMAS[kind]}".encode()})
+        meta = {SCHEMA_KEY: f"{kind}/{SCHEMAS[kind]}".encode()}
+        if kind == "trace":
+            meta[SETTINGS_KEY] = json.dumps(frame_settings(frame)).encode()
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **meta})
         buf = io.BytesIO()
         pq.write_table(table, buf)
         return buf.getvalue()
     raise ValueError(f"unknown export format {fmt!r} (one of {', '.join(FORMATS)})")
+
+
+def frame_settings(frame: pd.DataFrame) -> dict:
+    """The settings a trace frame was decoded with, from its setting columns (every row holds the
+    same): what a Parquet export carries in its metadata. Empty for a frame with no rows.
+
+    >>> frame_settings(pd.DataFrame({"k": [5, 5], "scale": [20.0, 20.0], "beams": [None, None]}))
+    {'k': 5, 'scale': 20.0, 'beams': None}
+    """
+    if frame.empty:
+        return {}
+    first = frame.iloc[0]
+    return {c: (None if pd.isna(first[c]) else first[c].item() if hasattr(first[c], "item") else first[c])
+            for c in SETTING_COLUMNS if c in frame}
 
 
 def write_frame(frame: pd.DataFrame, path: str | Path, kind: str) -> None:
@@ -84,8 +104,14 @@ def read_frame(path: str | Path) -> pd.DataFrame:
     return pq.read_table(path).to_pandas()
 
 
+def settings_of(path: str | Path) -> dict:
+    """The settings a Parquet trace export carries in its metadata ({} when it has none)."""
+    value = (pq.read_schema(path).metadata or {}).get(SETTINGS_KEY)
+    return json.loads(value) if value else {}
+
+
 def schema_of(path: str | Path) -> str | None:
-    """The schema a Parquet export was written with ("trace/2"), None when it has none."""
+    """The schema a Parquet export was written with ("trace/3"), None when it has none."""
     meta = pq.read_schema(path).metadata or {}
     value = meta.get(SCHEMA_KEY)
     return value.decode() if value else None

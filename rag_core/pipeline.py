@@ -160,7 +160,7 @@ class Pipeline:
         hits = self.retrieve(question, max(c.k for c in cfgs), query_vector)
         if not hits:
             raise QuestionError("the index returned no passages")
-        return Query(question, hits, self.index_name, cfgs, notices)
+        return Query(question, hits, self.index_name, cfgs, notices, self.models.encoder.id)
 
     def run_many(self, questions: list[str], cfgs: list[Config], keep_state: bool = False) -> list[list[PreparedRun]]:
         """Several questions, each under `cfgs`, decoded as one batch (`decode_queries`): the same

@@ -19,7 +19,14 @@ from .corpus import Passage
 COLUMNS = ["query", "index", "decoding", "candidate", "answer", "step", "token", "token_id", "doc_rank", "doc_id",
            "doc_title", "doc_score", "prior", "p_token_doc", "p_token_mix", "posterior_step", "posterior_prefix",
            "logp_prefix_doc", "finished", "forced"]
-TEXT_COLUMNS = ["query", "index", "decoding", "answer", "token", "doc_id", "doc_title"]
+# Schema 3 appends what makes an export stand alone: the whole answer's probability under both
+# marginals, the passage text, the settings and models it was decoded with, and the schema version.
+SETTING_COLUMNS = ["k", "scale", "decode", "beams", "length_penalty", "max_new_tokens", "early_stopping",
+                   "rescore", "encoder", "generator", "prompt_fingerprint"]
+SCHEMA_VERSION = 3  # docs/trace-schema.md: bumped whenever columns are appended
+COLUMNS += ["p_seq", "p_tok", "doc_text", *SETTING_COLUMNS, "schema_version"]
+TEXT_COLUMNS = ["query", "index", "decoding", "answer", "token", "doc_id", "doc_title", "doc_text", "decode",
+                "rescore", "encoder", "generator", "prompt_fingerprint"]
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -92,8 +99,17 @@ class Trace:
         return write_csv(self.to_frame(), path_or_buf)
 
 
+def settings_row(trace: Trace) -> dict:
+    """The settings and models a trace was decoded with, as its export's SETTING_COLUMNS write them
+    (None where the trace did not record one, e.g. a toy's beams)."""
+    recorded = {name: trace.settings.get(name) for name in SETTING_COLUMNS}
+    return recorded | {"k": trace.k, "scale": float(trace.scale),
+                       "prompt_fingerprint": trace.settings.get("prompt")}
+
+
 def trace_frame(trace: Trace) -> pd.DataFrame:
     """The long table, vectorised per candidate: (K, T) arrays flattened step-major."""
+    settings = settings_row(trace)
     lpz = trace.log_prior.double()  # (K,)
     prior = lpz.exp().numpy()  # (K,)
     k = trace.k
@@ -131,6 +147,11 @@ def trace_frame(trace: Trace) -> pd.DataFrame:
             "logp_prefix_doc": cum.T.reshape(-1),
             "finished": c.finished,
             "forced": [bool(c.forced[s]) for s in steps],
+            "p_seq": float(marginals.rag_sequence(lpz, lp).exp()),
+            "p_tok": float(marginals.rag_token(lpz, lp).exp()),
+            "doc_text": [trace.hits[d].passage.text for d in docs],
+            **settings,
+            "schema_version": SCHEMA_VERSION,
         }))
     if not frames:
         return pd.DataFrame(columns=COLUMNS)

@@ -23,7 +23,7 @@ def test_ask_expected_prints_the_panels_verdicts_and_counterfactuals(default_pip
     trace = default_pipeline.run(question, cfg)
     csv, parquet, jsonl = (exports.read_frame(tmp_path / f"t.{f}") for f in ("csv", "parquet", "jsonl"))
     assert len(csv) == len(parquet) == len(jsonl) == len(trace.to_frame())  # one frame, three formats
-    assert exports.schema_of(tmp_path / "t.parquet") == "trace/2"
+    assert exports.schema_of(tmp_path / "t.parquet") == f"trace/{exports.SCHEMAS['trace']}"
     forced = scoring.force_answers(default_pipeline, trace, expected)
     closed = default_pipeline.closed_book(trace.query, cfg)
     deep = deep_search.deep_search(default_pipeline, trace, expected)

@@ -8,6 +8,10 @@ from conftest import check_trace_invariants
 from rag_core import exports, toys
 from rag_core.analysis.evaluation import CSV_COLUMNS, EvalRun
 from rag_core.analysis.question_result import ModeResult, QuestionResult
+from rag_core.config import Config
+from rag_core.corpus import Passage
+from rag_core.generators.fingerprint import prompt_fingerprint
+from rag_core.index import PassageIndex
 from rag_core.trace import COLUMNS
 
 
@@ -50,3 +54,88 @@ def test_eval_rows_round_trip_and_csv_alone_neutralises_formulas(tmp_path, fmt):
 def test_an_unknown_suffix_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="use .csv, .parquet or .jsonl"):
         exports.write_frame(pd.DataFrame({"a": [1]}), tmp_path / "x.xlsx", "trace")
+
+
+# The trace's columns of schema 2, in order: scripts written against them must keep working.
+SCHEMA_2_COLUMNS = ["query", "index", "decoding", "candidate", "answer", "step", "token", "token_id",
+                    "doc_rank", "doc_id", "doc_title", "doc_score", "prior", "p_token_doc", "p_token_mix",
+                    "posterior_step", "posterior_prefix", "logp_prefix_doc", "finished", "forced"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from conftest import tiny_pipeline
+
+    return tiny_pipeline(tmp_path_factory.mktemp("tiny-exports"))[0]
+
+
+def test_schema_3_appends_its_columns_after_the_old_ones_unchanged():
+    assert COLUMNS[:len(SCHEMA_2_COLUMNS)] == SCHEMA_2_COLUMNS
+    assert exports.SCHEMAS["trace"] == 3
+    frame = toys.run_toy("obama").trace.to_frame()
+    assert list(frame.columns) == COLUMNS
+    assert set(frame["schema_version"]) == {3}
+    # the old columns hold what they held: the design's worked numbers (docs/design.md §1.7)
+    first = frame[(frame["decoding"] == "rag-token") & (frame["candidate"] == 0) & (frame["step"] == 0)]
+    assert first["prior"].tolist() == pytest.approx([0.7, 0.3], abs=1e-12)
+    assert first["p_token_doc"].tolist() == pytest.approx([0.8, 0.4], abs=1e-12)
+
+
+def test_whole_answer_probabilities_equal_the_marginals_of_the_rows(tiny):
+    trace = tiny.run("What is the capital of France?", Config(k=3, beams=2, max_new_tokens=5, rescore="fast"))
+    frame = trace.to_frame()
+    checked = 0
+    for (_, _), cand in frame.groupby(["decoding", "candidate"]):
+        steps = cand.drop_duplicates("step").sort_values("step")
+        # RAG-Token: the product over steps of the mixture, in log space
+        assert cand["p_tok"].iloc[0] == pytest.approx(np.exp(np.log(steps["p_token_mix"]).sum()), rel=1e-9)
+        # RAG-Sequence: Σ_z p(z|x) p(y|x,z), p(y|x,z) from the last step's running log p (unscored: 0)
+        last = cand[cand["step"] == cand["step"].max()]
+        p_y_z = np.exp(last["logp_prefix_doc"].fillna(-np.inf))
+        assert cand["p_seq"].iloc[0] == pytest.approx(float((last["prior"] * p_y_z).sum()), rel=1e-9)
+        assert cand["p_seq"].nunique() == 1
+        assert cand["p_tok"].nunique() == 1
+        checked += 1
+    assert checked >= 3
+    toy = toys.run_toy("obama").trace.to_frame()  # the design's numbers: p_seq 0.516, p_tok 0.449
+    born = toy[toy["answer"] == "born Hawaii"]
+    assert (round(born["p_seq"].iloc[0], 3), round(born["p_tok"].iloc[0], 3)) == (0.516, 0.449)
+
+
+def test_settings_columns_and_parquet_metadata_are_the_config_used(tiny, tmp_path):
+    cfg = Config(k=2, beams=3, max_new_tokens=4, length_penalty=0.5, rescore="fast", decode="sequence",
+                 scale=7.5)
+    trace = tiny.run("Who wrote Hamlet?", cfg)
+    frame = trace.to_frame()
+    gen = tiny.models.generator
+    want = {"k": 2, "scale": 7.5, "decode": "sequence", "beams": 3, "length_penalty": 0.5,
+            "max_new_tokens": 4, "early_stopping": cfg.early_stopping, "rescore": "fast",
+            "encoder": tiny.models.encoder.id, "generator": gen.id,
+            "prompt_fingerprint": prompt_fingerprint(gen.id)}
+    for col, value in want.items():
+        assert frame[col].tolist() == [value] * len(frame), col
+    texts = {h.rank: h.passage.text for h in trace.hits}
+    assert frame["doc_text"].tolist() == [texts[r] for r in frame["doc_rank"]]
+    path = tmp_path / "t.parquet"
+    exports.write_frame(frame, path, "trace")
+    assert exports.settings_of(path) == want
+    assert exports.schema_of(path) == "trace/3"
+    for fmt in ("jsonl", "parquet"):
+        exports.write_frame(frame, tmp_path / f"t.{fmt}", "trace")
+        back = exports.read_frame(tmp_path / f"t.{fmt}")
+        assert list(back.columns) == COLUMNS
+        assert back[list(want)].iloc[0].to_dict() == want
+
+
+def test_a_passage_starting_like_a_formula_is_neutralised_in_csv_alone(tiny, tmp_path):
+    passages = [Passage("p1", "=Formula", '=HYPERLINK("http://x.example","a") Paris is the capital.'),
+                Passage("p2", "@Other", "+1 Berlin is the capital of Germany.")]
+    enc = tiny.models.encoder
+    evil = tiny.with_index("evil", PassageIndex.build(enc.encode_passages(passages), passages, enc.id))
+    frame = evil.run("What is the capital of France?", Config(k=2, max_new_tokens=3)).to_frame()
+    for fmt in exports.FORMATS:
+        exports.write_frame(frame, tmp_path / f"t.{fmt}", "trace")
+        back = exports.read_frame(tmp_path / f"t.{fmt}")
+        raw = {p.text for p in passages} | {p.title for p in passages}
+        shown = set(back["doc_text"]) | set(back["doc_title"])
+        assert shown == ({"'" + t for t in raw} if fmt == "csv" else raw), fmt
