@@ -15,7 +15,8 @@ from plotly.subplots import make_subplots
 
 from app.views import passage_color, plot_text, token_label
 from rag_core.marginals import p_text
-from rag_core.analysis.token_sources import END, FORCED, LABELS as SOURCE_LABELS, PASSAGE, SEVERAL, WEIGHTS
+from rag_core.analysis.token_sources import (END, FORCED, KNOWN, LABELS as SOURCE_LABELS, PASSAGE, SEVERAL,
+                                             UNSEEN, WEIGHTS, kind)
 
 NO_BAR = {"displayModeBar": False}  # the plotly_chart config of the small charts
 
@@ -344,7 +345,9 @@ def add_pull_arrow(fig: go.Figure, start, end, dims: int) -> None:
 
 # ---------------- where each token came from ----------------
 
-SOURCE_COLORS = {SEVERAL: "#a0a0a0", WEIGHTS: "#2f2f2f", FORCED: "#e8e8e8", END: "#e8e8e8"}
+SOURCE_COLORS = {SEVERAL: "#a0a0a0", WEIGHTS: "#2f2f2f", KNOWN: "#5b5b5b", UNSEEN: "#2f2f2f",
+                 FORCED: "#e8e8e8", END: "#e8e8e8"}
+DARK_SOURCES = (WEIGHTS, KNOWN, UNSEEN)  # dark, white text; KNOWN also hatched: not told by colour alone
 
 
 def _times(gain: float) -> str:
@@ -355,22 +358,28 @@ def _times(gain: float) -> str:
 
 
 def source_strip(tokens: list[str], found: list, labels: list[str]) -> go.Figure:
-    """The answer's tokens coloured by where each came from (`token_sources`): the colour of the
-    passage that carried it, grey for several passages, near-black for the model's weights, pale
-    for forced and end tokens; the hover holds the numbers."""
-    colors = [passage_color(s.top) if s.label == PASSAGE else SOURCE_COLORS[s.label] for s in found]
-    hover = [f"step {s.step}: {plot_text(token_label(t))} · {SOURCE_LABELS[s.label]}"
+    """The answer's tokens coloured by where each came from (`token_sources.kind`): the colour of
+    the passage that carried it, grey for several passages, dark grey and hatched for a token the
+    model already knew that a passage holds, near-black for one no passage holds, pale for forced
+    and end tokens; the hover holds the numbers."""
+    kinds = [kind(s) for s in found]
+    colors = [passage_color(s.top) if k == PASSAGE else SOURCE_COLORS[k] for s, k in zip(found, kinds)]
+    hover = [f"step {s.step}: {plot_text(token_label(t))} · {SOURCE_LABELS[kind(s)]}"
              f"<br>p with the passages {p_text(math.exp(s.logp_rag))} · closed-book {p_text(math.exp(s.logp_closed))}"
              f" ({_times(s.gain)})<br>top passage {plot_text(labels[s.top])}: {s.top_share:.2f} of the token"
              for t, s in zip(tokens, found)]
     fig = go.Figure(go.Bar(x=list(range(len(tokens))), y=[1] * len(tokens),
-                           marker=dict(color=colors, line=dict(color="white", width=1)),
+                           marker=dict(color=colors, line=dict(color="white", width=1),
+                                       pattern=dict(shape=["/" if k == KNOWN else "" for k in kinds],
+                                                    fillmode="overlay", fgcolor="#8c8c8c", size=12,
+                                                    solidity=0.25)),
                            text=[plot_text(token_label(t)) for t in tokens], textposition="inside",
                            insidetextanchor="middle", hovertext=hover, hoverinfo="text", width=0.96, showlegend=False,
-                           textfont=dict(color=["white" if s.label == WEIGHTS else "black" for s in found])))
+                           textfont=dict(color=["white" if k in DARK_SOURCES else "black" for k in kinds])))
     used = sorted({s.top for s in found if s.label == PASSAGE})
     keys = [(plot_text(labels[z]), passage_color(z)) for z in used]
-    keys += [(SOURCE_LABELS[lab], SOURCE_COLORS[lab]) for lab in (SEVERAL, WEIGHTS) if any(s.label == lab for s in found)]
+    keys += [(SOURCE_LABELS[lab], SOURCE_COLORS[lab]) for lab in (SEVERAL, KNOWN, UNSEEN, WEIGHTS)
+             if lab in kinds]
     for name, color in keys:  # the colour key: one square per source present
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip",
                                  marker=dict(color=color, symbol="square", size=12)))

@@ -14,6 +14,7 @@ import streamlit as st
 
 from app import jobs
 from app import stack as stacks
+from rag_core.analysis import confidence as certainty
 from rag_core.analysis import sentences
 from rag_core.analysis import token_sources as origins
 from rag_core.catalog import available_indexes, default_index_name, resolve_index
@@ -101,7 +102,20 @@ def token_sources(trace: Trace, decoding: str, rank: int = 0) -> list[origins.To
     except USER_ERRORS as e:
         st.error(str(e).splitlines()[0] if str(e) else "that did not work")
         return None
-    return origins.candidate_sources(trace.log_prior, cand, closed)
+    return origins.candidate_sources(trace.log_prior, cand, closed, origins.passage_texts(trace))
+
+
+def confidence(trace: Trace, cand) -> certainty.Confidence:
+    """Whether the model is guessing at this answer (`rag_core.analysis.confidence`), from the trace
+    and the answer's closed-book row (the one the token sources use, computed once). Without that
+    row (a user error computing it) the rule runs without its support check."""
+    closed = None
+    if cand.token_ids:
+        try:
+            closed = _closed_book_row(stack_key(), trace.query, tuple(cand.token_ids))
+        except USER_ERRORS:
+            closed = None
+    return certainty.candidate_confidence(trace, cand, closed)
 
 
 @st.cache_resource(show_spinner="Reading the passage with each sentence left out…", max_entries=256)

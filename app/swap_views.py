@@ -7,10 +7,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import views
+from app import answer_card, views
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.hotswap import judge, results, stack_comparison
-from rag_core.marginals import p_text, prob
 from rag_core.trace import Trace
 
 LABELS = {RAG_TOKEN: "RAG-Token", RAG_SEQUENCE: "RAG-Sequence"}
@@ -51,15 +50,15 @@ SHOW = {"right": st.success, "other-year": lambda text: st.markdown(f":red[**{te
 
 
 def answers_on(trace: Trace, year: str, known: tuple[str, str] | None) -> None:
-    """Both decodings' answers on one index as metrics, each with its verdict, then the passages."""
+    """Both decodings' answers on one index as answer cards (low confidence shown as on every
+    page), each with its verdict, then the passages."""
     for decoding, label in LABELS.items():
         best = trace.answer(decoding)
         if best is None:
             continue
-        logp = best.log_p_tok(trace.log_prior) if decoding == RAG_TOKEN else best.log_p_seq(trace.log_prior)
         said = verdict(best.answer, known)
-        st.metric(f"{label} ({year} index)", views.md_text(best.answer) or "(empty)", f"p = {p_text(prob(logp))}",
-                  delta_color="off", delta_arrow="off", help=said or None)
+        answer_card.card(trace, best, f"{label} ({year} index)", key=f"swap-{year}-{decoding}",
+                         help=said or None)
         if said:
             kind = verdict_kind(best.answer, known, year)
             extra = {"right": ": right for this index", "other-year": ", the other year's: wrong for this index"}

@@ -1,4 +1,5 @@
-"""Small presentation helpers shared by pages: answer cards, passage lists, the CSV download.
+"""Small presentation helpers shared by pages: passage lists, tables, the CSV download (the answer
+cards are in `app.answer_card`).
 
 Passage text is always shown as plain text (st.text / dataframes), never as Markdown or HTML.
 The pages' plotly figures are built in `app.charts`.
@@ -15,34 +16,8 @@ import streamlit as st
 from app import state
 from rag_core import exports, marginals
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
-from rag_core.marginals import p_text, prob
+from rag_core.marginals import p_text
 from rag_core.trace import Trace
-
-
-def answer_cards(trace: Trace) -> None:
-    cols = st.columns(2)
-    for col, decoding, label in zip(cols, (RAG_TOKEN, RAG_SEQUENCE), ("RAG-Token", "RAG-Sequence")):
-        best = trace.answer(decoding)
-        with col:
-            if best is None:
-                st.caption(f"{label}: not decoded")
-                continue
-            main = best.log_p_tok(trace.log_prior) if decoding == RAG_TOKEN else best.log_p_seq(trace.log_prior)
-            st.metric(label, md_text(best.answer) or "(empty)", f"p = {p_text(prob(main))}", delta_color="off", delta_arrow="off")
-            other = "p_seq" if decoding == RAG_TOKEN else "p_tok"
-            other_p = best.log_p_seq(trace.log_prior) if decoding == RAG_TOKEN else best.log_p_tok(trace.log_prior)
-            st.caption(f"{other} of the same answer: {p_text(prob(other_p))}" + "".join(f" · {n}" for n in ending_notes(best)))
-
-
-def ending_notes(c) -> list[str]:
-    """Plain words for how an answer began and ended, where decoding rules (not the model) decided."""
-    notes = []
-    if c.forced and c.forced[0] and len(c.forced) > 1:
-        notes.append("first token forced by the generator's settings")
-    if not c.finished:
-        notes.append("end token forced at the token limit" if c.forced and c.forced[-1] else
-                     "unfinished: cut at the token limit")
-    return notes
 
 
 def citation(log_prior, cand) -> np.ndarray:

@@ -3,7 +3,7 @@ import json
 
 import streamlit as st
 
-from app import compare, diagnose_panel, source_views, state, views
+from app import answer_card, compare, diagnose_panel, source_views, state, views
 from rag_core.config import ASSETS
 
 st.title("Ask")
@@ -43,7 +43,7 @@ if trace is not None:
     for notice in trace.settings.get("notices", []):
         st.warning(notice)
     views.about(trace)
-    views.answer_cards(trace)
+    answer_card.answer_cards(trace, "ask")
     source_views.section(trace, key="ask_sources")
     st.subheader(f"The {trace.k} passages")
     st.caption("score s(z) = d(z)·q(x); prior p(z|x) = softmax(scale · s); p(z|x,y) tok / seq: the posterior after the "

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import charts, source_views, views
+from app import answer_card, charts, source_views, views
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import p_text
 from rag_core import stepper
@@ -32,6 +32,7 @@ for col, (name, cand) in zip(cols, answers.items()):
     with col:
         st.plotly_chart(charts.slope_chart(labels, titles, trace.prior, post, f"{name}: “{cand.answer}”"),
                         key=f"cit_slope_{name}", config=charts.NO_BAR)
+        answer_card.note(trace, cand)
 if any(np.isnan(c.token_logp.numpy()).any() for c in answers.values()):
     st.caption("Fast rescoring: a passage that never produced the answer counts p(y|x,z) = 0, so its posterior is 0.")
 

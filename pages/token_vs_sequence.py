@@ -4,7 +4,7 @@ import math
 import numpy as np
 import streamlit as st
 
-from app import charts, source_views, step_views, views
+from app import answer_card, charts, source_views, step_views, views
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import p_text
 from rag_core import stepper
@@ -17,7 +17,7 @@ trace = views.need_trace()
 lpz = trace.log_prior
 ss = st.session_state
 
-views.answer_cards(trace)
+answer_card.answer_cards(trace, "tvs")
 step_views.verdict_box(stepper.compare(trace))
 
 # --- which answer, which step (state survives page switches: plain keys, copied into the widgets) ---
@@ -80,7 +80,7 @@ st.caption("How to read the strip: each box is one token of the answer, in the c
            "out for: its responsibilities stay within 5 points of the prior, so it would come out much the same "
            "whichever passage was read. ␣ is a space; ↵ is the line break that ends an answer (the default "
            "generator's end token). The outlined box is the step shown below.")
-source_views.section(trace, (cand.decoding,), cand.rank, key="tvs_sources")
+source_views.section(trace, (cand.decoding,), cand.rank, key="tvs_sources", beside_responsibility=True)
 
 i = step
 m = st.columns(4)

@@ -202,18 +202,25 @@ def wiki_pipeline(default_pipeline):
 
 
 def test_the_ask_page_shows_the_token_sources_the_engine_computes(at, wiki_pipeline):
-    """The Ask page's shares per decoding are those recomputed here from a fresh trace and a fresh
-    closed-book row, and each strip is drawn."""
-    from app.source_views import share_line
-    from rag_core.analysis.token_sources import candidate_sources
+    """The Ask page's shares per decoding are those recomputed here from a fresh trace, a fresh
+    closed-book row and the passages' texts, under the categories' names, each strip is drawn, and
+    under it the line that says what each category it shows measures."""
+    from app.source_views import key_line, share_line
+    from rag_core.analysis.token_sources import LABELS, MEANINGS, candidate_sources, kind, passage_texts
 
     visit(at, "ask.py")
     fresh = wiki_pipeline.run("Who wrote Moby-Dick?", Config(index="wiki"))
     captions = [c.value for c in at.caption]
     for decoding, name in (("rag-token", "RAG-Token"), ("rag-sequence", "RAG-Sequence")):
         c = fresh.answer(decoding)
-        found = candidate_sources(fresh.log_prior, c, wiki_pipeline.closed_book_scores(fresh.query, [c.token_ids])[0])
+        closed = wiki_pipeline.closed_book_scores(fresh.query, [c.token_ids])[0]  # (T,)
+        found = candidate_sources(fresh.log_prior, c, closed, passage_texts(fresh))
+        assert all(s.in_passage is not None for s in found)
         assert f"{name}: {share_line(found)}" in captions, captions
+        assert key_line(found) in captions, captions
+        for k in {kind(s) for s in found} & set(MEANINGS):  # each category shown is named and explained
+            assert f"{LABELS[k].capitalize()}: {MEANINGS[k]}" in key_line(found)
+    assert not any("model's weights" in t for t in captions), captions  # the old words that read as "no part"
     keys = {getattr(c, "key", None) for c in at.get("plotly_chart")}
     assert {"ask_sources_rag-token_0", "ask_sources_rag-sequence_0"} <= keys
 

@@ -9,7 +9,9 @@ import torch
 
 from conftest import tiny_pipeline
 from rag_core import marginals
-from rag_core.analysis.token_sources import END, PASSAGE, SEVERAL, WEIGHTS, shares, token_sources
+from rag_core.analysis.token_sources import (END, KNOWN, PASSAGE, SEVERAL, UNSEEN, WEIGHTS,
+                                             credit_differences, differing_steps, in_passages, kind, shares,
+                                             token_sources)
 from rag_core.config import Config
 from rag_core.corpus import Passage
 from rag_core.decoding import score_answers
@@ -63,6 +65,57 @@ def test_the_gain_threshold_is_a_doubling():
         found, _, _ = sources_of({"z1": {"": {"Paris": 0.5}}, "z2": {"": {"Paris": 0.5}}}, {"": {"Paris": closed}},
                                  "Paris")
         assert found[0].label == want, closed
+
+
+# ------------------------------------------------ already known: in a passage, or in none
+def test_a_known_token_is_split_by_whether_a_passage_holds_its_word():
+    """"1989" the model already gives (closed-book 0.9, the passages 0.95: no doubling) is "weights"
+    either way; shown as "in a passage, already known" beside a passage that says 1989, and as
+    "not in any passage" beside passages that do not. The machine label and `weights_share` stay."""
+    gen = ToyGenerator({"z1": {"": {"1989": 0.95}, "1989": {"</s>": 1.0}}, "z2": {"": {"1989": 0.95}}},
+                       closed_book={"": {"1989": 0.9}, "1989": {"</s>": 1.0}})
+    ids = gen.encode_answer("1989")
+    rag, _, _, _ = score_answers(gen, gen.prepare("q?", PASSAGES), [ids])  # (1, K, T)
+    book, _, _, _ = score_answers(gen, gen.prepare("q?", None), [ids])  # (1, 1, T)
+    tokens = [gen.token_text(i) for i in ids]
+    for texts, want in ((["Berlin Wall\nThe wall fell on 9 November 1989.", "Louvre\nA museum."], KNOWN),
+                        (["Berlin Wall\nThe wall fell in 19890 BC.", "Louvre\nA museum."], UNSEEN)):
+        found = token_sources(PRIOR, rag[0], book[0, 0], ends_with_eos=True, passages=texts, tokens=tokens)
+        assert [s.label for s in found] == [WEIGHTS, END]
+        assert kind(found[0]) == want
+        assert shares(found)[WEIGHTS] == 1.0
+        assert shares(found, shown=True) == {PASSAGE: 0.0, SEVERAL: 0.0, KNOWN: float(want == KNOWN),
+                                             UNSEEN: float(want == UNSEEN), WEIGHTS: 0.0}
+
+
+@pytest.mark.parametrize("tokens,passages,want", [
+    ([" Herman", " Mel", "ville"], ["Moby-Dick\nA novel by Herman Melville."], [True, True, True]),
+    ([" Herman", " Mel", "ville"], ["Melbourne\nA city; Herman is a name."], [True, False, False]),  # no Melville
+    ([" Mel", "ville"], ["MELVILLE"], [True, True]),  # case-folded
+    ([" Mel", "ville"], ["Melvilles"], [False, False]),  # a whole word, not part of one
+    ([" Herman", " Mel", "ville"], ["Herman", "Melville"], [True, True, True]),
+    ([" ", "1", "9", "8", "9"], ["It fell in 1989."], [True] * 5),  # the space is part of the word after it
+    ([" ", "1", "9", "8", "9"], ["It fell in 11989."], [False] * 5),
+    (["\n"], ["any text"], [False]),  # a blank token with no word after it is in no passage
+])
+def test_in_passages_reads_the_word_a_token_belongs_to(tokens, passages, want):
+    assert in_passages(tokens, passages) == want
+
+
+def test_a_rag_sequence_answer_can_credit_another_passage_than_the_responsibility_does():
+    """Token 1 is likelier under z2 (r_1: z2), but the answer's first token has already made z1 the
+    passage the whole answer comes from (prefix posterior: z1). Under RAG-Sequence's weighting the
+    strip credits z1 at step 1, where the r_i(z) strip shows z2; under RAG-Token's, nothing differs."""
+    lp = torch.tensor([0.6, 0.4], dtype=torch.float64).log()  # (K,)
+    tok = torch.tensor([[0.9, 0.3], [0.1, 0.95]], dtype=torch.float64).log()  # (K, T)
+    closed = torch.tensor([0.01, 0.01], dtype=torch.float64).log()  # (T,)
+    as_seq = token_sources(lp, tok, closed, marginal="sequence")
+    as_tok = token_sources(lp, tok, closed)
+    assert [(s.label, s.top) for s in as_seq] == [(PASSAGE, 0), (PASSAGE, 0)]
+    assert [(s.label, s.top) for s in as_tok] == [(PASSAGE, 0), (PASSAGE, 1)]
+    assert credit_differences(as_seq, lp, tok) == [1]
+    assert credit_differences(as_tok, lp, tok) == []
+    assert differing_steps(as_tok, as_seq) == [1]
 
 
 # ------------------------------------------------------------------- the closed-book row, for real

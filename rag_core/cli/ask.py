@@ -1,5 +1,6 @@
-"""`python -m rag_core ask QUESTION`: RAG-Token and RAG-Sequence answers, their probabilities and
-the retrieved passages; `--csv` writes the per-token trace (docs/trace-schema.md). `--expected
+"""`python -m rag_core ask QUESTION`: RAG-Token and RAG-Sequence answers, their probabilities, whether
+the model is guessing at each (`analysis.confidence`; `--json` key "confidence") and the retrieved
+passages; `--csv` writes the per-token trace (docs/trace-schema.md). `--expected
 ANSWER` adds the diagnosis of the answer, as the Ask page's Diagnose panel shows it; `--sentences`
 which sentence of the cited passage carried each answer."""
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 
 from .. import exports
 from ..analysis import diagnosis_report as report
+from ..analysis.confidence import Confidence, candidate_confidence
 from ..analysis.matching import normalize_answer
 from ..analysis.sentences import attribute
 from ..config import RAG_SEQUENCE, RAG_TOKEN
@@ -54,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     for fmt in ("parquet", "jsonl"):
         if getattr(args, fmt):
             Path(getattr(args, fmt)).write_bytes(exports.frame_bytes(trace.to_frame(), fmt, "trace"))
-    out = ask_json(trace) if args.json else ask_text(trace)
+    sure = confidences(pipe, trace)
+    out = ask_json(trace, sure) if args.json else ask_text(trace, sure)
     if expected:
         checks = report.run_checks(pipe, trace, expected)
         d = report.full_diagnosis(trace, expected, checks)
@@ -71,6 +74,22 @@ def run(args: argparse.Namespace) -> int:
             out += "\n\n" + sentence_text(rows)
     print(json.dumps(out, indent=1, ensure_ascii=False) if args.json else out)
     return 0
+
+
+def confidences(pipe, trace) -> dict[str, Confidence]:
+    """The confidence rule for each decoding's answer. Each answer's closed-book row is its own
+    teacher-forced pass, as the app computes it, so both faces give the same numbers."""
+    rows: dict[tuple[int, ...], object] = {}
+    out = {}
+    for d in (RAG_TOKEN, RAG_SEQUENCE):
+        c = trace.answer(d)
+        if c is None:
+            continue
+        ids = tuple(c.token_ids)
+        if ids and ids not in rows:
+            rows[ids] = pipe.closed_book_scores(trace.query, [list(ids)])[0]  # (T,)
+        out[d] = candidate_confidence(trace, c, rows.get(ids))
+    return out
 
 
 def sentence_rows(pipe, trace) -> list[dict]:

@@ -1,13 +1,15 @@
 """Plain-text and JSON summaries of a trace, for the command line."""
 from __future__ import annotations
 
+from ..analysis.confidence import Confidence
 from ..config import RAG_SEQUENCE, RAG_TOKEN
 from .. import marginals
 from ..marginals import prob
 from ..trace import Trace
 
 
-def ask_json(trace: Trace) -> dict:
+def ask_json(trace: Trace, confidence: dict[str, Confidence] | None = None) -> dict:
+    """The --json summary; `confidence`: the rule per decoding's chosen answer (key "confidence")."""
     lpz = trace.log_prior
     answers = {}
     for c in trace.candidates:
@@ -18,7 +20,7 @@ def ask_json(trace: Trace) -> dict:
             "finished": c.finished,
             "posterior": marginals.citation(lpz, c.token_logp).tolist(),
         })
-    return {
+    out = {
         "query": trace.query,
         "index": trace.index,
         "k": trace.k,
@@ -29,9 +31,12 @@ def ask_json(trace: Trace) -> dict:
         "passages": [{"rank": h.rank, "id": h.passage.id, "title": h.passage.title, "score": h.score,
                       "prior": float(p), "text": h.passage.text} for h, p in zip(trace.hits, trace.prior)],
     }
+    if confidence is not None:
+        out["confidence"] = {d: c.to_json() for d, c in confidence.items()}
+    return out
 
 
-def ask_text(trace: Trace) -> str:
+def ask_text(trace: Trace, confidence: dict[str, Confidence] | None = None) -> str:
     lpz = trace.log_prior
     lines = [f"Q: {trace.query}", f"index {trace.index} · K={trace.k} · scale {trace.scale:g} · "
              f"{trace.settings.get('rescore', '')} rescoring · beams {trace.settings.get('beams', 1)}"]
@@ -46,6 +51,8 @@ def ask_text(trace: Trace) -> str:
         posts[decoding] = marginals.citation(lpz, best.token_logp).tolist()
         lines.append(f"{decoding:>13}: {best.answer!s:<30} p_seq={prob(best.log_p_seq(lpz)):.3f} p_tok={prob(best.log_p_tok(lpz)):.3f}"
                      + ("" if best.finished else " (cut at max-new-tokens)"))
+        if confidence and decoding in confidence and confidence[decoding].low:
+            lines.append(f"{'':>13}  low confidence: {confidence[decoding].summary()}")
         for c in cands[1:4]:
             lines.append(f"{'':>13}  also {c.answer!s:<25} p_seq={prob(c.log_p_seq(lpz)):.3f} p_tok={prob(c.log_p_tok(lpz)):.3f}")
     if trace.closed_book is not None:

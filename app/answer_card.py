@@ -1,0 +1,83 @@
+"""The answer card every page draws for a decoding's answer: the answer, its probability under its
+own marginal, and, when the model is guessing (`rag_core.analysis.confidence`, one rule for every
+page and for `ask --json`), the answer in smaller grey type under a "Low confidence" badge with the
+reason in words. The state is never told by colour alone: the badge and the reason say it.
+
+The answer and a runner-up's text are model output: they go through `md_text`, never as Markdown.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from app import state
+from app.views import md_text
+from rag_core.analysis import confidence as certainty
+from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.marginals import p_text, prob
+from rag_core.trace import Candidate, Trace
+
+LABELS = {RAG_TOKEN: "RAG-Token", RAG_SEQUENCE: "RAG-Sequence"}
+BADGES = {certainty.GUESSING: "Low confidence: guessing", certainty.NEAR_TIE: "Low confidence: near tie",
+          certainty.UNSUPPORTED: "Low confidence: no passage supports it"}
+# Our own rule (no user text): a low-confidence card's answer in smaller, grey type. A keyed
+# container carries the class `st-key-<key>`; only cards drawn as low confidence have a key
+# starting with "guess-".
+STYLE = """<style>
+[class*="st-key-guess-"] [data-testid="stMetricValue"] {
+  font-size: 1.25rem !important; color: #767676 !important; }
+</style>"""
+
+
+def answer_cards(trace: Trace, where: str = "cards") -> None:
+    """Both decodings' answers side by side, each with the other marginal's p of the same answer."""
+    cols = st.columns(2)
+    for col, decoding in zip(cols, (RAG_TOKEN, RAG_SEQUENCE)):
+        best = trace.answer(decoding)
+        with col:
+            if best is None:
+                st.caption(f"{LABELS[decoding]}: not decoded")
+                continue
+            card(trace, best, LABELS[decoding], key=f"{where}-{decoding}")
+            other, other_p = (("p_seq", best.log_p_seq(trace.log_prior)) if decoding == RAG_TOKEN
+                              else ("p_tok", best.log_p_tok(trace.log_prior)))
+            st.caption(f"{other} of the same answer: {p_text(prob(other_p))}"
+                       + "".join(f" · {n}" for n in ending_notes(best)))
+
+
+def card(trace: Trace, cand: Candidate, label: str, key: str,
+         help: str | None = None) -> certainty.Confidence:
+    """One answer as a metric, "p = …" under its own decoding's marginal; low confidence shown as
+    the module says. `key` names the card uniquely on its page."""
+    conf = state.confidence(trace, cand)
+    st.html(STYLE)
+    with st.container(key=f"{'guess' if conf.low else 'sure'}-{key}"):
+        st.metric(label, md_text(cand.answer) or "(empty)", f"p = {p_text(conf.p)}", delta_color="off",
+                  delta_arrow="off", help=help)
+        if conf.low:
+            low_note(conf)
+    return conf
+
+
+def note(trace: Trace, cand: Candidate) -> None:
+    """Where a page shows an answer without its card (a chart's title): the badge and the reason
+    when the model is guessing, nothing otherwise."""
+    low_note(state.confidence(trace, cand))
+
+
+def low_note(conf: certainty.Confidence) -> None:
+    """The badge and the reason of a low-confidence answer (nothing for a confident one)."""
+    if not conf.low:
+        return
+    st.badge(BADGES[conf.codes[0]], icon=":material/help:", color="orange")
+    st.caption(md_text(conf.summary()[:1].upper() + conf.summary()[1:] + "."))
+
+
+def ending_notes(c: Candidate) -> list[str]:
+    """Plain words for how an answer began and ended, where decoding rules (not the model) decided."""
+    notes = []
+    if c.forced and c.forced[0] and len(c.forced) > 1:
+        notes.append("first token forced by the generator's settings")
+    if not c.finished:
+        notes.append("end token forced at the token limit" if c.forced and c.forced[-1] else
+                     "unfinished: cut at the token limit")
+    return notes

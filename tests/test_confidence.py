@@ -1,0 +1,174 @@
+"""The low-confidence rule (rag_core/analysis/confidence.py): its boundaries, its three numbers
+against the toy's hand-computed ones, and `ask --json` carrying exactly the engine's verdict."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+import torch
+
+from conftest import cache_sharing, run_cli
+from rag_core.analysis import confidence as cf
+from rag_core.toys import run_toy
+
+
+
+# ------------------------------------------------------------------------------------ the rule alone
+@pytest.mark.parametrize("p,low", [(0.0999, True), (0.1, False), (0.0008, True), (0.57, False)])
+def test_guessing_is_below_one_in_ten(p, low):
+    got = cf.assess(p)
+    assert got.low is low and (cf.GUESSING in got.codes) is low
+    assert got.summary().startswith(f"the model is guessing: p = {p:.3g}") is low
+
+
+@pytest.mark.parametrize("p_runner,tie", [(0.25, False), (0.2501, True), (0.6, True), (0.0, False)])
+def test_a_near_tie_is_a_runner_up_more_than_half_as_likely(p_runner, tie):
+    got = cf.assess(0.5, runner_up="Chicago", p_runner_up=p_runner)
+    assert got.codes == ((cf.NEAR_TIE,) if tie else ())
+    assert got.margin == pytest.approx(0.5 - p_runner, abs=1e-15)
+    assert ("“Chicago”" in got.summary()) is tie
+
+
+@pytest.mark.parametrize("support,p,unsupported", [
+    (1e-9, 0.3, False),            # a passage that makes the answer any more likely supports it
+    (0.0, 0.3, True),              # one that makes it exactly as likely as the model alone does not
+    (0.0, 0.5, False),             # unsupported but at even odds: a fact the model knows, not a guess
+    (0.0, 0.4999, True),
+    (-5.0, 0.3, True),             # the passages make it less likely than the model alone
+    (float("nan"), 0.3, True),     # not computable: no support
+    (float("-inf"), 0.3, True),    # no passage gives the answer any probability
+])
+def test_unsupported_needs_no_passage_raising_it_and_less_than_even_odds(support, p, unsupported):
+    got = cf.assess(p, support=support)
+    assert (cf.UNSUPPORTED in got.codes) is unsupported
+    assert got.supported is bool(support > 0)
+
+
+def test_without_a_closed_book_row_the_support_rule_is_left_out():
+    got = cf.assess(0.3)
+    assert (got.low, got.supported, got.to_json()["support"]) == (False, None, None)
+
+
+def test_the_reasons_read_as_one_sentence_and_the_json_holds_the_numbers():
+    got = cf.assess(0.068, support=-0.5, runner_up="Nimbleworks", p_runner_up=0.05)
+    assert got.codes == (cf.GUESSING, cf.NEAR_TIE, cf.UNSUPPORTED)
+    assert got.summary() == ("the model is guessing: p = 0.068, and a near tie: the runner-up “Nimbleworks” "
+                             "has p = 0.05, and no retrieved passage makes this answer more likely than the "
+                             "model alone")
+    assert got.to_json() == {"low": True, "codes": ["guessing", "near-tie", "unsupported"],
+                             "reasons": list(got.reasons),
+                             "p": 0.068, "runner_up": "Nimbleworks", "p_runner_up": 0.05,
+                             "margin": pytest.approx(0.018, abs=1e-15), "support": -0.5, "supported": False}
+
+
+# ------------------------------------------------------------------------------ on a trace (the toy)
+@pytest.fixture
+def obama():
+    """docs/design.md §1.7: prior 0.7 / 0.3; "born Hawaii" and "Chicago Hawaii" (plus the end token)
+    under two passages; p_seq(born Hawaii) ≈ 0.516 and p(born Hawaii|x,z1) ≈ 0.8 · 0.9."""
+    return run_toy("obama").trace
+
+
+def closed_row(*p):
+    return torch.tensor(p, dtype=torch.float64).log()  # (T,) closed-book p(y_i|x,y_<i)
+
+
+def by_hand(trace, decoding: str, rank: int = 0):
+    """p_seq, p_tok and p(y|x,z) per passage of one candidate, from its probability table and the
+    prior with plain products and sums (no log space, no `marginals`)."""
+    c = next(c for c in trace.of(decoding) if c.rank == rank)
+    table = c.token_logp.exp().tolist()  # [K][T]
+    prior = trace.prior.tolist()
+    per_doc = [math.prod(row) for row in table]
+    p_seq = sum(w * q for w, q in zip(prior, per_doc))
+    p_tok = math.prod(sum(prior[z] * table[z][i] for z in range(len(prior))) for i in range(len(table[0])))
+    return p_seq, p_tok, per_doc
+
+
+def test_the_three_numbers_of_a_toy_answer_are_the_hand_computed_ones(obama):
+    seq, tok = obama.answer("rag-sequence"), obama.answer("rag-token")
+    p_seq, p_tok, per_doc = by_hand(obama, "rag-sequence")
+    assert p_seq == pytest.approx(0.516, abs=1e-3) and per_doc[0] == pytest.approx(0.72, abs=1e-3)
+    got = cf.candidate_confidence(obama, seq, closed_row(0.5, 0.5, 1.0, float("nan")))  # a row past the end
+    assert got.p == pytest.approx(p_seq, abs=1e-12)
+    second = by_hand(obama, "rag-sequence", 1)[0]
+    assert (got.runner_up, got.p_runner_up) == ("Chicago Hawaii", pytest.approx(second, abs=1e-12))
+    assert got.support == pytest.approx(math.log(max(per_doc) / 0.25), abs=1e-12)
+    assert not got.low
+    # RAG-Token's answer is judged by p_tok, and its runner-up by p_tok too
+    got = cf.candidate_confidence(obama, tok, closed_row(0.5, 0.5, 1.0))
+    assert got.p == pytest.approx(p_tok, abs=1e-12)
+    assert got.p_runner_up == pytest.approx(by_hand(obama, "rag-token", 1)[1], abs=1e-12)
+
+
+def test_the_same_closed_book_row_fails_only_the_marginal_below_even_odds(obama):
+    """Closed-book 0.9 · 0.9 = 0.81: more than the best passage gives (≈ 0.72). p_seq ≈ 0.516 is at
+    least even odds, p_tok ≈ 0.449 is not: only RAG-Token's answer is unsupported."""
+    row = closed_row(0.9, 0.9, 1.0)
+    seq = cf.candidate_confidence(obama, obama.answer("rag-sequence"), row)
+    tok = cf.candidate_confidence(obama, obama.answer("rag-token"), row)
+    best = max(by_hand(obama, "rag-sequence")[2])
+    assert seq.support == tok.support == pytest.approx(math.log(best / 0.81), abs=1e-12)
+    assert (seq.codes, tok.codes) == ((), (cf.UNSUPPORTED,))
+
+
+def test_a_runner_up_that_is_the_same_answer_is_no_rival(obama):
+    """"born, Hawaii!" normalises to the answer itself: the runner-up is the next different answer."""
+    seq = obama.answer("rag-sequence")
+    twin = dataclasses.replace(seq, rank=1, answer="Born, Hawaii!", token_logp=seq.token_logp * 1.01)
+    obama.candidates.insert(obama.candidates.index(seq) + 1, twin)
+    got = cf.candidate_confidence(obama, seq, None)
+    assert got.runner_up == "Chicago Hawaii"
+
+
+def test_greedy_rag_token_has_no_runner_up(obama):
+    obama.candidates = [c for c in obama.candidates if not (c.decoding == "rag-token" and c.rank > 0)]
+    got = cf.candidate_confidence(obama, obama.answer("rag-token"), None)
+    assert (got.runner_up, got.p_runner_up, got.margin) == (None, None, None)
+
+
+def test_a_pair_fast_rescoring_never_scored_counts_as_probability_zero(obama):
+    seq = obama.answer("rag-sequence")
+    seq.token_logp[0] = float("nan")  # z1 never scored: only z2's 0.04 is left
+    got = cf.candidate_confidence(obama, seq, closed_row(0.5, 0.5, 1.0))
+    assert got.support == pytest.approx(math.log(by_hand(obama, "rag-sequence")[2][1] / 0.25), abs=1e-12)
+
+
+# ------------------------------------------------------------------------------ ask --json
+def test_ask_json_carries_the_engines_confidence_for_each_answer(tmp_path, monkeypatch):
+    """The CLI's "confidence" equals the rule recomputed here from a fresh trace and fresh closed-book
+    rows; its p is the answer's own p under its marginal; the older keys are all still there."""
+    from rag_core.config import Config
+    from rag_core.pipeline import load_pipeline
+    from rag_core.tiny_models import build_tiny_stack
+
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(cache_sharing(tmp_path / "cache")))
+    stack = build_tiny_stack(tmp_path / "stack")
+    flags = ["--question-encoder", str(stack["dpr_q"]), "--ctx-encoder", str(stack["dpr_ctx"]),
+             "--generator", str(stack["bart"]), "--corpus", str(stack["corpus"])]
+    question = "Who built the old bridge of Paris?"
+    out = run_cli("ask", question, "-k", "3", "--beams", "2", "--max-new-tokens", "5", "--json", *flags)
+    assert out.returncode == 0, out.stderr
+    shown = json.loads(out.stdout)
+    assert set(shown) == {"query", "index", "k", "scale", "settings", "closed_book", "answers", "passages",
+                          "confidence"}
+
+    cfg = Config(question_encoder=str(stack["dpr_q"]), ctx_encoder=str(stack["dpr_ctx"]),
+                 generator=str(stack["bart"]), corpus=str(stack["corpus"]), k=3, beams=2, max_new_tokens=5)
+    pipe = load_pipeline(cfg)
+    trace = pipe.run(question, cfg)
+    for decoding, p_key in (("rag-token", "p_tok"), ("rag-sequence", "p_seq")):
+        c = trace.answer(decoding)
+        closed = pipe.closed_book_scores(question, [c.token_ids])[0]  # (T,)
+        want = cf.candidate_confidence(trace, c, closed).to_json()
+        got = shown["confidence"][decoding]
+        assert got["support"] is not None
+        assert {k: got[k] for k in ("low", "codes", "reasons", "runner_up", "supported")} == \
+            {k: want[k] for k in ("low", "codes", "reasons", "runner_up", "supported")}
+        for k in ("p", "p_runner_up", "margin", "support"):
+            assert (got[k] is None) == (want[k] is None), k
+            if got[k] is not None:
+                assert got[k] == pytest.approx(want[k], abs=1e-6), k
+        assert got["p"] == pytest.approx(shown["answers"][decoding][0][p_key], abs=1e-12)
