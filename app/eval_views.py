@@ -18,10 +18,22 @@ from rag_core import stacks
 ASK = Path(__file__).resolve().parent.parent / "pages" / "ask.py"
 PCT = "percent"
 # The comparison's columns, sized to fit the page at 1280 px (views.widths).
-COMPARE_WIDTHS = {"question": 165, "answers": 95, "answer_a": 95, "answer_b": 95, "em_a": 45, "em_b": 45,
-                  "outcome_a": 90, "outcome_b": 90, "change": 60}
-QUESTION_WIDTHS = {"question": 165, "expected": 90, "closed-book": 80, "rag-token": 80, "rag-sequence": 80,
-                   "closed-book ✓": 40, "rag-token ✓": 40, "rag-sequence ✓": 40, "answer rank": 45, "verdicts": 100}
+# A header longer than its column is cut by the grid: such a column gets a short header and its
+# full meaning on hover.
+COMPARE_WIDTHS = {"question": 160, "answers": 95, "answer_a": 95, "answer_b": 95, "em_a": 50, "em_b": 50,
+                  "outcome_a": 85, "outcome_b": 85, "change": 60}
+EM_HELP = "1 when the {} answer matches a gold answer exactly (SQuAD normalisation), else 0."
+QUESTION_WIDTHS = {
+    "question": 165, "expected": 90,
+    "closed-book": ("closed", 75, "The closed-book answer: the generator alone, reading no passage."),
+    "rag-token": ("token", 80, "The RAG-Token answer."),
+    "rag-sequence": ("sequence", 80, "The RAG-Sequence answer."),
+    "closed-book ✓": ("✓ cb", 45, EM_HELP.format("closed-book")),
+    "rag-token ✓": ("✓ tok", 50, EM_HELP.format("RAG-Token")),
+    "rag-sequence ✓": ("✓ seq", 50, EM_HELP.format("RAG-Sequence")),
+    "answer rank": ("rank", 45, "The rank of the best passage holding a gold answer, searched deeper than K "
+                                "on a miss; empty: none found."),
+    "verdicts": 100}
 
 
 def runs_of(cfg) -> list[Path]:

@@ -49,7 +49,7 @@ def panel(pipe, pmap, point: np.ndarray, question: str, own_hits: list, k: int, 
     views.table(pd.DataFrame([{"rank": h.rank, "title": h.passage.title, "s(z)": round(h.score, 4),
                                "p(z|x)": float(p), "rank for the question": own.get(h.passage.id, "—")}
                               for h, p in zip(hits, prior)]), hide_index=True,
-                column_config=views.widths({"rank": 50, "s(z)": 80, "p(z|x)": 80, "rank for the question": 130}))
+                column_config=views.widths({"rank": 50, "s(z)": 80, "p(z|x)": 80, "rank for the question": 140}))
     c1, c2 = st.columns([1, 3])
     if c1.button("Answer from here", key="map_answer_moved", help="The generator reads these K passages with the "
                  "question (one prompt pass and a decode, a few seconds)."):

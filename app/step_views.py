@@ -44,6 +44,15 @@ def alternatives(cand: Candidate, z: int, i: int) -> str:
     return "   ".join(f"{token_label(t)} {math.exp(v):.2f}" for t, v in zip(toks, lps) if not math.isnan(v))
 
 
+# step_frame's columns at 1280 px; a header too long for its column is short, its formula on hover.
+STEP_COLUMNS = {"passage": 150, "prior p(z|x)": 85, "p(y_i|x,z,y_<i)": 100, "r_i(z)": 60,
+                "Π_{j≤i} p(y_j|x,z,y_<j)": ("Π p(y_j|…)", 85, "Π_{j≤i} p(y_j|x,z,y_<j): how likely passage z "
+                                                             "makes the answer up to this step."),
+                "p(z|x,y_≤i)": 85,
+                "top alternative tokens under z": ("alternatives", 170, "The top alternative tokens under z, "
+                                                                        "with their probabilities.")}
+
+
 def step_frame(w: stepper.Walk, labels: list[str], prior, alts: list[str], i: int) -> pd.DataFrame:
     """Every per-passage number at step i, one row per passage."""
     return pd.DataFrame({"passage": labels, "prior p(z|x)": prior, "p(y_i|x,z,y_<i)": w.p_doc[:, i],

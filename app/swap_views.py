@@ -14,10 +14,17 @@ from rag_core.trace import Trace
 
 LABELS = {RAG_TOKEN: "RAG-Token", RAG_SEQUENCE: "RAG-Sequence"}
 # The per-position table: column -> (header, width in px), sized to fit the page at 1280 px.
-POSITION_COLUMNS = {"position": ("position", 120), "index": ("index", 45), "answer": ("answer", 110),
-                    "holder_2016": ("holder 2016", 105), "holder_2018": ("holder 2018", 105),
-                    "correct_2016": ("✓ 2016", 50), "correct_2018": ("✓ 2018", 50), "ambiguous": ("both", 45),
-                    "closed_book": ("closed-book", 105), "p_answer": ("p(answer)", 60)}
+POSITION_COLUMNS = {"position": ("position", 120), "index": ("index", 50), "answer": ("answer", 100),
+                    "holder_2016": ("holder 2016", 95), "holder_2018": ("holder 2018", 95),
+                    "correct_2016": ("✓ 2016", 58), "correct_2018": ("✓ 2018", 58), "ambiguous": ("both", 45),
+                    "closed_book": ("closed-book", 95), "p_answer": ("p(answer)", 75)}
+# The accuracy tables, two side by side at 1280 px: short headers, their meaning on hover.
+ACCURACY_COLUMNS = {
+    "": 80,
+    **{f"leaders {y}": (y, 72, f"Share of the answers that name the {y} holder, on this row's index.")
+       for y in results.YEARS},
+    **{f"paper {y}": ("paper", 72, f"The paper's number for the same cell (its §4.5), {y} leaders.")
+       for y in results.YEARS}}
 
 
 def verdict(answer: str, known: tuple[str, str] | None) -> str:
@@ -150,6 +157,15 @@ def failure_actions(fails: pd.DataFrame, decoding: str, holders: dict, here: str
                    "expected answer. It sets the question and the sidebar's index; Ask offers the way back.")
 
 
+def held_out_headers() -> dict:
+    """The before/after table's cells ('2016 index · 2018 leaders'): headers that fit 120 px, the
+    whole cell's meaning on hover."""
+    return {stack_comparison.cell_name(i, y): (
+        f"{i} index · {y}", 120, f"On the {i} index, the share of answers that name the {y} holder: "
+        + ("the matched cell, should be high." if i == y else "a mismatched cell, should be low."))
+        for i, y in stack_comparison.CELLS}
+
+
 def before_after(checksums: dict[str, str]) -> None:
     """The held-out half under the untrained base and the trained default (their shipped runs),
     beside the paper's cells: what RAG training changed in the experiment."""
@@ -162,6 +178,6 @@ def before_after(checksums: dict[str, str]) -> None:
     frame[cells] = frame[cells].map(lambda x: f"{100 * x:.0f}%")  # as the tables above write accuracy
     views.table(frame, {"model": st.column_config.Column("model", width=190),
                         "decoding": st.column_config.Column("decoding", width=95),
-                        **{c: st.column_config.Column(c, width=110) for c in cells}}, hide_index=True)
+                        **views.widths(held_out_headers())}, hide_index=True)
     st.caption("Matched cells should be high and the others low. The base reads worked examples; the trained "
                "default was fine-tuned on other questions and on the tuning half's positions, never on these.")

@@ -58,14 +58,20 @@ def table(frame: pd.DataFrame, column_config: dict | None = None, hide_index: bo
     st.dataframe(styler, hide_index=hide_index, width=width, column_config=column_config or {}, **kwargs)
 
 
-def widths(px: dict[str, int]) -> dict:
+def widths(px: dict[str, int | tuple]) -> dict:
     """Column settings of fixed pixel widths, for a table whose columns must all fit the page at
-    1280 px (about 790 px of content beside the sidebar) instead of scrolling sideways.
+    1280 px (about 790 px of content beside the sidebar) instead of scrolling sideways. A value is a
+    width, or (header, width, help): a header short enough for its column (the grid cuts a longer
+    one), its full meaning shown on hover.
 
-    >>> list(widths({"question": 170}))
-    ['question']
+    >>> list(widths({"question": 170, "answer rank": ("rank", 45, "rank of the best passage")}))
+    ['question', 'answer rank']
     """
-    return {c: st.column_config.Column(c, width=w) for c, w in px.items()}
+    out = {}
+    for c, w in px.items():
+        header, width, hover = (c, w, None) if isinstance(w, int) else (*w, None)[:3]
+        out[c] = st.column_config.Column(header, width=width, help=hover)
+    return out
 
 
 def passages_table(trace: Trace, compact: bool = False) -> None:

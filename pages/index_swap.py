@@ -124,7 +124,7 @@ if result is not None:
             col.caption(f"{label} ({swap_views.split_positions(result, split)} positions)")
             acc = swap_views.accuracy_frame(result.table(decoding, split)).rename_axis("").reset_index()
             col.dataframe(acc, hide_index=True, width="content",  # sized to fit half the page at 1280 px
-                          column_config={c: st.column_config.Column(c, width=80 if c == "" else 72) for c in acc})
+                          column_config=views.widths(swap_views.ACCURACY_COLUMNS))
         st.caption(swap_views.override_note(result, decoding))
         st.info(f"Finding: {result.finding(decoding)}", icon=":material/search:")
     cb = result.closed_book_accuracy()

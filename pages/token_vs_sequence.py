@@ -103,8 +103,7 @@ with right:
                     config=charts.NO_BAR)
 
 frame = step_views.step_frame(w, labels, trace.prior, alts, i)
-views.table(frame, {c: st.column_config.Column(c, width=170 if c in (frame.columns[0], frame.columns[-1]) else 85)
-                    for c in frame.columns})
+views.table(frame, views.widths(step_views.STEP_COLUMNS))
 if np.isnan(w.p_doc).any():
     st.caption("Empty cells: fast rescoring never scored this answer under that passage; it counts as p = 0.")
 

@@ -197,6 +197,68 @@ def clipped_tables(driver) -> list[str]:
     return driver.execute_script(FIND_CLIPPED_TABLES)
 
 
+# Column headers cut by their column. The grid draws its headers on a canvas, so no element holds
+# them: each column's drawn width and title are read from the grid component's own props (its React
+# fiber, found from the canvas) and the title is measured in the grid's header font, with the
+# padding the grid draws either side of it (and its icon, if any).
+FIND_CLIPPED_HEADERS = """
+const out = [], ctx = document.createElement('canvas').getContext('2d');
+document.querySelectorAll('[data-testid="stDataFrame"]').forEach((t, i) => {
+  const c = t.querySelector('canvas[data-testid="data-grid-canvas"]');
+  if (!c || t.getBoundingClientRect().width === 0) return;
+  let f = c[Object.keys(c).find(k => k.startsWith('__reactFiber'))];
+  const grid = p => p && p.theme && Array.isArray(p.columns);
+  while (f && !grid(f.memoizedProps)) f = f.return;
+  if (!f) { out.push(`table ${i + 1}: its grid's columns cannot be read`); return; }
+  const {columns, theme} = f.memoizedProps, pad = theme.cellHorizontalPadding;
+  ctx.font = `${theme.headerFontStyle} ${theme.fontFamily}`;
+  columns.forEach(col => {
+    const need = ctx.measureText(col.title).width + 2 * pad + (col.icon ? theme.headerIconSize + pad : 0);
+    if (need > col.width + 0.5)
+      out.push(`table ${i + 1}: "${col.title}" needs ${Math.ceil(need)} px, has ${col.width}`);
+  });
+});
+return out;
+"""
+
+
+def clipped_headers(driver) -> list[str]:
+    """'table 2: "closed-book" needs 89 px, has 80' for each header its column cuts (once the
+    page's fonts have loaded: a fallback font measures otherwise)."""
+    fonts = "return document.fonts.status"
+    wait_for(driver, lambda: driver.execute_script(fonts) == "loaded", 30, "the fonts")
+    return driver.execute_script(FIND_CLIPPED_HEADERS)
+
+
+# Sankey node labels too faint to read: each label's colour against white and against every link
+# it may lie across (the link's colour laid over white), by the WCAG contrast ratio, and its size.
+FIND_FAINT_SANKEY_LABELS = """
+const lum = c => c.slice(0, 3).map(v => v / 255)
+  .map(v => v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4)
+  .reduce((s, v, i) => s + [0.2126, 0.7152, 0.0722][i] * v, 0);
+const rgba = (css, opacity) => { const m = css.match(/[\\d.]+/g).map(Number);
+  const a = (m.length > 3 ? m[3] : 1) * opacity; return m.slice(0, 3).map(v => v * a + 255 * (1 - a)); };
+const ratio = (x, y) => {
+  const [hi, lo] = [lum(x), lum(y)].sort((p, q) => q - p); return (hi + 0.05) / (lo + 0.05); };
+const out = [];
+document.querySelectorAll('.sankey').forEach(chart => {
+  const grounds = [[255, 255, 255], ...[...chart.querySelectorAll('.sankey-link')].map(l => {
+    const s = getComputedStyle(l); return rgba(s.fill, Number(s.fillOpacity)); })];
+  chart.querySelectorAll('.node-label').forEach(t => {
+    const s = getComputedStyle(t), ink = rgba(s.fill, Number(s.fillOpacity)), size = parseFloat(s.fontSize);
+    const worst = Math.min(...grounds.map(g => ratio(ink, g)));
+    if (worst < 4.5 || size < 13) out.push(`${t.textContent}: ${worst.toFixed(2)}:1 at ${size}px`);
+  });
+});
+return out;
+"""
+
+
+def faint_sankey_labels(driver) -> list[str]:
+    """'A: right: 3.80:1 at 12px' for each Sankey label under 4.5:1 contrast or 13 px."""
+    return driver.execute_script(FIND_FAINT_SANKEY_LABELS)
+
+
 def charts_drawn(driver) -> bool:
     """Every plotly chart on the page has drawn its SVG."""
     from selenium.webdriver.common.by import By
