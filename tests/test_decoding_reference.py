@@ -2,8 +2,9 @@
 algorithm built from transformers' parts, on tiny random DPR + BART models (several seeds).
 
 Each seed re-initialises BART and raises its end token's output bias so that the end token sits
-near the top of most next-token distributions: runner-up end tokens, early finishes and hypotheses
-cut at the length limit all occur (the cases where a non-standard beam search goes wrong). The
+near the top of most next-token distributions, where a non-standard beam search goes wrong: over
+the four seeds, answers that end early and answers cut at the length limit both occur, at one beam
+and at four (`test_the_seeds_reach_both_endings` asserts it). The
 generation config forces the end token at the length limit (`forced_eos_token_id`, as BART's
 does); one seed also forces `<s>` first (`forced_bos_token_id`, as bart-large's does). The pad token
 is never generated (its bias is very negative): transformers' losses treat a pad inside an answer
@@ -39,7 +40,7 @@ CPU = torch.device("cpu")
 K = 4
 MAX_NEW = 7
 # (BART init seed, end-token bias, forced_bos_token_id). The bias raises the end token to near the
-# top: runner-up end tokens happen at most steps, and both ended and length-cut answers occur.
+# top: over the seeds, both ended and length-cut answers occur (test_the_seeds_reach_both_endings).
 SEEDS = [(11, 2.5, None), (22, 3.0, None), (33, 3.5, None), (44, 3.0, 0)]
 PAD_BIAS = -1e4
 
@@ -180,6 +181,25 @@ def test_rag_token_equals_transformers_generate(stack, seeded, beams):
         seen_cut += not ours.finished
         seen_early += ours.finished and ours.length < MAX_NEW
     print(f"beams {beams}: {seen_early} answers ended by the model, {seen_cut} cut at the limit")
+
+
+@pytest.mark.parametrize("beams", [1, 4])
+def test_the_seeds_reach_both_endings(stack, tmp_path_factory, beams):
+    """The cases the seeds are chosen for: over the four seeds, some of our answers (equal to
+    transformers' in the test above) end by the model's own end token before the limit and some are
+    cut at the limit. Without both, agreement would say nothing about how answers end. One seed
+    alone rarely gives both at one beam width: its bias tips it one way."""
+    settings = SearchSettings(beams=beams, max_new_tokens=MAX_NEW)
+    early = cut = 0
+    for seed, eos_bias, forced_bos in SEEDS:
+        folder = biased_bart(stack.paths["bart"], tmp_path_factory.mktemp(f"ends{seed}"), seed, eos_bias, forced_bos)
+        gen = load_generator(str(folder), CPU)
+        for case in cases(stack, gen):
+            ours = rag_token_decode(gen, case.state0, case.log_pz, settings)[0]
+            early += ours.finished and ours.length < MAX_NEW
+            cut += not ours.finished
+    assert early > 0, "no answer ended by its own end token before the limit"
+    assert cut > 0, "no answer was cut at the length limit"
 
 
 @pytest.mark.parametrize("beams", [1, 4])
