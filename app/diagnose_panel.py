@@ -1,9 +1,11 @@
 """The Diagnose panel of the Ask page: why is this answer wrong? Verdicts with their evidence, the
-expected answer teacher-forced next to the produced one, and counterfactuals that need no model call.
+expected answer teacher-forced next to the produced one, and counterfactuals read off the stored
+numbers, with a model call, on request, only where those cannot decide the answer.
 
 The engine does the work (`rag_core.diagnosis`); this file only presents. The one pass that calls
 the generator (teacher forcing + closed-book, plus a deeper search) runs when the user asks for it
-and is cached per (question, index, settings, expected answer), so reruns never repeat it.
+and is cached per (question, index, settings, expected answer), so reruns never repeat it; so is a
+counterfactual's model call, per (question, index, settings, passages kept, scale).
 """
 from __future__ import annotations
 
@@ -107,10 +109,25 @@ def _evidence(v: verdicts.Verdict) -> None:
                    f"{p_text(ev['p_produced'])} · beams {ev['beams']} (raise Beams in the sidebar to search wider)")
 
 
-def _verdict_list(d: verdicts.Diagnosis) -> None:
+def verdict_line(fired: list[str], checked: bool, expected: bool) -> str:
+    """The verdicts' headline: those fired; until the model-calling checks ran, never "no verdict
+    fired" (which reads as a clean bill of health) but that they have not run.
+
+    >>> verdict_line([], False, False).removeprefix("**Verdict:** ")
+    'No checks run yet: only the stored numbers were read; type the expected answer to run the rest.'
+    """
+    if fired:
+        return "**Verdict:** " + ", ".join(f":red[**{t}**]" for t in fired)
+    if checked:
+        return "**Verdict:** no verdict fired"
+    rest = ("“Run the checks” above runs the rest."
+            if expected else "type the expected answer to run the rest.")
+    return "**Verdict:** No checks run yet: only the stored numbers were read; " + rest
+
+
+def _verdict_list(d: verdicts.Diagnosis, checked: bool) -> None:
     """Fired verdicts first, each as a word and a colour; an expander only where there is evidence."""
-    fired = [v.title for v in d.verdicts if v.fired]
-    st.markdown("**Verdict:** " + (", ".join(f":red[**{t}**]" for t in fired) if fired else "no verdict fired"))
+    st.markdown(verdict_line([v.title for v in d.verdicts if v.fired], checked, bool(d.expected)))
     for v in sorted(d.verdicts, key=lambda v: ORDER[v.fired]):
         word, colour, icon = STATUS[v.fired]
         label = f":{colour}[**{word}**] · {v.title}: {md_text(v.summary)}"
@@ -171,12 +188,33 @@ def probability_delta(p: float, before: float | None) -> dict:
     return {"delta": f"{p - before:+.3f} (p {p_text(before)} → {p_text(p)})", "delta_color": "normal"}
 
 
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _rerun(key: tuple, drop: tuple[int, ...], k: int, scale: float, _trace: Trace) -> Trace:
+    """A counterfactual's model call, once per key: the kept passages decoded again under the new prior."""
+    return counterfactual.rerun(state.pipeline(_trace.index), _trace, drop, k, scale)
+
+
+def _card(col, trace: Trace, a: counterfactual.CfAnswer) -> None:
+    """One counterfactual answer: read off the stored numbers, computed by a model call, or neither yet."""
+    d, before = a.decoding, trace.answer(a.decoding)
+    if a.needs_model_call:
+        col.metric(LABELS[d], counterfactual.NEEDS_CALL, help=a.note)
+        col.caption(f"{a.note} (button below)")
+        return
+    how = " (computed by a model call)" if a.computed else "" if a.exact else " (approximate)"
+    delta = probability_delta(prob(a.log_p), answer_p(trace, before, d) if before else None)
+    col.metric(LABELS[d] + how, md_text(a.answer) or "(empty)", **delta, help=a.note)
+    col.caption(("same answer as before" if before and a.answer == before.answer else
+                 f"was {before.answer!r}" if before else "") + f" · {a.note}")
+
+
 def _counterfactuals(trace: Trace, forced: scoring.ForcedAnswers | None) -> None:
-    st.markdown("**Counterfactuals** — from the stored conditionals, no model call")
+    st.markdown("**Counterfactuals** — from the stored conditionals; a model call only where they can't tell")
     st.caption("Remove passages, keep fewer or change the scale, and the answer is chosen again under the new prior, "
-               "so it can change: RAG-Sequence exactly, RAG-Token where the stored top tokens prove the choice (else the "
-               "note says a rerun is needed). The Citations page's “remove a passage” keeps the answers fixed and "
-               "shows how their probabilities move.")
+               "so it can change: RAG-Sequence exactly, RAG-Token where the stored top tokens prove the "
+               "choice (else the card says it needs a model call, which a button makes). With nothing "
+               "changed, the answers are the trace's own. The Citations page's “remove a passage” keeps "
+               "the answers fixed and shows how their probabilities move.")
     c1, c2, c3 = st.columns([2, 1, 1])
     options = [h.rank for h in trace.hits]
     drop = c1.multiselect("Remove passages", options, key=cf_key(trace, "drop"),
@@ -189,17 +227,23 @@ def _counterfactuals(trace: Trace, forced: scoring.ForcedAnswers | None) -> None
     except ValueError as e:
         st.warning(str(e))
         return
+    request = (_key(trace), tuple(sorted(drop)), k, scale)
+    asked = st.session_state.setdefault("cf_calls", set())  # the model calls this session asked for
+    if cf.needs_model_call and request in asked:
+        try:
+            with st.spinner(f"Decoding the {sum(cf.keep)} kept passages again with the generator…"):
+                cf = counterfactual.with_computed(cf, _rerun(*request, trace))
+        except state.USER_ERRORS as e:
+            st.error(str(e).splitlines()[0] if str(e) else "the model call did not work")
     cols = st.columns(2)
     for col, d in zip(cols, (RAG_TOKEN, RAG_SEQUENCE)):
-        a = cf.answers.get(d)
-        if a is None:
-            continue
-        before = trace.answer(d)
-        p = prob(a.log_p)
-        col.metric(LABELS[d] + ("" if a.exact else " (approximate)"), md_text(a.answer) or "(empty)",
-                   **probability_delta(p, answer_p(trace, before, d) if before else None), help=a.note)
-        col.caption(("same answer as before" if before and a.answer == before.answer else
-                     f"was {before.answer!r}" if before else "") + f" · {a.note}")
+        if d in cf.answers:
+            _card(col, trace, cf.answers[d])
+    if cf.needs_model_call:
+        st.button(f"Make the model call: decode the {sum(cf.keep)} kept passages again",
+                  key=cf_key(trace, "call"), on_click=asked.add, args=(request,),
+                  help="The generator decodes the kept passages under the new prior with this trace's "
+                       "settings (decoding, beams, length limit): about as long as answering the question.")
     prior = pd.DataFrame({"rank": [h.rank for h in trace.hits], "title": [h.passage.title for h in trace.hits],
                           "prior before": trace.prior, "prior now": cf.prior})
     table(prior, probabilities=("prior before", "prior now"))
@@ -247,7 +291,7 @@ def render(trace: Trace | None) -> None:
     if closed is not None:
         _three_answers(trace, closed)
     if not d.correct:
-        _verdict_list(d)
+        _verdict_list(d, bool(extra))
     if extra.get("forced") is not None and extra["forced"].expected:
         st.markdown("**Expected vs produced** (teacher-forced under the same passages)")
         _scores_table(trace, d)

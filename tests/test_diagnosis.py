@@ -246,6 +246,8 @@ def check_against_rerun(gen, trace, cf, cfg=GREEDY):
     assert seq.exact and seq.answer == new_seq.answer
     assert seq.log_p == pytest.approx(new_seq.log_p_seq(full.log_prior), abs=1e-9)
     tok, new_tok = cf.answers["rag-token"], full.answer("rag-token")
+    if not tok.exact:  # never another answer in its place
+        assert tok.needs_model_call and tok.answer is None and tok.log_p is None
     if tok.exact:
         assert tok.answer == new_tok.answer
         assert tok.log_p == pytest.approx(new_tok.log_p_tok(full.log_prior), abs=1e-9)
@@ -270,6 +272,7 @@ def test_removing_a_passage_flips_the_stitched_answer_and_says_a_rerun_is_needed
     cf = counterfactual.counterfactual(trace, drop_ranks=[2])
     assert cf.answers["rag-sequence"].answer == "A x"  # passage 1's own hypothesis, exact
     assert cf.answers["rag-token"].exact is False and "now wins step 1" in cf.answers["rag-token"].note
+    assert cf.answers["rag-token"].needs_model_call and "needs a model call" in cf.answers["rag-token"].note
     check_against_rerun(gen, trace, cf)
     assert rerun(gen, trace, cf.keep, 1.0).answer("rag-token").answer == "A x"
 
@@ -373,7 +376,7 @@ def test_the_diagnose_panel_shows_verdicts_and_counterfactuals_without_model_cal
     at.multiselect(key=cf_key(trace, "drop")).select(2).run()  # remove passage 2: RAG-Sequence -> "A x", exactly
     assert not at.exception, [e.value for e in at.exception]
     shown = {m.label: m for m in at.metric}
-    assert shown["RAG-Sequence"].value == "A x" and shown["RAG-Token (approximate)"].value
+    assert shown["RAG-Sequence"].value == "A x" and shown["RAG-Token"].value == "needs a model call"
     # the badge is the signed change of p against the answer before, so a fall reads as a fall
     before = trace.answer("rag-sequence").log_p_seq(trace.log_prior)
     assert shown["RAG-Sequence"].delta == f"{0.9 * 0.6 - math.exp(before):+.3f} (p {math.exp(before):.3g} → 0.54)"

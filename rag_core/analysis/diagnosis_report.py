@@ -16,6 +16,7 @@ from ..marginals import prob
 from ..pipeline import trace_config
 from ..trace import Trace
 from . import counterfactual, deep_search, scoring
+from .counterfactual import NEEDS_CALL
 from .verdicts import VERDICTS, Diagnosis, diagnose
 
 STATUS_WORDS = {True: "FIRED", None: "not checked", False: "not this"}
@@ -49,7 +50,9 @@ def single_removals(trace: Trace, forced: scoring.ForcedAnswers | None) -> list[
         for d in (RAG_TOKEN, RAG_SEQUENCE):
             a = cf.answers.get(d)
             if a is not None:
-                row[d] = {"answer": a.answer, "p": prob(a.log_p), "exact": a.exact}
+                p = None if a.log_p is None else prob(a.log_p)
+                row[d] = {"answer": a.answer, "p": p, "exact": a.exact,
+                          "needs_model_call": a.needs_model_call}
         rows.append(row)
     return rows
 
@@ -75,6 +78,12 @@ def diagnosis_json(d: Diagnosis, checks: Checks, removals: list[dict]) -> dict:
                    "counterfactuals": removals})
 
 
+def _removal_text(label: str, row: dict) -> str:
+    if row["needs_model_call"]:
+        return f"{label} {NEEDS_CALL}"
+    return f"{label} {row['answer']!r} (p {row['p']:.3f}{'' if row['exact'] else ', approximate'})"
+
+
 def diagnosis_text(d: Diagnosis, checks: Checks, removals: list[dict]) -> str:
     name = {RAG_TOKEN: "RAG-Token", RAG_SEQUENCE: "RAG-Sequence"}[d.decoding]
     head = (f"{name} answered {d.answer!r}: " + ("right" if d.correct else "wrong") +
@@ -85,7 +94,7 @@ def diagnosis_text(d: Diagnosis, checks: Checks, removals: list[dict]) -> str:
     if removals:
         lines += ["", "counterfactuals, from the stored conditionals (no model call): each passage removed"]
         for r in removals:
-            parts = [f"{label} {r[key]['answer']!r} (p {r[key]['p']:.3f}{'' if r[key]['exact'] else ', approximate'})"
-                     for key, label in ((RAG_TOKEN, "RAG-Token"), (RAG_SEQUENCE, "RAG-Sequence")) if key in r]
+            named = ((RAG_TOKEN, "RAG-Token"), (RAG_SEQUENCE, "RAG-Sequence"))
+            parts = [_removal_text(label, r[key]) for key, label in named if key in r]
             lines.append(f"  without #{r['removed']} {r['title']}: " + " · ".join(parts))
     return "\n".join(lines)

@@ -4,7 +4,8 @@
 scale only changes the prior p(z|x); the per-passage conditionals are already in the trace, so the
 RAG-Sequence answer under the new prior is exact (a passage's beams do not depend on the prior or
 on the other passages), and the greedy RAG-Token answer is exact wherever every token of the
-stored path still wins its step (otherwise the best known answer is counted, and flagged).
+stored path still wins its step (otherwise it needs a model call: counted as a miss, so its EM is a
+lower bound, and flagged).
 
 >>> sweep_grid([1, 5], [10.0])
 [(1, 10.0), (5, 10.0)]
@@ -43,7 +44,7 @@ def load_traces(folder: str | Path) -> list[tuple[list[str], object]]:
 
 def sweep(items, ks, scales) -> pd.DataFrame:
     """One row per (k, scale): EM of RAG-Token and RAG-Sequence, and how many RAG-Token answers
-    could not be settled without a model call."""
+    could not be settled without a model call (each counted as a miss)."""
     rows = []
     for k, scale in sweep_grid(ks, scales):
         em = {RAG_TOKEN: 0, RAG_SEQUENCE: 0}
@@ -55,7 +56,7 @@ def sweep(items, ks, scales) -> pd.DataFrame:
             n += 1
             cf = counterfactual(trace, k=k, scale=scale)
             for mode, a in cf.answers.items():
-                em[mode] += exact_match(a.answer, answers)
+                em[mode] += a.answer is not None and exact_match(a.answer, answers)
                 unsettled += mode == RAG_TOKEN and not a.exact
         rows.append({"k": k, "scale": scale, "questions": n, "rag-token EM": em[RAG_TOKEN] / max(n, 1),
                      "rag-sequence EM": em[RAG_SEQUENCE] / max(n, 1), "rag-token not exact": unsettled})

@@ -1,0 +1,110 @@
+"""Counterfactuals on the real default stack: with nothing changed, the Diagnose panel's
+counterfactual is the trace itself (same tokens, same probability) for both decodings under greedy
+and beam search, over the Ask page's example questions and over an uploaded corpus; and the model
+call of a counterfactual is the pipeline's own run of the question with fewer passages or another
+scale. (Toy models: tests/test_counterfactual.py.)"""
+import json
+
+import pytest
+
+from rag_core import catalog_actions as actions
+from rag_core import marginals
+from rag_core.analysis import counterfactual
+from rag_core.config import ASSETS, Config
+from rag_core.index import PassageIndex
+
+# A small uploaded corpus about a firm the Wikipedia questions know nothing of: "Who wrote
+# Moby-Dick?" on it is answered from the passages at a low probability, where the stored top tokens
+# are least able to prove the greedy choice.
+ROBOTICS = [{"title": title, "text": text} for title, text in [
+    ("Nimbleworks Robotics", "Nimbleworks Robotics is a robotics company founded in 2014 in Tartu, "
+     "Estonia, by the engineer Kadri Lepik. It builds small warehouse robots that sort parcels."),
+    ("Kadri Lepik", "Kadri Lepik is an Estonian engineer and the chief executive of Nimbleworks "
+     "Robotics. She studied mechatronics and wrote a book on robot grippers."),
+    ("Nimbleworks Sorter", "The Sorter is the first product of Nimbleworks Robotics: a wheeled robot "
+     "that carries up to 30 kilograms and sorts parcels by their labels."),
+    ("Nimbleworks funding", "In 2019 Nimbleworks Robotics raised 12 million euros from investors to open a "
+     "factory near Tallinn."),
+    ("Nimbleworks factory", "The Nimbleworks factory near Tallinn opened in 2021 and employs about 200 "
+     "people who assemble robot arms."),
+    ("Gripper design", "The soft grippers of Nimbleworks robots were designed by Marten Saar, who joined the "
+     "company in 2016."),
+    ("Nimbleworks customers", "Nimbleworks Robotics sells its robots to parcel carriers in Finland, "
+     "Latvia and Poland."),
+    ("Robot safety", "Every Nimbleworks robot stops when a person comes within one metre, using a "
+     "laser scanner."),
+]]
+CORPUS_QUESTIONS = ["Who wrote Moby-Dick?", "Who founded Nimbleworks Robotics?", "Who designed the grippers?"]
+SETTINGS = [Config(), Config(beams=2, rescore="fast"), Config(beams=4)]  # greedy, beams; both rescorings
+EXAMPLES = ASSETS / "examples" / "questions.json"
+LOG_P = {"rag-token": marginals.rag_token, "rag-sequence": marginals.rag_sequence}
+
+
+def robotics_upload() -> bytes:
+    return "".join(json.dumps(r) + "\n" for r in ROBOTICS).encode("utf-8")
+
+
+@pytest.fixture(scope="module")
+def corpus_pipeline(default_pipeline):
+    """The default stack on the uploaded corpus, parsed as the Corpus page parses an upload and
+    indexed in memory (nothing reaches the cache)."""
+    up = actions.parse_uploads([("robotics.jsonl", robotics_upload())])
+    assert not up.errors and len(up.parsed.passages) == len(ROBOTICS)
+    encoder = default_pipeline.models.encoder
+    index = PassageIndex.build(encoder.encode_passages(up.parsed.passages), up.parsed.passages, encoder.id)
+    return default_pipeline.with_index("robotics", index)
+
+
+@pytest.fixture(scope="module")
+def traces(default_pipeline, corpus_pipeline):
+    """(pipeline, settings, trace) for every example question and corpus question under SETTINGS
+    (one retrieval and one prompt pass per question)."""
+    examples = [e["question"] for e in json.loads(EXAMPLES.read_text("utf-8"))]
+    out = []
+    for pipe, questions in ((default_pipeline, examples), (corpus_pipeline, CORPUS_QUESTIONS)):
+        for q in questions:
+            out += [(pipe, cfg, run.trace) for cfg, run in zip(SETTINGS, pipe.run_settings(q, SETTINGS))]
+    return out
+
+
+def test_nothing_changed_is_the_trace_for_every_decoding_and_beam_setting(traces):
+    undecided = 0
+    for _, cfg, trace in traces:
+        own_tok = trace.answer("rag-token")
+        undecided += cfg.beams == 1 and counterfactual._greedy_check(own_tok, trace.log_prior)[0] != "same"
+        # the panel's untouched controls: no passage removed, K as retrieved, the trace's scale
+        for cf in (counterfactual.counterfactual(trace, [], trace.k, float(trace.scale)),
+                   counterfactual.counterfactual(trace)):
+            assert cf.unchanged and not cf.needs_model_call
+            assert sorted(cf.answers) == ["rag-sequence", "rag-token"]
+            for d, a in cf.answers.items():
+                own = trace.answer(d)
+                where = (trace.index, trace.query, cfg.beams, d)
+                assert (a.answer, a.token_ids) == (own.answer, tuple(own.token_ids)), (where, a.note)
+                assert a.log_p == float(LOG_P[d](trace.log_prior, own.token_logp)), where  # the card's p
+                assert a.exact and not a.computed, where
+    print(f"{undecided} greedy traces whose own path the stored top tokens cannot certify")
+
+
+def test_the_model_call_is_the_pipelines_own_run_with_fewer_passages_or_another_scale(corpus_pipeline):
+    """`rerun` with the top k kept (or another scale) against the pipeline answering the question
+    afresh with K = k (or that scale): the same retrieval, so the same answers and numbers."""
+    question, cfg = CORPUS_QUESTIONS[0], Config()
+    trace = corpus_pipeline.run(question, cfg)
+    for change, fresh_cfg in ((dict(k=3), cfg.with_(k=3)), (dict(scale=12.0), cfg.with_(scale=12.0))):
+        cf = counterfactual.counterfactual(trace, **change)
+        full = counterfactual.rerun(corpus_pipeline, trace, **change)
+        fresh = corpus_pipeline.run(question, fresh_cfg)
+        assert [h.passage.id for h in full.hits] == [h.passage.id for h in fresh.hits]
+        assert full.log_prior.exp().tolist() == pytest.approx(fresh.log_prior.exp().tolist(), abs=1e-9)
+        shown = counterfactual.with_computed(cf, full)
+        assert not shown.needs_model_call
+        for d in LOG_P:
+            got, want = full.answer(d), fresh.answer(d)
+            assert got.token_ids == want.token_ids, (change, d)
+            p = float(LOG_P[d](full.log_prior, got.token_logp))
+            want_p = float(LOG_P[d](fresh.log_prior, want.token_logp))
+            assert p == pytest.approx(want_p, abs=1e-4)  # rows batched differently (README: within 1e-4)
+            a = shown.answers[d]
+            assert a.answer == want.answer, (change, d, a.note)  # decided or computed, never another answer
+            assert a.computed == cf.answers[d].needs_model_call
