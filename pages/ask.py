@@ -3,7 +3,7 @@ import json
 
 import streamlit as st
 
-from app import answer_card, compare, diagnose_panel, source_views, state, views
+from app import answer_card, compare, diagnose_panel, question_box, source_views, state, views
 from rag_core.config import ASSETS
 
 st.title("Ask")
@@ -35,14 +35,12 @@ ss.setdefault("question_box", state.question())
 st.selectbox("Example questions", labels, key="example", on_change=_pick_example,
              help="Picking one asks it. Some of these the small default model gets wrong: good ones to diagnose.")
 with st.form("ask"):
-    st.text_input("Question", key="question_box", max_chars=2000)
+    question_box.field("question_box")
     st.form_submit_button("Answer", type="primary", on_click=_ask)
 
 trace = state.current_trace()
 if trace is not None:
-    for notice in trace.settings.get("notices", []):
-        st.warning(notice)
-    views.about(trace)
+    views.about(trace)  # with what was cut from the question, if anything
     answer_card.answer_cards(trace, "ask")
     source_views.section(trace, key="ask_sources")
     st.subheader(f"The {trace.k} passages")

@@ -51,9 +51,26 @@ def clean_question(question: str) -> tuple[str, list[str]]:
         raise QuestionError("the question is empty: type a question")
     notices = []
     if len(text) > MAX_QUESTION_CHARS:
-        notices.append(f"the question was {len(text):,} characters long; only the first {MAX_QUESTION_CHARS:,} were used")
+        notices.append(cut_notice(text))
         text = text[:MAX_QUESTION_CHARS]
     return text, notices
+
+
+QUOTED = 40  # characters of a cut question quoted on each side of the cut
+
+
+def cut_notice(text: str, limit: int = MAX_QUESTION_CHARS) -> str:
+    """What cutting `text` at `limit` characters kept and what it left out, quoted: the question at
+    the end of a pasted paragraph is the part a cut loses, and the reader must be able to see that.
+
+    >>> print(cut_notice("Some context. Who wrote it?", 14).replace("; ", ";\\n"))
+    the question was 27 characters long;
+    only the first 14 were used, ending “…Some context.”;
+    the last 13, from “Who wrote it?…”, were left out
+    """
+    kept, left = text[:limit].rstrip(), text[limit:].lstrip()
+    return (f"the question was {len(text):,} characters long; only the first {limit:,} were used, ending "
+            f"“…{kept[-QUOTED:]}”; the last {len(text) - limit:,}, from “{left[:QUOTED]}…”, were left out")
 
 
 @dataclass

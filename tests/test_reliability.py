@@ -41,7 +41,8 @@ def test_long_and_strange_questions_are_cleaned_with_a_notice():
     q, notes = clean_question("Who " * 30000)
     assert len(q) == MAX_QUESTION_CHARS
     # "Who " * 30000, stripped: 119,999 characters
-    assert notes == [f"the question was 119,999 characters long; only the first {MAX_QUESTION_CHARS:,} were used"]
+    assert notes[0].startswith(f"the question was 119,999 characters long; only the first {MAX_QUESTION_CHARS:,} "
+                               "were used, ending “…")
     q, notes = clean_question("Who\x00 wrote\u202e Moby-Dick? 🐋")
     assert "\x00" not in q and "🐋" in q and notes == []
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from .. import exports
@@ -43,7 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from(args, **decoding_fields(args), index=args.index, corpus=args.corpus)
-    clean_question(args.question)  # a bad question fails now, not after a model load
+    for notice in clean_question(args.question)[1]:  # a bad question fails now, not after a model load
+        if args.json or not sys.stdout.isatty():  # the text report on a terminal says it already
+            print(f"note: {notice}", file=sys.stderr)
     expected = [a.strip() for a in (args.expected or "").split("|") if normalize_answer(a)]
     if args.expected is not None and not expected:
         raise CliError("--expected is empty: give the right answer (aliases separated by |)")
