@@ -8,14 +8,16 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app import charts, views
+from app import charts, sidebar, state, views
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import shipped_runs
 from rag_core.analysis.retrieval_metrics import CELLS, error_split
 from rag_core.analysis.run_compare import compare_results
+from rag_core.catalog import NAMED
 from rag_core import stacks
 
 ASK = Path(__file__).resolve().parent.parent / "pages" / "ask.py"
+EVAL = ASK.with_name("eval.py")
 PCT = "percent"
 # The comparison's columns, sized to fit the page at 1280 px (views.widths).
 # A header longer than its column is cut by the grid: such a column gets a short header and its
@@ -57,10 +59,54 @@ def run_label(path: Path) -> str:
             f"{decoding} · {s.get('index')}")
 
 
-def open_on_ask(question: str, answers: list[str]) -> None:
-    st.session_state["question"] = question  # the Ask page's box follows: its own widget state went with the page
-    st.session_state.setdefault("expected_answers", {})[question] = " | ".join(answers)
-    st.switch_page(ASK)
+def run_intro(cfg, shipped: bool) -> str:
+    """Before a run starts: the index and the model stack it will use, and a warning when the shipped
+    questions (written for the Wikipedia passages) would be asked of another index. Returns the Run
+    button's label, which then names the index it runs on."""
+    name, md = cfg.index, views.md_text
+    st.caption(f"Runs on the index “{md(name)}” with the model {md(state.stack_name())}, at the "
+               f"sidebar's settings: K={cfg.k}, beams {cfg.beams}, {cfg.rescore} rescoring.")
+    if not shipped or name in NAMED:
+        return "Run"
+    named = f"{', '.join(NAMED[:-1])} and {NAMED[-1]}"
+    st.warning(f"The shipped questions were written for the Wikipedia passages of the {named} indexes. The "
+               f"sidebar's index “{md(name)}” is not one of them: its passages are "
+               f"{md(sidebar.index_source(name))}. Nearly every answer would be scored wrong for want of its "
+               "passage, so the scores would measure the index, not the model. Pick 2018 in the sidebar, or "
+               "upload questions written for this index.", icon=":material/warning:")
+    return f"Run anyway on {md(name)}"
+
+
+def open_button(key: str, pick_key: str, run: ev.EvalRun) -> None:
+    """'Open on the Ask page' for the question picked in the select box `pick_key`: Ask shows it under
+    the run's index, K and beams (where the sidebar offers them), says what that changed, and offers
+    the way back (`views.detour`). The change is made in the click's callback, before the sidebar is
+    drawn; the page then switches (`follow_open`)."""
+    st.button("Open on the Ask page", key=key, on_click=_open, args=(pick_key, run),
+              help="Ask then shows this question at the run's index, K and beams (the sidebar follows), says "
+                   "what it changed, and offers the way back.")
+
+
+def _open(pick_key: str, run: ev.EvalRun) -> None:
+    question = st.session_state.get(pick_key)
+    row = next((r for r in run.results if r.question == question), None)
+    if row is None:
+        return
+    s, changes = run.settings, {"question": question}
+    if s.get("index") in sidebar.index_choices():
+        changes["index_name"] = s["index"]
+    for key, (low, high) in (("k", sidebar.K_RANGE), ("beams", sidebar.BEAMS_RANGE)):
+        if isinstance(s.get(key), int) and low <= s[key] <= high:
+            changes[key] = s[key]
+    views.detour(str(EVAL), "Eval", **changes)
+    st.session_state.setdefault("expected_answers", {})[question] = " | ".join(row.answers)
+    st.session_state["eval_goto"] = True
+
+
+def follow_open() -> None:
+    """After 'Open on the Ask page' (`open_button`): go there (called before the page draws)."""
+    if st.session_state.pop("eval_goto", False):
+        st.switch_page(ASK)
 
 
 def retrieval(run: ev.EvalRun, summary: dict) -> None:
@@ -138,6 +184,5 @@ def pair(a: ev.EvalRun, b: ev.EvalRun, mode: str, key: str, names: tuple[str, st
                 else frame, views.widths(COMPARE_WIDTHS), hide_index=True)
     flipped = cmp.flipped("fixed") + cmp.flipped("broken")
     if flipped:
-        pick = st.selectbox("A question that flipped", flipped, key=f"{key}_cmp_pick")
-        if st.button("Open on the Ask page", key=f"{key}_cmp_open"):
-            open_on_ask(pick, next(r.answers for r in a.results if r.question == pick))
+        st.selectbox("A question that flipped", flipped, key=f"{key}_cmp_pick")
+        open_button(f"{key}_cmp_open", f"{key}_cmp_pick", a)

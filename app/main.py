@@ -4,7 +4,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import stack, stack_views, state, views
+from app import sidebar, stack, stack_views, views
 
 st.set_page_config(page_title="RAG Loupe", page_icon=":material/search:", layout="wide")
 # Our own style rules (no user text in them): an answer or title that is one very long word wraps
@@ -31,7 +31,8 @@ stack.ensure_loaded()  # the session's model stack, loaded with progress before 
 stack_views.sidebar_choice()
 stack_views.stack_line()  # every page's first line names the stack it shows
 stack_views.notices()
-state.sidebar()
+sidebar.sidebar()
+views.on_page(nav.title)  # a detour's notice stays on the page it landed on
 views.follow_back()
 try:
     nav.run()

@@ -1,4 +1,4 @@
-"""App state: the cached engine, the sidebar settings every page shares, and per-query results.
+"""App state: the cached engine, the sidebar's settings as pages read them, and per-query results.
 
 Engine objects load once per server with `st.cache_resource` and are shared by every session; the
 models are those of the session's model stack (`app.stack`: one stack held at a time). A query's
@@ -12,7 +12,6 @@ from dataclasses import asdict
 
 import streamlit as st
 
-from app import jobs
 from app import stack as stacks
 from rag_core.analysis import confidence as certainty
 from rag_core.analysis import sentences
@@ -175,37 +174,3 @@ def settings() -> Config:
         corpus=None, k=s.get("k", 5), beams=s.get("beams", 1), rescore=s.get("rescore", "thorough"),
         scale=s.get("scale"), max_new_tokens=s.get("max_new_tokens", 16),
         length_penalty=float(s.get("length_penalty", 1.0)), index=s.get("index_name") or stacks.default_index())
-
-
-def sidebar() -> None:
-    """The settings every page shares."""
-    with st.sidebar:
-        st.markdown("### Settings")
-        names = available_indexes()
-        names += [n for n in stacks.extra_indexes() if n not in names]
-        if st.session_state.get("index_name") not in names:
-            st.session_state["index_name"] = stacks.default_index()
-        st.selectbox("Index", names, key="index_name",
-                     help="2018 and 2016: the base Wikipedia passages plus world-leader passages as of that year. "
-                          "wiki: the base alone. Others: corpora you built on the Corpus page.")
-        st.slider("K (passages retrieved)", 1, 20, 5, key="k")
-        st.slider("Beams", 1, 4, 1, key="beams", help="1 = greedy decoding, as the paper decoded QA.")
-        st.number_input("Length penalty", min_value=-2.0, max_value=4.0, value=1.0, step=0.5, key="length_penalty",
-                        disabled=st.session_state.get("beams", 1) == 1,
-                        help="Beam search only: a finished beam ranks by its log-probability divided by "
-                             "(answer length) to this power. 1.0 is transformers' default; 0 ranks by the plain "
-                             "log-probability; larger values favour longer answers.")
-        st.radio("RAG-Sequence rescoring", ["thorough", "fast"], key="rescore", horizontal=True,
-                 help="thorough: every hypothesis scored under every passage. fast: a passage that did not "
-                      "produce a hypothesis gives it probability 0.")
-        default_scale = float(models().encoder.default_scale)  # 20 for MiniLM, 1 for DPR
-        if "scale" not in st.session_state:  # a new session starts on the command line's --scale
-            st.session_state["scale"] = stacks.cli_scale()
-        scale = st.number_input("Retriever scale", min_value=0.1, max_value=200.0,
-                                value=float(st.session_state.get("scale") or default_scale), step=1.0,
-                                help=f"p(z|x) = softmax(scale · s(z)). {default_scale:g} is this encoder's own "
-                                     "(20: the scale MiniLM was trained with; 1: DPR's plain inner product).")
-        st.session_state["scale"] = None if scale == default_scale else scale
-        st.slider("Max answer tokens", 4, 48, 16, key="max_new_tokens")
-        st.caption("Passages: Wikipedia Level-4 vital article summaries, CC BY-SA 4.0.")
-    jobs.sidebar_panel()

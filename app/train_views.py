@@ -166,6 +166,8 @@ def fine_tune_panel(cfg: Config) -> None:
     if now == "damaged":
         st.warning("The files of an earlier run with these settings were damaged (a write was cut short); "
                    "starting again replaces them.")
+    st.caption(f"Trains the model {views.md_text(state.stack_name())}, retrieving from the index "
+               f"“{views.md_text(cfg.index)}” (the sidebar's) with K={cfg.k}.")
     if st.button(label, key="ft_start", type="primary" if now != "done" else "secondary"):
         if now == "damaged":
             discard_damaged(out)

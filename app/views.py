@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import state
+from app import question_box, state
 from rag_core import exports, marginals
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import p_text
@@ -124,16 +124,18 @@ def need_trace():
     return trace
 
 
-DETOUR_NAMES = {"question": "the question", "index_name": "the sidebar index"}
+DETOUR_NAMES = {"question": "the question", "index_name": "the sidebar index", "k": "K", "beams": "beams"}
 
 
 def detour(page: str, label: str, **changes) -> None:
     """Before a button takes the user to another page with other settings (`changes`, session keys):
-    remember what it changes, so the page it lands on says so and offers the way back."""
+    remember what it changes, so the page it lands on says so and offers the way back. `page`: the
+    script to go back to; `label`: its title. Call it from a button's callback (a sidebar setting
+    cannot change once the sidebar is drawn)."""
     ss = st.session_state
     shown = {"question": state.question(), "index_name": state.settings().index}  # defaults included
     ss["detour"] = {"page": page, "label": label, "before": {k: ss.get(k) for k in changes}, "after": changes,
-                    "was": {k: shown.get(k, ss.get(k)) for k in changes}}
+                    "was": {k: shown.get(k, ss.get(k)) for k in changes}, "shown_on": None}
     ss.update(changes)
 
 
@@ -156,11 +158,24 @@ def follow_back() -> None:
         st.switch_page(back_to)
 
 
+def on_page(title: str) -> None:
+    """Called by the app before each page runs, with the page's title. A detour's notice belongs
+    to the page it landed on (the first other page that runs after it): once the user opens any
+    other page it is gone for good, so it never follows them onto a page it does not describe."""
+    ss = st.session_state
+    ss["_page"] = title
+    d = ss.get("detour")
+    if d and d.get("shown_on") is None and title != d["label"]:
+        d["shown_on"] = title
+    elif d and d.get("shown_on") not in (None, title):
+        ss.pop("detour")
+
+
 def detour_notice() -> None:
     """'Opened from Index swap: the question set to …, the sidebar index to … (was …)' with a Back
-    button, while the settings are still the ones the detour set."""
+    button, on the page the detour landed on, while the settings are still the ones it set."""
     d = st.session_state.get("detour")
-    if not d:
+    if not d or d.get("shown_on", st.session_state.get("_page")) != st.session_state.get("_page"):
         return
     if any(st.session_state.get(k) != v for k, v in d["after"].items()):
         st.session_state.pop("detour")  # the user has moved on: nothing to undo any more
@@ -174,16 +189,26 @@ def detour_notice() -> None:
 
 
 def about(trace: Trace) -> None:
-    """One line naming what the page shows: the question, the index and the decoding settings."""
+    """One line naming what the page shows (the session's question, as the engine read it): the
+    question, the index and the decoding settings."""
     beams = int(trace.settings.get("beams", 1))
-    about_query(trace.query, trace.index, f"K={trace.k} · {'greedy' if beams == 1 else f'{beams} beams'} · "
-                f"scale {trace.scale:g}")
+    decoding = "greedy" if beams == 1 else f"{beams} beams"
+    about_query(trace.query, trace.index, f"K={trace.k} · {decoding} · scale {trace.scale:g}",
+                raw=state.question())
 
 
-def about_query(question: str, index: str, settings: str) -> None:
-    """The first line of a page about one question: what it asks, on which index, with which settings."""
+def about_query(question: str, index: str, settings: str, raw: str | None = None) -> None:
+    """The first line of a page about one question: what it asks, on which index, with which settings;
+    then what was cut from the question as typed (`raw`, default `question`), where the answer is."""
     detour_notice()
     st.markdown(f"**Question:** “{md_text(question)}” · **index** {md_text(index)} · {md_text(settings)}")
+    question_notes(question if raw is None else raw)
+
+
+def question_notes(raw: str) -> None:
+    """The notices of a question as typed (`question_box.notes`): a cut, and what it kept."""
+    for note in question_box.notes(raw):
+        st.warning(md_text(note), icon=":material/content_cut:")
 
 
 # --- Helpers for the step-by-step and citation pages (charts get text escaped, never as HTML) ---

@@ -19,6 +19,7 @@ SPLITS = {"dev (for choosing prompts and settings)": ASSETS / "eval" / "dev.json
 st.title("Eval")
 st.caption("Exact match (SQuAD normalisation, any gold answer), answer contained, and answer-recall@K of the "
            "retrieved passages. Runs come from `python -m rag_core eval QUESTIONS.jsonl` or from the form below.")
+eval_views.follow_open()  # a drill-down's click: go to the Ask page
 
 
 def _chosen_questions(upload, split: str) -> tuple[list, str, int]:
@@ -53,9 +54,9 @@ with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
     n = st.slider("Questions (the first N)", 1, 20, 5, key="eval_n",
                   help="Each question costs a few seconds to a minute on a CPU: closed-book, both decodings and "
                        "the checks of wrong answers.")
-    st.caption(f"Uses the sidebar settings: index {cfg.index}, K={cfg.k}, beams {cfg.beams}, {cfg.rescore} rescoring.")
+    run_label = eval_views.run_intro(cfg, shipped=upload is None)
     job = jobs.get("eval")
-    if st.button("Run", type="primary", key="eval_run", disabled=job is not None and job.running,
+    if st.button(run_label, type="primary", key="eval_run", disabled=job is not None and job.running,
                  help="Runs in the background: other pages stay usable, and an interrupted run resumes."):
         try:
             questions, name, skipped = _chosen_questions(upload, split)
@@ -135,9 +136,8 @@ views.export_buttons(run.frame(), "eval", path.stem, "eval_export", "rows")
 
 st.subheader("Drill down")
 questions = list(table["question"]) or [r.question for r in run.results]
-pick = st.selectbox("Question", questions, key="eval_drill")
-if st.button("Open on the Ask page", key="eval_open"):
-    eval_views.open_on_ask(pick, next(r.answers for r in run.results if r.question == pick))
+st.selectbox("Question", questions, key="eval_drill")
+eval_views.open_button("eval_open", "eval_drill", run)
 
 eval_views.compare(runs, labels, path)
 training_effect.before_after()

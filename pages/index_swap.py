@@ -3,7 +3,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import jobs, state, swap_views, views
+from app import jobs, question_box, state, swap_views, views
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.hotswap import cache
 from rag_core.hotswap import results
@@ -46,7 +46,7 @@ if ss.get("swap_pick") not in questions or ss["swap_pick"] != question.strip():
 st.selectbox("A world-leader question", [OWN, *questions], key="swap_pick", on_change=_pick,
              help="Positions whose holder changed between the two snapshots (assets/leaders.csv).")
 with st.form("swap_ask"):
-    st.text_input("Question", key="swap_text", max_chars=2000)
+    question_box.field("swap_text")
     st.form_submit_button("Answer on both indexes", type="primary", on_click=_asked)
 
 # The one question's answers go here, above the experiment, but are computed after it: the
@@ -57,6 +57,7 @@ one_question = st.container()
 
 def _answer_on_both(question: str) -> None:
     """One question, both indexes, side by side."""
+    views.question_notes(question)  # what was cut from it, if anything
     known = holders.get(question.strip())
     if known:
         st.caption(f"Holder on 31 Dec 2016: {known[0]} · on 31 Dec 2018: {known[1]}")
@@ -99,6 +100,8 @@ if result is None or not result.complete:
             st.error(f"The last run stopped: {job.error}. What it computed is kept; resuming continues from there.")
         elif job is not None and job.cancelled:
             st.warning("The run was cancelled. What it computed is kept; resuming continues from there.")
+        st.caption(f"Runs on the 2016 and 2018 indexes (not the sidebar's) with the model "
+                   f"{views.md_text(state.stack_name())}, at the settings above.")
         if st.button("Run the experiment" if not done else "Resume the experiment", type="primary"):
             pipes = {y: state.pipeline(y) for y in results.YEARS}  # loaded here, in the page's own run
             jobs.start("leaders", lambda progress: hotswap.run_experiment(cfg, lambda: pipes, checksums=checksums,

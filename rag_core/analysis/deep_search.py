@@ -11,7 +11,9 @@ from .matching import contains_answer, passage_text
 
 @dataclass
 class DeepHit:
-    """The best passage in a deeper search that contains the expected answer (rank None: none)."""
+    """The best passage in a deeper search that contains the expected answer (rank None: none).
+    `depth` is how many passages were searched: fewer than asked for when the index holds fewer,
+    and then `whole_index` is set (an 8-passage index is searched 8 deep, not 100)."""
 
     depth: int
     k: int
@@ -21,6 +23,7 @@ class DeepHit:
     score: float | None = None
     title: str = ""
     text: str = ""
+    whole_index: bool = False
 
     @property
     def gap_top(self) -> float | None:
@@ -36,7 +39,7 @@ def deep_search(retriever, trace: Trace, expected: Sequence[str], depth: int = D
     hits = retriever.retrieve(trace.query, max(depth, trace.k))
     top = hits[0].score if hits else float("nan")
     kth = trace.hits[-1].score if trace.hits else float("nan")
-    out = DeepHit(depth, trace.k, top, kth)
+    out = DeepHit(len(hits), trace.k, top, kth, whole_index=len(hits) < max(depth, trace.k))
     for h in hits:
         if contains_answer(passage_text(h.passage), expected):
             out.rank, out.score, out.title, out.text = h.rank, h.score, h.passage.title, h.passage.text

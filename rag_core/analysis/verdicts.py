@@ -3,8 +3,9 @@
 Five verdicts, each a check on numbers the trace (or one teacher-forced pass) already holds; they
 can overlap, and each carries the evidence that decided it:
 
-- `retrieval-miss`: no retrieved passage contains the expected answer. A deeper search (top 100)
-  finds the best passage that does: its rank and how far its score s(z) is below the top one.
+- `retrieval-miss`: no retrieved passage contains the expected answer. A deeper search (the top 100,
+  or the whole index when it is smaller) finds the best passage that does: its rank and how far its
+  score s(z) is below the top one.
 - `evidence-ignored`: a retrieved passage contains the expected answer, yet under that passage the
   generator prefers the produced answer: log p(produced|x,z) > log p(expected|x,z).
 - `parametric`: the produced answer is about as likely under every passage (p(y|x,z) varies by at
@@ -106,8 +107,10 @@ def check_retrieval_miss(trace: Trace, expected: list[str], deep: DeepHit | None
     ev.update({"depth": deep.depth, "rank": deep.rank, "score": deep.score, "title": deep.title, "text": deep.text,
                "top_score": deep.top_score, "kth_score": deep.kth_score, "gap_top": deep.gap_top, "gap_kth": deep.gap_kth})
     if deep.rank is None:
+        deeper = (f"any of the {deep.depth} passages of the whole index" if deep.whole_index else
+                  f"any of the top {deep.depth}")
         return Verdict("retrieval-miss", True, f"none of the {trace.k} retrieved passages contains the expected answer, "
-                       f"nor any of the top {deep.depth}", ev)
+                       f"nor {deeper}", ev)
     return Verdict("retrieval-miss", True,
                    f"none of the {trace.k} retrieved passages contains the expected answer; the best passage that does "
                    f"is rank {deep.rank} ({deep.title!r}), score {deep.score:.3f}: {deep.gap_top:.3f} below the top "
