@@ -204,10 +204,11 @@ def _boxes_overlap(a, b) -> bool:
 
 
 def shown_ranges(coords: np.ndarray, ends: np.ndarray, qpos: np.ndarray, zoom: bool):
-    """The x and y ranges the 2-D map shows: with `zoom`, the question and its top-K (`ends`, (K, 2))
-    with a margin; else the whole cloud (`coords`) as plotly's autorange frames it (5% more)."""
+    """The x and y ranges the 2-D map shows: with `zoom`, the query point(s) `qpos` ((2,), or (M, 2):
+    the question and the query moved by hand) and the ringed top-K (`ends`, (K, 2)) with a margin;
+    else the whole cloud (`coords`) as plotly's autorange frames it (5% more)."""
     if zoom:
-        box = np.vstack([ends, qpos[None, :2]])  # (K + 1, 2)
+        box = np.vstack([ends[:, :2], np.atleast_2d(qpos)[:, :2]])  # (K + M, 2)
         lo, hi = box.min(0), box.max(0)
         pad = np.maximum(0.15 * (hi - lo), 0.01 * (coords.max(0) - coords.min(0)))
     else:
@@ -252,13 +253,15 @@ def label_spots(points: np.ndarray, centre: np.ndarray, texts: list[str], x_rang
 
 
 def passage_map(coords: np.ndarray, hover: np.ndarray, topic: np.ndarray, hits: list, rows: list[int], qpos,
-                question: str, dims: int, zoom: bool, uirevision: str, drawn: np.ndarray | None = None) -> go.Figure:
+                question: str, dims: int, zoom: bool, uirevision: str, drawn: np.ndarray | None = None,
+                moved: np.ndarray | None = None) -> go.Figure:
     """Every passage (coords: (N, dims)) coloured by topic, with its escaped `hover` text; the
     question at `qpos` (or None), lines to its top-K `hits` (at map rows `rows`) and numbered rings
-    on them. `drawn`: the rows of the cloud to send (`map_layout.draw_rows`), None for all. `hover`
-    is already escaped; the question is escaped here. Both views draw the cloud in WebGL: 2-D as
-    scattergl (the marks over it in SVG) and, with `zoom`, frames the question and its top-K; 3-D
-    as scatter3d."""
+    on them. `moved`: the 2-D point the user moved the query to (an open star); `hits` are then that
+    query's top-K, the lines start from it and the zoom frames both stars. `drawn`: the rows of the
+    cloud to send (`map_layout.draw_rows`), None for all. `hover` is already escaped; the question is
+    escaped here. Both views draw the cloud in WebGL: 2-D as scattergl (the marks over it in SVG)
+    and, with `zoom`, frames the question and its top-K; 3-D as scatter3d."""
     C = coords
     cloud = np.arange(len(C)) if drawn is None else np.asarray(drawn)  # (n_drawn,) rows of the cloud
     Scatter = go.Scattergl if dims == 2 else go.Scatter3d
@@ -283,17 +286,21 @@ def passage_map(coords: np.ndarray, hover: np.ndarray, topic: np.ndarray, hits: 
         fig.add_trace(Scatter(**xyz(C[sel]), mode="markers", name=t, text=hover[sel],
                               hovertemplate="%{text}<extra></extra>", legendgroup="topics",
                               marker={"size": 4 if dims == 2 else 2, "opacity": 0.55, "color": colour}))
+    centre = qpos if moved is None else np.asarray(moved, dtype=float)  # where the ringed top-K's query is
+    stars = centre if qpos is None or moved is None else \
+        np.vstack([qpos[None, :2], centre[None, :2]])  # (2, 2): the two stars the zoom frames
     if qpos is not None and rows:
         ends = C[rows]  # (K, dims)
-        seg = [v for end in ends for v in (qpos.tolist(), end.tolist(), [None] * dims)]  # query -> passage, gap
+        seg = [v for end in ends for v in (centre.tolist(), end.tolist(), [None] * dims)]  # query -> z, gap
         fig.add_trace(Mark(**{a: [p[i] for p in seg] for i, a in enumerate("xyz"[:dims])}, mode="lines",
                            name="query → top-K", hoverinfo="skip",
                            line={"color": "rgba(20,20,20,0.55)", "width": 1.5}))
         rank_hover = [f"<b>rank {h.rank}</b> · s(z) = {h.score:.3f}<br>{hover[r]}" for h, r in zip(hits, rows)]
         fig.add_trace(Mark(**xyz(ends), mode="markers+text", name=f"top-{len(rows)} (rings)",
                            text=[str(h.rank) for h in hits],
-                           textposition=label_spots(ends, qpos, [str(h.rank) for h in hits],
-                                                    *shown_ranges(C, ends, qpos, zoom)) if dims == 2 else "top center",
+                           textposition=label_spots(ends, centre, [str(h.rank) for h in hits],
+                                                    *shown_ranges(C, ends, stars, zoom))
+                           if dims == 2 else "top center",
                            textfont={"size": 14, "color": "#111"}, hovertext=rank_hover, hoverinfo="text",
                            marker={"symbol": "circle-open", "size": 16 if dims == 2 else 9, "color": "#111",
                                    "line": {"width": 2.5, "color": "#111"}}))
@@ -302,13 +309,15 @@ def passage_map(coords: np.ndarray, hover: np.ndarray, topic: np.ndarray, hits: 
                            hovertext=[f"<b>question</b><br>{plot_text(question)}"], hoverinfo="text",
                            marker={"symbol": "star" if dims == 2 else "diamond", "size": 18 if dims == 2 else 8,
                                    "color": "#e4002b", "line": {"width": 1.5, "color": "white"}}))
+    if moved is not None:
+        add_moved_query(fig, centre)
     fig.update_layout(height=640, margin={"l": 0, "r": 0, "t": 36, "b": 0}, legend={"itemsizing": "constant"},
                       hoverlabel={"align": "left"}, uirevision=uirevision)
     if dims == 2:
         fig.update_xaxes(showticklabels=False, title=None, zeroline=False, showgrid=False)
         fig.update_yaxes(showticklabels=False, title=None, zeroline=False, showgrid=False)
         if zoom and qpos is not None and rows:
-            x_range, y_range = shown_ranges(C, C[rows], qpos, zoom)
+            x_range, y_range = shown_ranges(C, C[rows], stars, zoom)
             fig.update_xaxes(range=list(x_range))
             fig.update_yaxes(range=list(y_range))
     else:

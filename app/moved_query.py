@@ -34,18 +34,26 @@ def _answer_from(stack: str, question: str, index_name: str, vector: tuple[float
     return pipe.run_settings(question, [cfg], query_vector=np.array([vector], dtype=np.float32))[0].trace
 
 
-def panel(pipe, pmap, point: np.ndarray, question: str, own_hits: list, k: int, scale: float) -> None:
-    """The moved query's top K beside the question's own, and the answer from there on request."""
+def top_k(pipe, pmap, point: np.ndarray, question: str, k: int) -> tuple[np.ndarray, list]:
+    """The query vector lifted from the map `point` ((1, D)) and its top K by the index's own search:
+    the Map's rings and the table below it both show these, and the Train page may start from it."""
     q = pmap.lift(point, normalise=bool(getattr(pipe.models.encoder, "normalises", False)))[None]  # (1, D)
-    hits = pipe.retrieve(question, k, query_vector=q)
     st.session_state["_moved_q"] = {"question": question, "index": pipe.index_name, "vector": q[0].tolist()}
+    return q, pipe.retrieve(question, k, query_vector=q)
+
+
+def panel(pipe, point: np.ndarray, q: np.ndarray, hits: list, question: str, own_hits: list,
+          scale: float) -> None:
+    """The moved query's top K (`hits`, of the vector `q`, (1, D)) beside the question's own, and the
+    answer from there on request."""
     prior = marginals.log_prior(torch.tensor([h.score for h in hits]), scale).exp()  # (K,)
     own = {h.passage.id: h.rank for h in own_hits}
     st.subheader("The query, moved by hand")
     st.caption("You clicked a point on the map: the query vector is now the mean of the vectors of the 10 passages "
                "nearest that point (nearer ones weigh more), made unit-length. The top K, the scores and the prior "
-               "below follow from it alone: no generator call. The Train page starts its steps from here, so "
-               "you can watch training pull the query back.")
+               "below follow from it alone: no generator call; the rings on the map mark this top K. On the "
+               "Train page, \"Start from the query you moved on the Map\" steps from here, to watch training "
+               "pull the query back.")
     views.table(pd.DataFrame([{"rank": h.rank, "title": h.passage.title, "s(z)": round(h.score, 4),
                                "p(z|x)": float(p), "rank for the question": own.get(h.passage.id, "—")}
                               for h, p in zip(hits, prior)]), hide_index=True,

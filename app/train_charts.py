@@ -10,6 +10,36 @@ from app.views import passage_color, plot_text
 from rag_core.marginals import p_text
 
 PULL, PUSH = "#1a9850", "#d73027"  # toward a passage (bracket > 0), away from it (< 0)
+# The walk's log p(y|x) axis is never shorter than MIN_LOG_P_SPAN nats, so that a change of a
+# thousandth draws as a flat line rather than a steep one; a change smaller than NO_CHANGE nats
+# (p(y|x) moved by less than 1 %) is said in words to be no measurable change.
+MIN_LOG_P_SPAN, NO_CHANGE = 0.5, 0.01
+
+
+def log_p_range(values: list[float]) -> list[float]:
+    """The y range of the log p(y|x) line: the values with a 10 % margin each side, widened about
+    their middle to MIN_LOG_P_SPAN when they span less.
+
+    >>> [round(v, 4) for v in log_p_range([-1.0, -1.001])]  # a thousandth: a flat line
+    [-1.2505, -0.7505]
+    >>> [round(v, 4) for v in log_p_range([-1.5, -0.5])]    # a real climb keeps its own scale
+    [-1.6, -0.4]
+    """
+    lo, hi = float(min(values)), float(max(values))
+    lo, hi = lo - 0.1 * (hi - lo), hi + 0.1 * (hi - lo)
+    if hi - lo < MIN_LOG_P_SPAN:
+        mid = (lo + hi) / 2
+        lo, hi = mid - MIN_LOG_P_SPAN / 2, mid + MIN_LOG_P_SPAN / 2
+    return [lo, hi]
+
+
+def no_measurable_change(values: list[float]) -> bool:
+    """log p(y|x) over the steps never moved NO_CHANGE nats away from where it started.
+
+    >>> no_measurable_change([-1.0, -1.001, -0.999]), no_measurable_change([-1.0, -0.98])
+    (True, False)
+    """
+    return max(abs(v - values[0]) for v in values) < NO_CHANGE
 
 
 def pull_bars(labels: list[str], titles: list[str], bracket, prior, posterior, marginal: str) -> go.Figure:
@@ -53,8 +83,9 @@ def walk_lines(log_likelihood: list[float], gap: list[float], entered: list[int]
                              hovertext=[f"step {s}: gap = {v:.3f}" for s, v in zip(steps, gap)], hoverinfo="text",
                              line=dict(color="#b2182b", dash="dot")))
     fig.update_layout(height=300, margin=dict(l=10, r=10, t=10, b=10), xaxis=dict(title="step", dtick=1),
-                      yaxis=dict(title="log p(y|x)"), yaxis2=dict(title="gap", overlaying="y", side="right", tickformat=".2f", tickmode="linear", tick0=0, dtick=0.25,
-                                                                  range=[0, 1], showgrid=False),
+                      yaxis=dict(title="log p(y|x)", range=log_p_range(log_likelihood)),
+                      yaxis2=dict(title="gap", overlaying="y", side="right", tickformat=".2f",
+                                  tickmode="linear", tick0=0, dtick=0.25, range=[0, 1], showgrid=False),
                       legend=dict(orientation="h", y=1.12))
     return fig
 

@@ -1,11 +1,11 @@
 """Map: every passage of the index laid out by UMAP (cosine) or PCA, the question placed among them
-and its true top-K ringed."""
+and its true top-K ringed; a click moves the query, and the rings follow the moved query's top-K."""
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import charts, moved_query, state, train_views, views
+from app import charts, kept, moved_query, state, train_views, views
 from rag_core import map_layout, projection
 from rag_core.pipeline import clean_question
 
@@ -19,8 +19,9 @@ method = c1.radio("Layout", ["UMAP", "PCA"], horizontal=True, key="map_method",
                   help="UMAP (cosine distance) keeps neighbourhoods; it takes a minute or two the first time for an "
                        "index, then loads from disk. PCA is instant: the two or three directions of largest variance.")
 dims = 3 if c2.radio("View", ["2-D", "3-D"], horizontal=True, key="map_dims") == "3-D" else 2
-zoom = c3.toggle("Zoom to the question", key="map_zoom", disabled=dims == 3,
-                 help="Frame the question and its top-K; double-click the map to see all of it again.")
+zoom = kept.toggle(c3, "Zoom to the question", "map_zoom", disabled=dims == 3,  # kept across page visits
+                   help="Frame the question, the query you moved (if any) and the ringed top-K; double-click "
+                        "the map to see all of it again.")
 
 loading = st.empty()
 try:
@@ -93,24 +94,38 @@ try:
 except state.USER_ERRORS as e:
     st.error(str(e).splitlines()[0] if str(e) else "the question could not be placed")
 
+# A click moves the query: the rings then mark the moved query's top-K, by the index's search of its vector.
+moved = moved_query.clicked_point("passage-map", (question, name, pmap.method, dims)) if dims == 2 else None
+own, moved_q = hits, None
+if moved is not None and qpos is not None:
+    try:
+        moved_q, moved_hits = moved_query.top_k(pipe, pmap, moved, question, cfg.k)
+        hits = moved_hits
+    except state.USER_ERRORS as e:
+        st.error(str(e).splitlines()[0] if str(e) else "the moved query could not be searched")
+
 placed = ("placed at the score-weighted mean of its 10 nearest passages" if pmap.method == "umap"
           else "projected exactly")
+ringed = (f"the true top-{len(hits)} by inner product s(z) = d(z)·q(x)" if moved_q is None else
+          f"the top-{len(hits)} of the query you moved (the open star), by the index's search of its vector")
 st.caption(f"Each dot is one of the {len(idx):,} passages of **{views.md_text(name)}**, coloured by topic; the red "
            f"{'★' if dims == 2 else '◆'} is the question, {placed}. Closeness on the map is *not* the retriever's "
-           f"ranking: the map squeezes {idx.dim} dimensions into {dims}. The numbered rings mark the true "
-           f"top-{len(hits)} by inner product "
-           "s(z) = d(z)·q(x) — the passages the generator reads.")
+           f"ranking: the map squeezes {idx.dim} dimensions into {dims}. The numbered rings mark {ringed} — "
+           "the passages the generator reads.")
 
 C = pmap.coords
 hits = [h for h in hits if h.passage.id in pts["row"]]
 rows = [pts["row"][h.passage.id] for h in hits]
-drawn = map_layout.draw_rows(C, centre=qpos, keep=rows)  # every row up to the cap; the top-K always
+own_rows = [pts["row"][h.passage.id] for h in own if h.passage.id in pts["row"]]
+drawn = map_layout.draw_rows(C, centre=qpos, keep=own_rows + rows)  # every row up to the cap; top-Ks always
 if len(drawn) < len(C):
     near = f"the {int(map_layout.DRAW_CAP * map_layout.NEAR_SHARE):,} nearest the question, " if qpos is not None else ""
     st.caption(f"Drawn: {len(drawn):,} of the {len(C):,} passages, so the map opens in a second or two: {near}the "
                "top-K, and a fixed random share of the others.")
+# plotly keeps the user's pan and zoom while `view` is the same; with the zoom on, a move frames anew
+view = f"{name}-{method}-{dims}-{zoom}-{question}" + (f"-{moved}" if zoom else "")
 fig = charts.passage_map(C, pts["hover"], pts["topic"], hits, rows, qpos, question, dims, zoom,
-                         uirevision=f"{name}-{method}-{dims}-{zoom}-{question}", drawn=drawn)
+                         uirevision=view, drawn=drawn, moved=None if moved_q is None else moved)
 pull = st.toggle("Show the training pull", key="map_pull", disabled=qpos is None,
                  help="The arrow from the question to where one step of the paper's training signal moves the query, "
                       "for the expected answer typed on the Train page, or else the one the Diagnose box offers "
@@ -122,20 +137,20 @@ if pull and qpos is not None:
                 "the passages that explain it).")
     else:
         charts.add_pull_arrow(fig, start, end, dims)
-moved = moved_query.clicked_point("passage-map", (question, name, pmap.method, dims)) if dims == 2 else None
-if moved is not None:
-    charts.add_moved_query(fig, moved)
 st.plotly_chart(fig, width="stretch", key="passage-map", **({"on_select": "rerun", "selection_mode": "points"}
                                                             if dims == 2 else {}))
 if dims == 2 and qpos is not None:
-    st.caption("Click any dot to move the query there (the open star): its top K and prior follow below.")
+    st.caption("Click any dot to move the query there (the open star): its top K (rings) and prior follow.")
 
 if hits and qpos is not None:
-    dist = np.linalg.norm(C - qpos, axis=1)  # map distance of every passage to the question
+    dist = np.linalg.norm(C - (qpos if moved_q is None else moved), axis=1)  # (N,) to the rings' query
     order = np.argsort(np.argsort(dist)) + 1  # 1 = closest on the map
     table = pd.DataFrame([{"rank (by s(z))": h.rank, "title": h.passage.title, "score s(z)": round(h.score, 4),
                            "rank by map distance": int(order[r])} for h, r in zip(hits, rows)])
-    st.caption("The top-K again, with where each one falls if you ranked all passages by distance on the map:")
+    st.caption(("The moved query's" if moved_q is not None else "The") + " top-K again, with where each one "
+               "falls if you ranked all passages by distance on the map to "
+               + ("the open star:" if moved_q is not None else "the question:"))
     views.table(table, hide_index=True, width="stretch")
-if moved is not None and qpos is not None:
-    moved_query.panel(pipe, pmap, moved, question, hits, cfg.k, float(cfg.scale or encoder.default_scale))
+if moved_q is not None:
+    moved_query.panel(pipe, moved, moved_q, moved_hits, question, own,
+                      float(cfg.scale or encoder.default_scale))

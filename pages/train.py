@@ -2,7 +2,7 @@
 toward the passages that explain the answer), steps along it, and fine-tuning on a question file."""
 import streamlit as st
 
-from app import diagnose_panel, state, train_charts, train_views, views
+from app import diagnose_panel, kept, state, train_charts, train_views, views
 from rag_core.training.query_walk import DEFAULT_STEP_SIZE, WalkError
 
 st.title("Train")
@@ -16,11 +16,11 @@ question = state.question()
 scale = float(cfg.scale or state.models().encoder.default_scale)
 views.about_query(question, cfg.index, f"K={cfg.k} · scale {scale:g}")
 
-kept = st.session_state.get("_train_answer")  # widget state is dropped on other pages: this copy is not
+last = st.session_state.get("_train_answer")  # widget state is dropped on other pages: this copy is not
 if "train_expected" not in st.session_state or st.session_state.get("_train_for") != question:
     st.session_state["_train_for"] = question  # a new question (or a return): its own answer, or a prefill
     typed = st.session_state.get("diag_expected", "") if st.session_state.get("_diag_for") == question else ""
-    st.session_state["train_expected"] = (kept["answer"] if kept and kept["question"] == question else
+    st.session_state["train_expected"] = (last["answer"] if last and last["question"] == question else
                                           (typed or diagnose_panel.prefill(question)).split("|")[0].strip())
 c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
 answer = c1.text_input("Expected answer y", key="train_expected", max_chars=300,
@@ -37,9 +37,11 @@ if not answer.strip():
     st.info("Type the expected answer to see where it pulls the query.")
     train_views.fine_tune_panel(cfg)
     st.stop()
-start = train_views.moved_start(question, cfg.index)
-if start is not None and not st.toggle("Start from the query you moved on the Map", True, key="train_from_moved",
-                                       help="Off: start from q(x), the question's own query vector."):
+start = train_views.moved_start(question, cfg.index)  # off unless the user turns it on: q(x) pulls the most
+if start is not None and not kept.toggle(
+        st, "Start from the query you moved on the Map", "train_from_moved",
+        help="Off: start from q(x), the question's own query vector. On: from the point you clicked on the "
+             "Map, to watch training pull it back."):
     start = None
 try:
     w = train_views.walk(state.stack_key(), question, cfg.index, answer, marginal, cfg.k, cfg.scale, float(step_size), int(steps), start)
@@ -71,13 +73,22 @@ st.subheader("Taking steps")
 lls = [s.log_likelihood for s in w.steps]
 gaps = [0.5 * float((s.posterior - s.prior).abs().sum()) for s in w.steps]
 m1, m2, m3 = st.columns(3)
-m1.metric("log p(y|x)", f"{lls[-1]:.3f}", f"{lls[-1] - lls[0]:+.3f} since step 0", delta_color="normal")
+flat = len(lls) > 1 and not w.still and train_charts.no_measurable_change(lls)
+m1.metric("log p(y|x)", f"{lls[-1]:.3f}", None if flat else f"{lls[-1] - lls[0]:+.3f} since step 0",
+          delta_color="normal")
 m2.metric("gap between prior and posterior", f"{gaps[-1]:.3f}", f"{gaps[-1] - gaps[0]:+.3f}", delta_color="inverse",
           help="½ Σ_z |p(z|x,y) − p(z|x)|: 0 when the retriever already ranks as the answer would.")
 m3.metric("generator passes", w.generator_passes,
           help="One teacher-forced pass for the first top K, then one per step where a new passage entered.")
+if flat:
+    st.info(f"No measurable change: log p(y|x) stays within {train_charts.NO_CHANGE:g} of its start over "
+            f"{len(lls) - 1} step(s) (p(y|x) moves by less than 1 %). "
+            + ("It starts from the query you moved on the Map, " if start is not None else "Here ")
+            + "the passages of the top K explain the answer about as well as the retriever expected (the "
+              "brackets above are small), so little pulls the query.")
 st.caption("As q climbs, the prior moves toward the posterior and log p(y|x) rises. A passage that enters the "
-           "top K (a bigger dot) is read by the generator once; the others are remembered.")
+           "top K (a bigger dot) is read by the generator once; the others are remembered. The log p(y|x) "
+           f"axis spans at least {train_charts.MIN_LOG_P_SPAN:g}, so a small change draws as a small slope.")
 st.plotly_chart(train_charts.walk_lines(lls, gaps, [len(s.entered) for s in w.steps]), key="train_lines",
                 config={"displayModeBar": False})
 t = st.slider("Show step", 0, len(w.steps) - 1, len(w.steps) - 1, key="train_show") if len(w.steps) > 1 else 0

@@ -1,6 +1,8 @@
 """Moving the query by hand on the Map: `PassageMap.lift` against a brute-force loop, a passage's own
-map point lifting back to (nearly) its own vector, and the Map page's moved-query panel against a
-fresh retrieval with the lifted vector (and its answer against the pipeline run from that vector)."""
+map point lifting back to (nearly) its own vector, and the Map page's moved-query panel and rings against
+a fresh retrieval with the lifted vector (and its answer against the pipeline run from that vector); the
+Train page's start (the question's own query unless the user asks for the moved one)."""
+import json
 import math
 from pathlib import Path
 
@@ -12,7 +14,9 @@ from rag_core.config import Config
 from rag_core.map_layout import PassageMap, fit_pca
 from rag_core.pipeline import Pipeline
 
+from app import views
 from conftest import visit
+from test_app_pages_b import values
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "Who wrote Moby-Dick?"
@@ -73,10 +77,71 @@ def test_the_moved_query_panel_equals_a_fresh_retrieval(moved_map):
     assert table["p(z|x)"].tolist() == pytest.approx(probs.tolist(), abs=1e-5)
 
 
-def test_the_train_page_steps_from_the_moved_query(moved_map):
-    """Move the query by hand, then let training pull it: the walk starts at the lifted vector."""
-    import json
+def chart(at: AppTest, key_part: str) -> dict:
+    return next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if key_part in c.proto.id)
 
+
+def moved_top(idx, pmap) -> np.ndarray:
+    """The rows of the top 5 for the query lifted from the fixture's map point, by brute force over
+    every stored vector."""
+    x = np.asarray(idx.index.reconstruct_n(0, len(idx)), dtype=np.float64)  # (N, D)
+    return np.argsort(-(x @ pmap.lift(np.array([0.1, -0.05])).astype(np.float64)))[:5]  # (5,)
+
+
+def test_the_zoom_frames_the_moved_query_and_stays_on(moved_map):
+    """With "Zoom to the question" on, the view holds the question's star, the open star of the query
+    moved by hand and every ring (it used to frame the question and its own top K, far from the open
+    star); turned on, the zoom is still on after a visit to another page (it used to reset)."""
+    from app import state
+    from rag_core import projection
+
+    idx = state.index("wiki")
+    pmap = projection.fit_map(idx, "pca", 2)
+    marks = [[0.1, -0.05], *pmap.coords[moved_top(idx, pmap)].tolist()]  # the open star and its rings
+    moved_map.toggle(key="map_zoom").set_value(True).run()
+    for _ in range(2):  # zoomed, then again after a visit to the Train page
+        layout = chart(moved_map, "passage-map")["layout"]
+        (x0, x1), (y0, y1) = layout["xaxis"]["range"], layout["yaxis"]["range"]
+        shown = {t.get("name"): t for t in chart(moved_map, "passage-map")["data"]}
+        question = [values(shown["question"]["x"])[0], values(shown["question"]["y"])[0]]
+        for px, py in [*marks, question]:
+            assert x0 < px < x1, (px, layout["xaxis"]["range"])
+            assert y0 < py < y1, (py, layout["yaxis"]["range"])
+        assert moved_map.toggle(key="map_zoom").value is True
+        visit(moved_map, "train.py")
+        visit(moved_map, "map.py")
+
+
+def test_the_rings_follow_the_moved_query(moved_map):
+    """After a click the numbered rings sit on the moved query's own top K, a brute-force ranking of
+    every stored vector against the lifted vector (not on the question's, where they used to stay),
+    and the lines start at the open star."""
+    from app import state
+    from rag_core import projection
+
+    idx = state.index("wiki")
+    pmap = projection.fit_map(idx, "pca", 2)
+    x = np.asarray(idx.index.reconstruct_n(0, len(idx)), dtype=np.float64)  # (N, D)
+    top = moved_top(idx, pmap)
+    own = np.argsort(-(x @ state.pipeline("wiki").query_vector(QUESTION)[0].astype(np.float64)))[:5]  # (5,)
+    assert set(top.tolist()) != set(own.tolist())  # the question's rings would not pass
+    traces = {t.get("name"): t for t in chart(moved_map, "passage-map")["data"]}
+    rings = traces["top-5 (rings)"]
+    assert values(rings["x"]) == pytest.approx(pmap.coords[top, 0].astype(np.float64).tolist(), abs=1e-6)
+    assert values(rings["y"]) == pytest.approx(pmap.coords[top, 1].astype(np.float64).tolist(), abs=1e-6)
+    assert [h.split("<br>")[1] for h in rings["hovertext"]] == \
+        [f"<b>{views.plot_text(idx.passages[i].title)}</b>" for i in top]
+    lines = traces["query → top-K"]
+    assert values(lines["x"])[0::3] == pytest.approx([0.1] * 5)  # each segment: star, ring, gap
+    assert values(lines["y"])[0::3] == pytest.approx([-0.05] * 5)
+    star = traces["moved query"]
+    assert (values(star["x"]), values(star["y"])) == (pytest.approx([0.1]), pytest.approx([-0.05]))
+
+
+def test_the_train_page_starts_from_the_question_unless_asked(moved_map):
+    """After a click on the Map the Train page still walks from q(x), the question's own query (it
+    used to start from the moved one, where little pulls); "Start from the query you moved on the
+    Map", turned on, walks from the lifted vector, and stays on across a visit to the Map."""
     from app import state
     from rag_core import projection
     from rag_core.training.query_walk import walk
@@ -85,16 +150,23 @@ def test_the_train_page_steps_from_the_moved_query(moved_map):
     moved_map.session_state["train_expected"] = "Herman Melville"
     moved_map.session_state["train_steps"] = 2
     visit(moved_map, "train.py")
-    line = next(json.loads(c.proto.spec) for c in moved_map.get("plotly_chart") if "train_lines" in c.proto.id)
     pipe = Pipeline(state.models(), "wiki", state.index("wiki"), Config(index="wiki"))
     lifted = projection.fit_map(state.index("wiki"), "pca", 2).lift(np.array([0.1, -0.05]))
     moved = walk(pipe, QUESTION, "Herman Melville", "sequence", 5, None, 0.02, 2, start=lifted)
     own = walk(pipe, QUESTION, "Herman Melville", "sequence", 5, None, 0.02, 2)
-    assert line["data"][0]["y"] == pytest.approx([s.log_likelihood for s in moved.steps], abs=1e-5)
     assert abs(moved.steps[0].log_likelihood - own.steps[0].log_likelihood) > 1e-3  # really another start
+    assert moved_map.toggle(key="train_from_moved").value is False
+    own_line = [s.log_likelihood for s in own.steps]
+    assert chart(moved_map, "train_lines")["data"][0]["y"] == pytest.approx(own_line, abs=1e-5)
+    moved_map.toggle(key="train_from_moved").set_value(True).run()
+    for _ in range(2):  # turned on, then again after a visit to the Map
+        assert moved_map.toggle(key="train_from_moved").value is True
+        assert chart(moved_map, "train_lines")["data"][0]["y"] == \
+            pytest.approx([s.log_likelihood for s in moved.steps], abs=1e-5)
+        visit(moved_map, "map.py")
+        moved_map.session_state["train_steps"] = 2  # the slider's own state goes with the page
+        visit(moved_map, "train.py")
     moved_map.toggle(key="train_from_moved").set_value(False).run()
-    line = next(json.loads(c.proto.spec) for c in moved_map.get("plotly_chart") if "train_lines" in c.proto.id)
-    assert line["data"][0]["y"] == pytest.approx([s.log_likelihood for s in own.steps], abs=1e-5)
     visit(moved_map, "map.py")
 
 
