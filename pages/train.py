@@ -76,14 +76,15 @@ m1, m2, m3 = st.columns(3)
 flat = len(lls) > 1 and not w.still and train_charts.no_measurable_change(lls)
 m1.metric("log p(y|x)", f"{lls[-1]:.3f}", None if flat else f"{lls[-1] - lls[0]:+.3f} since step 0",
           delta_color="normal")
-m2.metric("gap between prior and posterior", f"{gaps[-1]:.3f}", f"{gaps[-1] - gaps[0]:+.3f}", delta_color="inverse",
+m2.metric("gap between prior and posterior", f"{gaps[-1]:.3f}",
+          None if abs(gaps[-1] - gaps[0]) < 5e-4 else f"{gaps[-1] - gaps[0]:+.3f}", delta_color="inverse",
           help="½ Σ_z |p(z|x,y) − p(z|x)|: 0 when the retriever already ranks as the answer would.")
 m3.metric("generator passes", w.generator_passes,
           help="One teacher-forced pass for the first top K, then one per step where a new passage entered.")
 if flat:
     st.info(f"No measurable change: log p(y|x) stays within {train_charts.NO_CHANGE:g} of its start over "
             f"{len(lls) - 1} step(s) (p(y|x) moves by less than 1 %). "
-            + ("It starts from the query you moved on the Map, " if start is not None else "Here ")
+            + ("It starts from the query you moved on the Map; there " if start is not None else "Here ")
             + "the passages of the top K explain the answer about as well as the retriever expected (the "
               "brackets above are small), so little pulls the query.")
 st.caption("As q climbs, the prior moves toward the posterior and log p(y|x) rises. A passage that enters the "
