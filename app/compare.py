@@ -18,6 +18,7 @@ from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import p_text, prob
 from rag_core.pipeline import Pipeline, load_models
 from rag_core.trace import Trace
+from rag_core.errors import first_line
 
 NONE = "(none)"
 
@@ -57,7 +58,7 @@ def section(trace: Trace) -> None:
             theirs = _other_trace(stacks.fingerprint(other.cfg), trace.query, trace.index,
                                   state.settings_key(state.settings()), other)
     except stack.LOAD_ERRORS as e:
-        st.error(f"{views.md_text(other.name)} could not answer: {views.md_text(stack.line(e))}")
+        st.error(f"{views.md_text(other.name)} could not answer: {views.md_text(first_line(e))}")
         return
     left, right = st.columns(2)
     for col, name, t in ((left, here.name, trace), (right, other.name, theirs)):

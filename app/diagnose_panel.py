@@ -22,6 +22,7 @@ from rag_core.analysis.matching import exact_match
 from rag_core.config import ASSETS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import p_text, prob
 from rag_core.trace import Trace
+from rag_core.errors import first_line
 
 # How each verdict reads at a glance: a word and a colour (no emoji: some fonts draw them as boxes).
 STATUS = {True: ("Fired", "red", ":material/error:"), None: ("Not checked", "orange", ":material/help:"),
@@ -234,7 +235,7 @@ def _counterfactuals(trace: Trace, forced: scoring.ForcedAnswers | None) -> None
             with st.spinner(f"Decoding the {sum(cf.keep)} kept passages again with the generator…"):
                 cf = counterfactual.with_computed(cf, _rerun(*request, trace))
         except state.USER_ERRORS as e:
-            st.error(str(e).splitlines()[0] if str(e) else "the model call did not work")
+            st.error(first_line(e, "the model call did not work"))
     cols = st.columns(2)
     for col, d in zip(cols, (RAG_TOKEN, RAG_SEQUENCE)):
         if d in cf.answers:

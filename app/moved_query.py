@@ -11,6 +11,7 @@ import torch
 from app import state, views
 from rag_core import marginals
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.errors import first_line
 
 
 def clicked_point(key: str, owner: tuple) -> np.ndarray | None:
@@ -70,7 +71,7 @@ def panel(pipe, point: np.ndarray, q: np.ndarray, hits: list, question: str, own
         try:
             trace = _answer_from(state.stack_key(), question, pipe.index_name, tuple(q[0].tolist()), state.settings_key(pipe.cfg))
         except state.USER_ERRORS as e:
-            st.error(views.md_text(str(e).splitlines()[0]) if str(e) else "that did not work")
+            st.error(views.md_text(first_line(e, "that did not work")))
             return
         for d, name in ((RAG_TOKEN, "RAG-Token"), (RAG_SEQUENCE, "RAG-Sequence")):
             c = trace.answer(d)

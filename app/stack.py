@@ -28,14 +28,11 @@ from rag_core.flags import FlagError, parse_stack_args
 from rag_core.index import IndexLoadError
 from rag_core.pipeline import Models, load_models
 from rag_core.sources import ModelSourceError
+from rag_core.errors import first_line
 
 log = logging.getLogger("rag_loupe.app")
 LOAD_ERRORS = (FlagError, ModelSourceError, IndexLoadError, CorpusError, ValueError, OSError)
 RUNTIME = ("device", "threads", "allow_downloads")  # the command line's, for every stack of this server
-
-
-def line(e: BaseException) -> str:
-    return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)  # keyed by the server's own argv: one entry
@@ -48,8 +45,8 @@ def command_line(argv: tuple[str, ...]) -> tuple[stacks.Stack | None, str | None
         cfg, index = parse_stack_args(list(argv))
         stacks.check_available(cfg)
     except LOAD_ERRORS as e:
-        log.error("the command line %s could not be used: %s; opening the default stack", " ".join(argv), line(e))
-        return None, None, line(e)
+        log.error("the command line %s could not be used: %s; opening the default stack", " ".join(argv), first_line(e))
+        return None, None, first_line(e)
     cli = stacks.cli_stack(cfg)
     if stacks.models_of(cfg) == stacks.models_of(Config()) and not (cfg.corpus or index):
         cli = None  # the default stack under another name would only be listed twice
@@ -222,10 +219,10 @@ def ensure_loaded() -> None:
     except LOAD_ERRORS as e:
         if want.key == "default":
             raise
-        log.error("the stack %s could not be loaded: %s; falling back to the default", want.name, line(e))
+        log.error("the stack %s could not be loaded: %s; falling back to the default", want.name, first_line(e))
         _broken().add(want.key)
         st.session_state["stack"] = "default"
-        st.session_state["_stack_error"] = f"The model stack {want.name} could not be loaded: {line(e)}"
+        st.session_state["_stack_error"] = f"The model stack {want.name} could not be loaded: {first_line(e)}"
         st.rerun()
 
 

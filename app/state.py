@@ -23,6 +23,7 @@ from rag_core.index import IndexLoadError
 from rag_core.pipeline import Pipeline, QuestionError, open_index
 from rag_core.sources import ModelSourceError
 from rag_core.trace import Trace
+from rag_core.errors import first_line
 
 DEFAULT_QUESTION = "Who wrote Moby-Dick?"
 USER_ERRORS = (QuestionError, IndexLoadError, CorpusError, ModelSourceError, ValueError)
@@ -99,7 +100,7 @@ def token_sources(trace: Trace, decoding: str, rank: int = 0) -> list[origins.To
     try:
         closed = _closed_book_row(stack_key(), trace.query, tuple(cand.token_ids))
     except USER_ERRORS as e:
-        st.error(str(e).splitlines()[0] if str(e) else "that did not work")
+        st.error(first_line(e, "that did not work"))
         return None
     return origins.candidate_sources(trace.log_prior, cand, closed, origins.passage_texts(trace))
 
@@ -127,7 +128,7 @@ def sentence_attribution(trace: Trace, cand, z: int) -> sentences.SentenceAttrib
     try:
         return _sentences(stack_key(), trace.query, trace.index, trace.hits[z].passage, tuple(cand.token_ids))
     except USER_ERRORS as e:
-        st.error(str(e).splitlines()[0] if str(e) else "that did not work")
+        st.error(first_line(e, "that did not work"))
         return None
 
 
@@ -145,7 +146,7 @@ def trace_for(question: str, index_name: str | None = None, cfg: Config | None =
         with st.spinner(f"Answering on the {name} index…"):
             return _trace(stack_key(), question, name, settings_key(cfg))
     except USER_ERRORS as e:
-        st.error(str(e).splitlines()[0] if str(e) else "that did not work")
+        st.error(first_line(e, "that did not work"))
         return None
 
 

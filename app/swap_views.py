@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import answer_card, views
+from app import answer_card, state, views
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.hotswap import judge, results, stack_comparison
 from rag_core.trace import Trace
@@ -71,6 +71,23 @@ def answers_on(trace: Trace, year: str, known: tuple[str, str] | None) -> None:
             extra = {"right": ": right for this index", "other-year": ", the other year's: wrong for this index"}
             SHOW[kind](f"{label}: {said}{extra.get(kind, '')}")
     views.passages_table(trace, compact=True)
+
+
+def answer_on_both(question: str, holders: dict[str, tuple[str, str]]) -> None:
+    """One question, both indexes, side by side, with the known holders when it is a listed position."""
+    views.question_notes(question)  # what was cut from it, if anything
+    known = holders.get(question.strip())
+    if known:
+        st.caption(f"Holder on 31 Dec 2016: {known[0]} · on 31 Dec 2018: {known[1]}")
+    traces = {}
+    for col, year in zip(st.columns(2), results.YEARS):
+        with col:
+            st.subheader(f"{year} index")
+            traces[year] = trace = state.trace_for(question, index_name=year)
+            if trace is not None:
+                answers_on(trace, year, known)
+    if all(traces.values()):
+        st.caption(difference_note(traces))
 
 
 def difference_note(traces: dict[str, Trace]) -> str:

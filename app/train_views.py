@@ -16,6 +16,7 @@ from rag_core.training import heldout, query_walk
 from rag_core.training.loop import PARTS, TrainSettings
 from rag_core.training.output import file_sha256, read_manifest
 from rag_core.training.session import discard_damaged, fine_tune, keep_upload, run_folder, run_state
+from rag_core.errors import first_line
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_FILE = ROOT / "assets" / "train" / "questions.jsonl"
@@ -131,7 +132,7 @@ def _questions_file(upload) -> Path | None:
         read_questions(str(path))
         return path
     except (ValueError, OSError, UnicodeDecodeError) as e:
-        why = str(e).splitlines()[0] if str(e) else type(e).__name__
+        why = first_line(e)
         st.error("That question file cannot be used: " + views.md_text(why))  # it may quote the file
         return None
 

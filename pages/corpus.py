@@ -6,6 +6,7 @@ from app import jobs, state, views
 from rag_core import caches
 from rag_core import catalog_actions as actions
 from rag_core.corpus import CorpusError
+from rag_core.errors import first_line
 
 st.title("Corpus")
 st.caption("Build an index over your own documents. It is saved on disk, appears in the sidebar's Index list "
@@ -25,7 +26,7 @@ def _parse(files: tuple[tuple[str, bytes], ...]) -> actions.Uploads:
 
 def _say(e: Exception, fallback: str) -> str:
     """An engine error as one line of UI text."""
-    msg = str(e).splitlines()[0] if str(e) else fallback
+    msg = first_line(e, fallback)
     return msg[:1].upper() + msg[1:]
 
 

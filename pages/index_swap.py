@@ -55,25 +55,6 @@ with st.form("swap_ask"):
 one_question = st.container()
 
 
-def _answer_on_both(question: str) -> None:
-    """One question, both indexes, side by side."""
-    views.question_notes(question)  # what was cut from it, if anything
-    known = holders.get(question.strip())
-    if known:
-        st.caption(f"Holder on 31 Dec 2016: {known[0]} · on 31 Dec 2018: {known[1]}")
-    cols = st.columns(2)
-    traces = {}
-    for col, year in zip(cols, results.YEARS):
-        with col:
-            st.subheader(f"{year} index")
-            trace = state.trace_for(question, index_name=year)
-            traces[year] = trace
-            if trace is not None:
-                swap_views.answers_on(trace, year, known)
-    if all(traces.values()):
-        st.caption(swap_views.difference_note(traces))
-
-
 # --- the whole experiment ---
 st.divider()
 st.subheader(f"The experiment: {len(leaders)} positions × 2 indexes")
@@ -150,4 +131,4 @@ if result is not None:
     swap_views.failure_actions(result.failures(dec), dec, holders, str(ROOT / "pages" / "index_swap.py"))
 
 with one_question:
-    _answer_on_both(question)
+    swap_views.answer_on_both(question, holders)

@@ -1,13 +1,12 @@
 """Map: every passage of the index laid out by UMAP (cosine) or PCA, the question placed among them
 and its true top-K ringed; a click moves the query, and the rings follow the moved query's top-K."""
 
-import numpy as np
-import pandas as pd
 import streamlit as st
 
-from app import charts, kept, moved_query, state, train_views, views
+from app import charts, map_views, moved_query, state, train_views, views
 from rag_core import map_layout, projection
 from rag_core.pipeline import clean_question
+from rag_core.errors import first_line
 
 st.title("Map")
 
@@ -19,9 +18,10 @@ method = c1.radio("Layout", ["UMAP", "PCA"], horizontal=True, key="map_method",
                   help="UMAP (cosine distance) keeps neighbourhoods; it takes a minute or two the first time for an "
                        "index, then loads from disk. PCA is instant: the two or three directions of largest variance.")
 dims = 3 if c2.radio("View", ["2-D", "3-D"], horizontal=True, key="map_dims") == "3-D" else 2
-zoom = kept.toggle(c3, "Zoom to the question", "map_zoom", disabled=dims == 3,  # kept across page visits
-                   help="Frame the question, the query you moved (if any) and the ringed top-K; double-click "
-                        "the map to see all of it again.")
+zoom = c3.toggle("Zoom to the question", key="map_zoom", disabled=dims == 3,
+                 persist_state="session",  # kept across page visits, as the user left it
+                 help="Frame the question, the query you moved (if any) and the ringed top-K; double-click "
+                      "the map to see all of it again.")
 
 loading = st.empty()
 try:
@@ -30,7 +30,7 @@ try:
         encoder = state.models().encoder
 except state.USER_ERRORS as e:
     loading.empty()
-    st.error(str(e).splitlines()[0] if str(e) else f"the index {name} could not be opened")
+    st.error(first_line(e, f"the index {name} could not be opened"))
     st.stop()
 loading.empty()
 stamp = f"{idx.manifest.get('ids_checksum')}:{idx.manifest.get('built_at')}"  # a rebuilt index is a new key
@@ -40,16 +40,6 @@ stamp = f"{idx.manifest.get('ids_checksum')}:{idx.manifest.get('built_at')}"  # 
 def _maps(index_name: str, method: str, dims: int, stamp: str) -> dict:
     """Holds the fitted map; filled below, outside the cached call, so the progress UI is never replayed."""
     return {}
-
-
-@st.cache_resource(show_spinner=False, max_entries=8)
-def _points(index_name: str, stamp: str, _passages: list) -> dict:
-    """Per-passage hover text (escaped: passage text is never HTML), topics and row numbers."""
-    ps = _passages
-    hover = [f"<b>{views.plot_text(p.title)}</b><br>{views.plot_text(' '.join(p.text.split()[:14]))}…" for p in ps]
-    blank = "(no topic)" if any(p.topic for p in ps) else "passages"
-    return {"hover": np.array(hover, dtype=object), "topic": np.array([p.topic or blank for p in ps]),
-            "row": {p.id: i for i, p in enumerate(ps)}}
 
 
 holder = _maps(name, method.lower(), dims, stamp)
@@ -68,7 +58,7 @@ if "map" not in holder:
             pmap = projection.fit_map(idx, method.lower(), dims, progress)
         except (projection.ProjectionError, ValueError, MemoryError) as e:
             status.update(label="The map could not be made", state="error")
-            why = str(e).splitlines()[0] if str(e) else type(e).__name__
+            why = first_line(e)
             st.error(f"The {method} map of {name} could not be made: {why}")
             st.stop()
         bar.empty()
@@ -79,7 +69,7 @@ if "map" not in holder:
                       expanded=False)
     holder["map"] = pmap
 pmap = holder["map"]
-pts = _points(name, stamp, idx.passages)
+pts = map_views.passage_points(name, stamp, idx.passages)
 if pmap.note:
     st.info(pmap.note)
 
@@ -92,7 +82,7 @@ try:
     qpos = pmap.place(qvec[0], scale=cfg.scale or encoder.default_scale)  # (dims,) weights = the prior's softmax
     hits = pipe.retriever.retrieve(question, cfg.k, query_vector=qvec)  # the pipeline's retriever
 except state.USER_ERRORS as e:
-    st.error(str(e).splitlines()[0] if str(e) else "the question could not be placed")
+    st.error(first_line(e, "the question could not be placed"))
 
 # A click moves the query: the rings then mark the moved query's top-K, by the index's search of its vector.
 moved = moved_query.clicked_point("passage-map", (question, name, pmap.method, dims)) if dims == 2 else None
@@ -102,7 +92,7 @@ if moved is not None and qpos is not None:
         moved_q, moved_hits = moved_query.top_k(pipe, pmap, moved, question, cfg.k)
         hits = moved_hits
     except state.USER_ERRORS as e:
-        st.error(str(e).splitlines()[0] if str(e) else "the moved query could not be searched")
+        st.error(first_line(e, "the moved query could not be searched"))
 
 placed = ("placed at the score-weighted mean of its 10 nearest passages" if pmap.method == "umap"
           else "projected exactly")
@@ -143,14 +133,7 @@ if dims == 2 and qpos is not None:
     st.caption("Click any dot to move the query there (the open star): its top K (rings) and prior follow.")
 
 if hits and qpos is not None:
-    dist = np.linalg.norm(C - (qpos if moved_q is None else moved), axis=1)  # (N,) to the rings' query
-    order = np.argsort(np.argsort(dist)) + 1  # 1 = closest on the map
-    table = pd.DataFrame([{"rank (by s(z))": h.rank, "title": h.passage.title, "score s(z)": round(h.score, 4),
-                           "rank by map distance": int(order[r])} for h, r in zip(hits, rows)])
-    st.caption(("The moved query's" if moved_q is not None else "The") + " top-K again, with where each one "
-               "falls if you ranked all passages by distance on the map to "
-               + ("the open star:" if moved_q is not None else "the question:"))
-    views.table(table, hide_index=True, width="stretch")
+    map_views.distance_table(C, qpos if moved_q is None else moved, hits, rows, moved=moved_q is not None)
 if moved_q is not None:
     moved_query.panel(pipe, moved, moved_q, moved_hits, question, own,
                       float(cfg.scale or encoder.default_scale))

@@ -2,8 +2,9 @@
 toward the passages that explain the answer), steps along it, and fine-tuning on a question file."""
 import streamlit as st
 
-from app import diagnose_panel, kept, state, train_charts, train_views, views
+from app import diagnose_panel, state, train_charts, train_views, views
 from rag_core.training.query_walk import DEFAULT_STEP_SIZE, WalkError
+from rag_core.errors import first_line
 
 st.title("Train")
 st.caption("RAG learns which passages to retrieve without ever being told: it only sees questions and answers. "
@@ -38,15 +39,15 @@ if not answer.strip():
     train_views.fine_tune_panel(cfg)
     st.stop()
 start = train_views.moved_start(question, cfg.index)  # off unless the user turns it on: q(x) pulls the most
-if start is not None and not kept.toggle(
-        st, "Start from the query you moved on the Map", "train_from_moved",
+if start is not None and not st.toggle(
+        "Start from the query you moved on the Map", key="train_from_moved", persist_state="session",
         help="Off: start from q(x), the question's own query vector. On: from the point you clicked on the "
              "Map, to watch training pull it back."):
     start = None
 try:
     w = train_views.walk(state.stack_key(), question, cfg.index, answer, marginal, cfg.k, cfg.scale, float(step_size), int(steps), start)
 except (WalkError, *state.USER_ERRORS) as e:
-    st.error(views.md_text(str(e).splitlines()[0]) if str(e) else "the walk could not be taken")
+    st.error(views.md_text(first_line(e, "the walk could not be taken")))
     st.stop()
 
 

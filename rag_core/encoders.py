@@ -21,6 +21,7 @@ import torch
 from .config import Progress
 from .corpus import Passage
 from .sources import TOKENIZER_LOCK, ModelSourceError, Source, model_type, resolve
+from rag_core.errors import first_line
 
 class Encoder(Protocol):
     id: str  # what the manifest records
@@ -198,7 +199,7 @@ def load_encoder(question_id: str, ctx_id: str | None, device: torch.device, all
             if ctx_id:
                 c_model, c_tok = _load_dpr_ctx(resolve(ctx_id, allow_downloads), device, allow_downloads)
         except OSError as e:
-            raise ModelSourceError(f"cannot load the DPR encoders: {str(e).splitlines()[0]}") from None
+            raise ModelSourceError(f"cannot load the DPR encoders: {first_line(e)}") from None
         return DPREncoder(f"dpr:{question_id}|{ctx_id}", q_model, q_tok, c_model, c_tok, device)
     try:
         encoder = _load_mean_pool(question_id, q_source, device, allow_downloads)
@@ -206,4 +207,4 @@ def load_encoder(question_id: str, ctx_id: str | None, device: torch.device, all
             return _with_passage_tower(encoder, ctx_id, device, allow_downloads)
         return encoder
     except OSError as e:
-        raise ModelSourceError(f"cannot load the encoder {question_id}: {str(e).splitlines()[0]}") from None
+        raise ModelSourceError(f"cannot load the encoder {question_id}: {first_line(e)}") from None

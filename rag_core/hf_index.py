@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from .corpus import Passage, ids_checksum
 from .index import MANIFEST_VERSION, IndexLoadError, PassageIndex
+from rag_core.errors import first_line
 
 PREFIX = "hf-dataset:"
 DEFAULT_INDEX_FILE = "embeddings.faiss"  # looked for inside DIR when the spelling gives no INDEX_FILE
@@ -171,7 +172,7 @@ def read_table(folder: Path) -> pa.Table:
         ds = datasets.load_from_disk(str(folder))
     except (OSError, ValueError, KeyError, pa.ArrowException) as e:
         raise IndexLoadError(f"{folder} is not a dataset saved with Dataset.save_to_disk: "
-                             f"{str(e).splitlines()[0][:200] if str(e) else type(e).__name__}") from None
+                             f"{first_line(e, limit=200)}") from None
     finally:
         if not bars_were_off:
             datasets.enable_progress_bars()
@@ -214,7 +215,7 @@ def read_faiss(path: Path) -> faiss.Index:
     try:
         index = faiss.read_index(str(path))
     except RuntimeError as e:
-        raise IndexLoadError(f"cannot read the FAISS index {path}: {str(e).splitlines()[0][:200]}") from None
+        raise IndexLoadError(f"cannot read the FAISS index {path}: {first_line(e, limit=200)}") from None
     if index.metric_type != faiss.METRIC_INNER_PRODUCT:
         raise IndexLoadError(f"the FAISS index {path.name} ranks by distance (metric {index.metric_type}), not by the "
                              "inner product DPR scores with: build it with metric_type=faiss.METRIC_INNER_PRODUCT")
@@ -253,7 +254,7 @@ def check_sidecar(folder: Path, manifest: dict, encoder_id: str | None) -> dict:
     try:
         recorded = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise IndexLoadError(f"{path} is unreadable: {str(e).splitlines()[0][:120]}") from None
+        raise IndexLoadError(f"{path} is unreadable: {first_line(e, limit=120)}") from None
     if not isinstance(recorded, dict):
         raise IndexLoadError(f"{path} is not a JSON object")
     for key in ("dim", "count", "ids_checksum"):

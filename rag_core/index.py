@@ -29,6 +29,7 @@ import numpy as np
 
 from ._fs import replace_dir, temp_sibling
 from .corpus import Passage, ids_checksum, read_passages_jsonl, write_jsonl
+from rag_core.errors import first_line
 
 MANIFEST_VERSION = 1
 FLAT = "Flat"  # exact inner product: the default, fine up to ~1M passages on one machine
@@ -118,7 +119,7 @@ class PassageIndex:
             passages = read_passages_jsonl(folder / "passages.jsonl")
             index = faiss.read_index(str(folder / "index.faiss"))
         except (ValueError, KeyError, UnicodeDecodeError, RuntimeError) as e:
-            raise IndexLoadError(f"index folder {folder} is corrupt: {str(e).splitlines()[0][:200]}") from None
+            raise IndexLoadError(f"index folder {folder} is corrupt: {first_line(e, limit=200)}") from None
         if encoder_id is not None and manifest.get("encoder") != encoder_id:
             raise IndexLoadError(
                 f"index {folder.name} was built with encoder {manifest.get('encoder')!r}, not {encoder_id!r}; rebuild it"
@@ -157,7 +158,7 @@ def empty_faiss_index(d: int, factory: str) -> faiss.Index:
         try:
             index = faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT)
         except RuntimeError as e:
-            raise IndexLoadError(f"bad FAISS factory string {factory!r}: {str(e).splitlines()[0][:120]}") from None
+            raise IndexLoadError(f"bad FAISS factory string {factory!r}: {first_line(e, limit=120)}") from None
         if isinstance(index, faiss.IndexHNSW):
             index.hnsw.efConstruction = 80  # better graph than the default 40, still quick to build
             index.hnsw.efSearch = 64  # recall@10 >= 0.95 on structured data, ~1 ms a query

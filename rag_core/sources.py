@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from .config import ADAPTER_DIR, BASE_GENERATOR, TRAINED_GENERATOR
+from rag_core.errors import first_line
 
 
 # Fast (Rust) tokenizers raise "Already borrowed" when two threads pad or truncate with the same
@@ -93,7 +94,7 @@ def model_type(source: Source, allow_downloads: bool) -> str:
             ) from None
         raise ModelSourceError(f"cannot read the model config of {source.ref}") from None
     except ValueError as e:
-        raise ModelSourceError(f"cannot read the model config of {source.ref}: {str(e).splitlines()[0]}") from None
+        raise ModelSourceError(f"cannot read the model config of {source.ref}: {first_line(e)}") from None
 
 
 def offline_unless_allowed(allow_downloads: bool) -> None:

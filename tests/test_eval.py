@@ -1,6 +1,7 @@
 """Evaluation: SQuAD normalisation, the questions file, a run on a toy pipeline (exact, no model),
 and the `eval` command on the real default stack (one small run) and on user errors."""
 import math
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -73,7 +74,7 @@ class ToyPipe:
 
     def __init__(self, retrieval, tables, closed):
         self.retrieval = retrieval
-        self.models = Models(None, ToyGenerator(tables, closed), torch.device("cpu"))
+        self.models = Models(SimpleNamespace(id="toy-retriever"), ToyGenerator(tables, closed), torch.device("cpu"))
         self.cfg = Config(beams=1, max_new_tokens=6)
 
     def retrieve(self, question, k, query_vector=None):

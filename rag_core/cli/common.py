@@ -21,6 +21,7 @@ from ..index import IndexLoadError
 from ..pipeline import QuestionError
 from ..sources import ModelSourceError
 from ..toys import ToyError
+from ..errors import first_line
 from ..flags import (INDEX_HELP, FlagError, Parser, add_batch_arg, add_decoding_args, add_index_args,  # noqa: F401 - the
                      add_model_args, config_from, decoding_fields, positive_float, positive_int)  # commands' one import
 
@@ -37,7 +38,7 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
 
 def error_line(e: BaseException) -> str:
     """The one line a user error prints."""
-    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    text = first_line(e)
     return f"error: {text}"
 
 

@@ -18,6 +18,7 @@ from .causal import CausalGenerator
 from .prompt_style import prompt_style_of
 from .trained import trained_folder
 from .seq2seq import Seq2SeqGenerator
+from rag_core.errors import first_line
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ def load_generator(model_id: str, device: torch.device, allow_downloads: bool = 
             return Seq2SeqGenerator(model.to(device).eval(), tok, model_id, device)
         return _causal(source, model_id, device, allow_downloads)
     except (OSError, ValueError) as e:
-        raise ModelSourceError(f"cannot load the generator {model_id}: {str(e).splitlines()[0][:200]}") from None
+        raise ModelSourceError(f"cannot load the generator {model_id}: {first_line(e, limit=200)}") from None
 
 
 def _causal(source: Source, model_id: str, device: torch.device, allow_downloads: bool) -> CausalGenerator:
