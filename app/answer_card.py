@@ -12,11 +12,10 @@ import streamlit as st
 from app import state
 from app.views import md_text
 from rag_core.analysis import confidence as certainty
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import p_text, prob
 from rag_core.trace import Candidate, Trace
 
-LABELS = {RAG_TOKEN: "RAG-Token", RAG_SEQUENCE: "RAG-Sequence"}
 BADGES = {certainty.GUESSING: "Low confidence: guessing", certainty.NEAR_TIE: "Low confidence: near tie",
           certainty.UNSUPPORTED: "Low confidence: no passage supports it"}
 # Our own rule (no user text): a low-confidence card's answer in smaller, grey type. A keyed
@@ -35,9 +34,9 @@ def answer_cards(trace: Trace, where: str = "cards") -> None:
         best = trace.answer(decoding)
         with col:
             if best is None:
-                st.caption(f"{LABELS[decoding]}: not decoded")
+                st.caption(f"{DECODING_LABELS[decoding]}: not decoded")
                 continue
-            card(trace, best, LABELS[decoding], key=f"{where}-{decoding}")
+            card(trace, best, DECODING_LABELS[decoding], key=f"{where}-{decoding}")
             other, other_p = (("p_seq", best.log_p_seq(trace.log_prior)) if decoding == RAG_TOKEN
                               else ("p_tok", best.log_p_tok(trace.log_prior)))
             st.caption(f"{other} of the same answer: {p_text(prob(other_p))}"

@@ -19,16 +19,15 @@ from app import state
 from app.views import md_text, table
 from rag_core.analysis import counterfactual, diagnosis_report, scoring, verdicts
 from rag_core.analysis.matching import exact_match
-from rag_core.config import ASSETS, RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import DECODING_LABELS, ASSETS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import p_text, prob
-from rag_core.trace import Trace
+from rag_core.trace import Trace, answer_settings_of, log_p_under
 from rag_core.errors import first_line
 
 # How each verdict reads at a glance: a word and a colour (no emoji: some fonts draw them as boxes).
 STATUS = {True: ("Fired", "red", ":material/error:"), None: ("Not checked", "orange", ":material/help:"),
           False: ("Not this", "gray", ":material/check_circle:")}
 ORDER = diagnosis_report.ORDER  # fired first
-LABELS = {RAG_SEQUENCE: "RAG-Sequence", RAG_TOKEN: "RAG-Token"}
 
 
 @st.cache_data(show_spinner=False)
@@ -60,10 +59,10 @@ def prefill(question: str) -> str:
     return known.get(question, "")
 
 
-def _key(trace: Trace) -> tuple:
-    s = trace.settings
-    return (state.stack_key(), trace.query, trace.index, s.get("k"), s.get("beams"), s.get("rescore"), s.get("decode"),
-            s.get("max_new_tokens"), round(float(trace.scale), 6))
+def checks_key(trace: Trace) -> tuple:
+    """What the checks of a trace depend on: the stack, the question, the index and every setting its
+    answers were decoded with."""
+    return (state.stack_key(), trace.query, trace.index, *sorted(answer_settings_of(trace).items()))
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
@@ -144,7 +143,7 @@ def _three_answers(trace: Trace, closed_book: str) -> None:
     cols = st.columns(3)
     for col, d in zip(cols, (RAG_TOKEN, RAG_SEQUENCE)):
         c = trace.answer(d)
-        col.metric(LABELS[d], md_text(c.answer) or "(empty)" if c else "—")
+        col.metric(DECODING_LABELS[d], md_text(c.answer) or "(empty)" if c else "—")
     cols[2].metric("Closed-book (no passage)", md_text(closed_book) or "(empty)",
                    help="The same generator and prompt with no passage: what its weights alone answer.")
 
@@ -172,8 +171,7 @@ def cf_key(trace: Trace, name: str) -> str:
 
 def answer_p(trace: Trace, cand, decoding: str) -> float:
     """A candidate's probability under its own decoding's marginal and the trace's prior."""
-    lpz = trace.log_prior
-    return prob(cand.log_p_tok(lpz) if decoding == RAG_TOKEN else cand.log_p_seq(lpz))
+    return prob(log_p_under(cand, decoding, trace.log_prior))
 
 
 def probability_delta(p: float, before: float | None) -> dict:
@@ -199,12 +197,12 @@ def _card(col, trace: Trace, a: counterfactual.CfAnswer) -> None:
     """One counterfactual answer: read off the stored numbers, computed by a model call, or neither yet."""
     d, before = a.decoding, trace.answer(a.decoding)
     if a.needs_model_call:
-        col.metric(LABELS[d], counterfactual.NEEDS_CALL, help=a.note)
+        col.metric(DECODING_LABELS[d], counterfactual.NEEDS_CALL, help=a.note)
         col.caption(f"{a.note} (button below)")
         return
     how = " (computed by a model call)" if a.computed else "" if a.exact else " (approximate)"
     delta = probability_delta(prob(a.log_p), answer_p(trace, before, d) if before else None)
-    col.metric(LABELS[d] + how, md_text(a.answer) or "(empty)", **delta, help=a.note)
+    col.metric(DECODING_LABELS[d] + how, md_text(a.answer) or "(empty)", **delta, help=a.note)
     col.caption(("same answer as before" if before and a.answer == before.answer else
                  f"was {before.answer!r}" if before else "") + f" · {a.note}")
 
@@ -228,7 +226,7 @@ def _counterfactuals(trace: Trace, forced: scoring.ForcedAnswers | None) -> None
     except ValueError as e:
         st.warning(str(e))
         return
-    request = (_key(trace), tuple(sorted(drop)), k, scale)
+    request = (checks_key(trace), tuple(sorted(drop)), k, scale)
     asked = st.session_state.setdefault("cf_calls", set())  # the model calls this session asked for
     if cf.needs_model_call and request in asked:
         try:
@@ -270,8 +268,8 @@ def render(trace: Trace | None) -> None:
     if st.session_state.get("diag_decoding") not in decodings or st.session_state.get("_diag_pick_for") != (trace.query, expected):
         st.session_state["_diag_pick_for"] = (trace.query, expected)  # default: the answer that is wrong
         st.session_state["diag_decoding"] = (wrong or decodings)[0]
-    decoding = c2.radio("Answer to diagnose", decodings, format_func=LABELS.get, key="diag_decoding")
-    key = _key(trace)
+    decoding = c2.radio("Answer to diagnose", decodings, format_func=DECODING_LABELS.get, key="diag_decoding")
+    key = checks_key(trace)
     want = (key, expected)
     if expected and st.button("Run the checks (one teacher-forced pass, closed-book, deeper search)",
                               key="diag_run_button"):
@@ -283,9 +281,9 @@ def render(trace: Trace | None) -> None:
     d = verdicts.diagnose(trace, list(expected), decoding, forced=extra.get("forced"), deep=extra.get("deep"),
                     closed_book=extra.get("closed_book", trace.closed_book))
     if d.correct:
-        st.success(f"{LABELS[decoding]}'s answer {md_text(repr(d.answer))} matches the expected answer: nothing to diagnose.")
+        st.success(f"{DECODING_LABELS[decoding]}'s answer {md_text(repr(d.answer))} matches the expected answer: nothing to diagnose.")
     elif d.correct is False:
-        st.error(f"{LABELS[decoding]} answered {md_text(repr(d.answer))}; expected {md_text(' or '.join(map(repr, d.expected)))}.")
+        st.error(f"{DECODING_LABELS[decoding]} answered {md_text(repr(d.answer))}; expected {md_text(' or '.join(map(repr, d.expected)))}.")
     else:
         st.info("Type the expected answer to check it; without one, only the checks that need none run.")
     closed = extra.get("closed_book", trace.closed_book)

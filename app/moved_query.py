@@ -10,7 +10,7 @@ import torch
 
 from app import state, views
 from rag_core import marginals
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import DECODING_LABELS
 from rag_core.errors import first_line
 
 
@@ -73,7 +73,7 @@ def panel(pipe, point: np.ndarray, q: np.ndarray, hits: list, question: str, own
         except state.USER_ERRORS as e:
             st.error(views.md_text(first_line(e, "that did not work")))
             return
-        for d, name in ((RAG_TOKEN, "RAG-Token"), (RAG_SEQUENCE, "RAG-Sequence")):
+        for d, name in DECODING_LABELS.items():
             c = trace.answer(d)
             if c is not None:
                 st.text(f"{name} from the moved query: {c.answer}")

@@ -10,7 +10,7 @@ from app import charts, state
 from app.views import passage_label, table
 from rag_core.analysis.token_sources import (LABELS, MEANINGS, SHOWN, credit_differences, differing_steps,
                                              kind, shares)
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import citation
 from rag_core.trace import Trace
 
@@ -21,7 +21,6 @@ EXPLAINED = ("Each token's probability with the passages is set beside the same 
              "retrieved passage contains its word, “not in any passage” when none does. ␣ marks the space "
              "a token starts with; ↵, in a light grey box, is the line break that ends the answer, credited "
              "to nothing. Hover a token for the numbers.")
-NAMES = {RAG_TOKEN: "RAG-Token", RAG_SEQUENCE: "RAG-Sequence"}
 
 
 def share_line(found) -> str:
@@ -61,7 +60,7 @@ def token_sources(trace: Trace, decodings=(RAG_TOKEN, RAG_SEQUENCE), rank: int =
         if found is None:
             continue
         drawn[d] = (c, found)
-        col.caption(f"{NAMES[d]}: {share_line(found)}")
+        col.caption(f"{DECODING_LABELS[d]}: {share_line(found)}")
         col.plotly_chart(charts.source_strip(c.tokens, found, labels), config=charts.NO_BAR, key=f"{key}_{d}_{c.rank}")
         col.caption(key_line(found))
     if beside_responsibility and len(drawn) == 1:

@@ -8,7 +8,6 @@ recomputes what is known, and a trace of one stack is never shown under another.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
 
 import streamlit as st
 
@@ -17,7 +16,7 @@ from rag_core.analysis import confidence as certainty
 from rag_core.analysis import sentences
 from rag_core.analysis import token_sources as origins
 from rag_core.catalog import available_indexes, default_index_name, resolve_index
-from rag_core.config import Config
+from rag_core.config import Config, answer_settings
 from rag_core.corpus import CorpusError, Passage
 from rag_core.index import IndexLoadError
 from rag_core.pipeline import Pipeline, QuestionError, open_index
@@ -133,8 +132,8 @@ def sentence_attribution(trace: Trace, cand, z: int) -> sentences.SentenceAttrib
 
 
 def settings_key(cfg: Config) -> tuple:
-    keep = ("k", "decode", "beams", "max_new_tokens", "length_penalty", "rescore", "scale")
-    return tuple((k, v) for k, v in asdict(cfg).items() if k in keep)
+    """The settings an answer depends on, as a hashable argument of the cached trace functions."""
+    return tuple(answer_settings(cfg).items())
 
 
 def trace_for(question: str, index_name: str | None = None, cfg: Config | None = None) -> Trace | None:

@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from app.views import md_text, token_label
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import DECODING_LABELS, RAG_SEQUENCE
 from rag_core import stepper
 from rag_core.trace import Candidate, Trace
 
@@ -32,7 +32,7 @@ def candidate_name(cands: list[Candidate], i: int) -> str:
     """'RAG-Token #1 · born in Hawaii' for cands[i]; where two candidates of one decoding read the
     same, their tokens are spelled out (whitespace visible) to tell them apart."""
     c = cands[i]
-    kind = "RAG-Token" if c.decoding == RAG_TOKEN else "RAG-Sequence"
+    kind = DECODING_LABELS[c.decoding]
     twins = sum(o.decoding == c.decoding and o.answer == c.answer for o in cands) > 1
     text = "".join(token_label(t) for t in c.tokens) if twins else c.answer  # same text, other tokens
     return f"{kind} #{c.rank + 1} · {text or '(empty)'}"

@@ -8,11 +8,10 @@ import pandas as pd
 import streamlit as st
 
 from app import answer_card, state, views
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import DECODING_LABELS
 from rag_core.hotswap import judge, results, stack_comparison
 from rag_core.trace import Trace
 
-LABELS = {RAG_TOKEN: "RAG-Token", RAG_SEQUENCE: "RAG-Sequence"}
 # The per-position table: column -> (header, width in px), sized to fit the page at 1280 px.
 POSITION_COLUMNS = {"position": ("position", 120), "index": ("index", 50), "answer": ("answer", 100),
                     "holder_2016": ("holder 2016", 95), "holder_2018": ("holder 2018", 95),
@@ -59,7 +58,7 @@ SHOW = {"right": st.success, "other-year": lambda text: st.markdown(f":red[**{te
 def answers_on(trace: Trace, year: str, known: tuple[str, str] | None) -> None:
     """Both decodings' answers on one index as answer cards (low confidence shown as on every
     page), each with its verdict, then the passages."""
-    for decoding, label in LABELS.items():
+    for decoding, label in DECODING_LABELS.items():
         best = trace.answer(decoding)
         if best is None:
             continue

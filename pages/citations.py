@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app import answer_card, charts, source_views, views
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import DECODING_LABELS
 from rag_core.marginals import p_text
 from rag_core import stepper
 
@@ -19,7 +19,7 @@ lpz = trace.log_prior
 K = trace.k
 labels = [views.passage_label(trace, z, 26) for z in range(K)]
 titles = [h.passage.title for h in trace.hits]
-answers = {name: trace.answer(d) for name, d in (("RAG-Token", RAG_TOKEN), ("RAG-Sequence", RAG_SEQUENCE))
+answers = {name: trace.answer(d) for d, name in DECODING_LABELS.items()
            if trace.answer(d) is not None}
 if not answers:
     st.info("This trace has no decoded answer.")

@@ -4,7 +4,7 @@ from pathlib import Path
 import streamlit as st
 
 from app import jobs, question_box, state, swap_views, views
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.hotswap import cache
 from rag_core.hotswap import results
 from rag_core.hotswap import run as hotswap
@@ -99,7 +99,7 @@ if result is not None:
     elif not result.complete:
         st.warning(f"Partial result: {result.positions} of {len(leaders)} positions.")
     for decoding in result.decodings():
-        st.markdown(f"**{swap_views.LABELS[decoding]}**: accuracy by index (rows) and "
+        st.markdown(f"**{DECODING_LABELS[decoding]}**: accuracy by index (rows) and "
                     "leaders' year (columns); the diagonal should be high, the rest low. The held-out half is the "
                     "result; the tuning half chose the base's worked examples and trained the default, so it flatters. "
                     "The prompt's format was picked before the split, on 40 positions: 21 of them are held out now.")

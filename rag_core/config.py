@@ -23,6 +23,7 @@ RAG_TOKEN = "rag-token"
 RAG_SEQUENCE = "rag-sequence"
 CLOSED_BOOK = "closed-book"
 DECODINGS = (RAG_TOKEN, RAG_SEQUENCE)
+DECODING_LABELS = {RAG_TOKEN: "RAG-Token", RAG_SEQUENCE: "RAG-Sequence"}  # as the paper names them, on every screen
 DECODE_NAMES = {"token": (RAG_TOKEN,), "sequence": (RAG_SEQUENCE,), "both": DECODINGS}  # Config.decode -> names
 
 # Tunables outside a query's Config: how inputs are cut and how traces are read. (The map's UMAP
@@ -35,6 +36,9 @@ MIN_SHIFT = 0.05  # a step names its source passage when it moves r_i(z) this fa
 
 Progress = Callable[[str, float], None]  # how long work reports: (message, fraction done in [0, 1])
 
+# What an answer depends on besides the question, the index, the models and the prompt: every cache
+# of answers (Ask's traces, the Diagnose checks, an eval checkpoint, the index swap's rows) keys on all of these.
+ANSWER_SETTINGS = ("k", "scale", "beams", "length_penalty", "early_stopping", "rescore", "max_new_tokens", "decode")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ASSETS = REPO_ROOT / "assets"
 ADAPTER_DIR = ASSETS / "adapters" / "smollm2-rag"  # the trained default's LoRA adapter and its manifest.json
@@ -100,3 +104,12 @@ class Config:
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
         return self
+
+
+def answer_settings(cfg: Config) -> dict:
+    """The settings an answer depends on (ANSWER_SETTINGS), by name: the one key every cache of answers uses.
+
+    >>> answer_settings(Config(k=3))["k"]
+    3
+    """
+    return {name: getattr(cfg, name) for name in ANSWER_SETTINGS}

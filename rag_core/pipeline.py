@@ -14,7 +14,7 @@ import torch
 
 from . import caches
 from .catalog import build_corpus_index, corpus_cache_folder, resolve_index
-from .config import MAX_QUESTION_CHARS, Config
+from .config import ANSWER_SETTINGS, MAX_QUESTION_CHARS, Config
 from .corpus import read_corpus_file
 from .answering import PreparedRun, Query, decode_queries
 from .decoding import Job, SearchSettings, decode_jobs, score_answers
@@ -115,7 +115,8 @@ def open_index(cfg: Config, encoder: Encoder, progress=None) -> tuple[str, Passa
     return resolve_index(cfg.index, encoder, prog)
 
 
-DECODE_SETTINGS = ("k", "beams", "rescore", "decode", "max_new_tokens", "length_penalty", "early_stopping")
+# The trace records its scale apart (the one it used, after the encoder's default), so it is not restored here.
+DECODE_SETTINGS = tuple(name for name in ANSWER_SETTINGS if name != "scale")
 
 
 def trace_config(base: Config, trace: Trace) -> Config:

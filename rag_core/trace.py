@@ -14,6 +14,7 @@ import pandas as pd
 import torch
 
 from . import marginals
+from .config import ANSWER_SETTINGS, RAG_TOKEN
 from .corpus import Passage
 
 COLUMNS = ["query", "index", "decoding", "candidate", "answer", "step", "token", "token_id", "doc_rank", "doc_id",
@@ -66,6 +67,12 @@ class Candidate:
         return float(marginals.rag_token(log_pz, self.token_logp))
 
 
+def log_p_under(answer, decoding: str, log_pz: torch.Tensor) -> float:
+    """log p(y|x) of `answer` (a Candidate, or any scores with log_p_tok and log_p_seq) under the
+    marginal of `decoding`, for the prior `log_pz` (K,): the one place a decoding picks its marginal."""
+    return answer.log_p_tok(log_pz) if decoding == RAG_TOKEN else answer.log_p_seq(log_pz)
+
+
 @dataclass
 class Trace:
     query: str
@@ -97,6 +104,13 @@ class Trace:
 
     def to_csv(self, path_or_buf=None) -> str | None:
         return write_csv(self.to_frame(), path_or_buf)
+
+
+def answer_settings_of(trace: Trace) -> dict:
+    """The settings the trace's answers depend on (config.ANSWER_SETTINGS), as recorded with it:
+    K is its number of passages, the scale the one it used (rounded: a cache key, not a number shown)."""
+    recorded = {name: trace.settings.get(name) for name in ANSWER_SETTINGS}
+    return recorded | {"k": trace.k, "scale": round(float(trace.scale), 6)}
 
 
 def settings_row(trace: Trace) -> dict:

@@ -21,15 +21,13 @@ from pathlib import Path
 
 from .. import caches
 from .._fs import write_json_atomic
-from ..config import Config
+from ..config import Config, answer_settings
 from ..decoding import DECODER_VERSION
 from ..generators.fingerprint import prompt_fingerprint
 from ..model_keys import model_key
 from .questions import EvalQuestion
 from .question_result import QuestionResult
 
-# What a question's result depends on, besides the question itself.
-SETTINGS = ("k", "beams", "length_penalty", "rescore", "max_new_tokens", "scale", "decode")
 MODELS = ("question_encoder", "ctx_encoder", "generator")
 
 
@@ -38,7 +36,7 @@ def run_key(pipe, questions: list[EvalQuestion], cfg, diagnose: bool) -> str:
     manifest = getattr(pipe.index, "manifest", {}) or {}
     parts = {
         "questions": [asdict(q) for q in questions],
-        "settings": {name: getattr(cfg, name, None) for name in SETTINGS},
+        "settings": answer_settings(cfg),
         "index": [pipe.index_name, manifest.get("passages_checksum"), manifest.get("encoder")],
         "encoder": pipe.models.encoder.id,
         "generator": pipe.models.generator.id,

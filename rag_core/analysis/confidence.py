@@ -51,9 +51,8 @@ from dataclasses import dataclass
 import torch
 
 from .. import marginals
-from ..config import RAG_TOKEN
 from ..marginals import p_text, prob
-from ..trace import Candidate, Trace
+from ..trace import Candidate, Trace, log_p_under
 from .matching import normalize_answer
 
 P_GUESS = 0.1  # below 1 in 10 the model is guessing
@@ -116,7 +115,7 @@ def assess(p: float, support: float | None = None, runner_up: str | None = None,
 
 def answer_logp(log_pz: torch.Tensor, cand: Candidate) -> float:
     """log p(y|x) of a candidate under its own decoding's marginal."""
-    return cand.log_p_tok(log_pz) if cand.decoding == RAG_TOKEN else cand.log_p_seq(log_pz)
+    return log_p_under(cand, cand.decoding, log_pz)
 
 
 def runner_up(trace: Trace, cand: Candidate) -> tuple[str, float] | None:

@@ -28,7 +28,7 @@ from ..config import RAG_SEQUENCE, RAG_TOKEN
 from .. import marginals
 from ..marginals import prob
 from ..pipeline import trace_config
-from ..trace import Candidate, Trace
+from ..trace import Candidate, Trace, log_p_under
 from .scoring import AnswerScores, ForcedAnswers
 
 NEEDS_CALL = "needs a model call"
@@ -128,7 +128,7 @@ def _greedy_check(c: Candidate, lpz: torch.Tensor) -> tuple[str, int, int | None
 
 
 def _log_p(c: Candidate, decoding: str, lpz: torch.Tensor) -> float:
-    return c.log_p_tok(lpz) if decoding == RAG_TOKEN else c.log_p_seq(lpz)
+    return log_p_under(c, decoding, lpz)
 
 
 def _own(trace: Trace, decoding: str, note: str, computed: bool = False) -> CfAnswer | None:

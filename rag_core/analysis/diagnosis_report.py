@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..config import RAG_SEQUENCE, RAG_TOKEN
+from ..config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
 from ..marginals import prob
 from ..pipeline import trace_config
 from ..trace import Trace
@@ -85,7 +85,7 @@ def _removal_text(label: str, row: dict) -> str:
 
 
 def diagnosis_text(d: Diagnosis, checks: Checks, removals: list[dict]) -> str:
-    name = {RAG_TOKEN: "RAG-Token", RAG_SEQUENCE: "RAG-Sequence"}[d.decoding]
+    name = DECODING_LABELS[d.decoding]
     head = (f"{name} answered {d.answer!r}: " + ("right" if d.correct else "wrong") +
             f" (expected {' or '.join(map(repr, d.expected))}); closed-book: {checks.closed_book!r}")
     lines = [head, "", "verdicts (fired first):"]
@@ -94,7 +94,7 @@ def diagnosis_text(d: Diagnosis, checks: Checks, removals: list[dict]) -> str:
     if removals:
         lines += ["", "counterfactuals, from the stored conditionals (no model call): each passage removed"]
         for r in removals:
-            named = ((RAG_TOKEN, "RAG-Token"), (RAG_SEQUENCE, "RAG-Sequence"))
+            named = tuple(DECODING_LABELS.items())
             parts = [_removal_text(label, r[key]) for key, label in named if key in r]
             lines.append(f"  without #{r['removed']} {r['title']}: " + " · ".join(parts))
     return "\n".join(lines)

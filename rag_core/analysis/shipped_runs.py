@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .._fs import write_text_atomic
 from ..catalog import NAMED, default_index_name, named_passages
-from ..config import ASSETS, Config
+from ..config import ASSETS, Config, answer_settings
 from ..corpus import passage_checksum
 from ..presets import PRESETS
 from ..decoding import DECODER_VERSION
@@ -32,12 +32,12 @@ SHIPPED_RUNS = ASSETS / "eval" / "runs"
 MODEL_FIELDS = ("question_encoder", "ctx_encoder", "generator")  # the stack a shipped run was made with
 SHIPPABLE_PRESETS = ("default", "base")  # the stacks whose reference runs ship (named `base-...` for base)
 EVAL_VERSION = 1  # bump when exact match, the verdicts or a stored field of a run change meaning
-_DECODING = ("k", "scale", "beams", "max_new_tokens", "length_penalty", "early_stopping", "rescore")
 
 
 def run_config(cfg: Config) -> dict:
     """The decoding settings a run's answers depend on (stored in the shipped file)."""
-    return {**{name: getattr(cfg, name) for name in _DECODING}, "decoder": DECODER_VERSION}
+    # an eval run always decodes both ways, so `decode` is not one of them
+    return {name: v for name, v in answer_settings(cfg).items() if name != "decode"} | {"decoder": DECODER_VERSION}
 
 
 @lru_cache(maxsize=8)

@@ -34,7 +34,7 @@ import torch
 from ..config import FLAT_RATIO, RAG_SEQUENCE, RAG_TOKEN
 from .. import marginals, stepper
 from ..marginals import p_text, prob
-from ..trace import Trace
+from ..trace import Trace, log_p_under
 from .deep_search import DeepHit
 from .matching import contains_answer, contains_words, exact_match, normalize_answer, passage_text
 from .scoring import AnswerScores, ForcedAnswers, total_variation
@@ -241,7 +241,7 @@ def check_search_error(trace: Trace, decoding: str, produced: AnswerScores,
     if not forced:
         return Verdict("search-error", None, "needs the teacher-forced pass of the expected answer")
     lpz = trace.log_prior
-    score = (lambda a: a.log_p_seq(lpz)) if decoding == RAG_SEQUENCE else (lambda a: a.log_p_tok(lpz))
+    score = lambda a: log_p_under(a, decoding, lpz)  # noqa: E731
     name = "p_seq" if decoding == RAG_SEQUENCE else "p_tok"
     best = max(forced, key=score)
     lp_exp, lp_prod = score(best), score(produced)

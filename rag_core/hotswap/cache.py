@@ -21,7 +21,7 @@ import pandas as pd
 from .. import caches
 from .._fs import write_json_atomic
 from ..catalog import named_passages
-from ..config import ASSETS, DECODE_NAMES, Config
+from ..config import ASSETS, DECODE_NAMES, Config, answer_settings
 from ..model_keys import model_key
 from ..presets import PRESETS
 from ..corpus import passage_checksum
@@ -45,9 +45,7 @@ def _sha(obj) -> str:
 
 def experiment_settings(cfg: Config) -> dict:
     """What the answers depend on, apart from models, indexes and prompt."""
-    return {"k": cfg.k, "scale": cfg.scale, "beams": cfg.beams, "max_new_tokens": cfg.max_new_tokens,
-            "length_penalty": cfg.length_penalty, "early_stopping": cfg.early_stopping,
-            "rescore": cfg.rescore, "decode": cfg.decode, "decoder": DECODER_VERSION}
+    return answer_settings(cfg) | {"decoder": DECODER_VERSION}
 
 
 def experiment_key(cfg: Config, index_checksums: dict[str, str]) -> str:

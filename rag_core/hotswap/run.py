@@ -21,11 +21,11 @@ from typing import Callable
 from .. import caches
 from .._fs import append_line, write_json_atomic
 from ..catalog import load_named
-from ..config import DECODE_NAMES, RAG_TOKEN, Config, Progress
+from ..config import DECODE_NAMES, Config, Progress
 from ..marginals import NEG_INF, prob
 from ..answering import decode_queries
 from ..pipeline import Pipeline, clean_question
-from ..trace import Trace
+from ..trace import Trace, log_p_under
 from .cache import (assemble, cache_folder, experiment_key, index_checksums, known_rows, leaders_frame,
                     settings_of)
 from .judge import judge, names_holder
@@ -44,7 +44,7 @@ def _answer_rows(trace: Trace, leader: dict, cfg: Config) -> list[dict]:
         answer = best.answer if best is not None else ""
         logp = NEG_INF
         if best is not None:
-            logp = best.log_p_tok(trace.log_prior) if decoding == RAG_TOKEN else best.log_p_seq(trace.log_prior)
+            logp = log_p_under(best, decoding, trace.log_prior)
         c16, c18, both = judge(answer, h16, h18)
         rows.append({**base, "index": trace.index, "decoding": decoding, "answer": answer, "correct_2016": c16,
                      "correct_2018": c18, "ambiguous": both, "split": position_split(leader["position"]), "p_answer": prob(logp),
