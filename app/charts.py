@@ -14,9 +14,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.views import passage_color, plot_text, token_label
+from rag_core.analysis.token_sources import END, FORCED, KNOWN, PASSAGE, SEVERAL, UNSEEN, WEIGHTS, kind
+from rag_core.analysis.token_sources import LABELS as SOURCE_LABELS
 from rag_core.marginals import p_text
-from rag_core.analysis.token_sources import (END, FORCED, KNOWN, LABELS as SOURCE_LABELS, PASSAGE, SEVERAL,
-                                             UNSEEN, WEIGHTS, kind)
 
 NO_BAR = {"displayModeBar": False}  # the plotly_chart config of the small charts
 

@@ -15,10 +15,10 @@ import streamlit as st
 from app import stack, state, views
 from rag_core import stacks
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.errors import first_line
 from rag_core.marginals import p_text, prob
 from rag_core.pipeline import Pipeline, load_models
 from rag_core.trace import Trace
-from rag_core.errors import first_line
 
 NONE = "(none)"
 

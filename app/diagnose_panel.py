@@ -19,10 +19,10 @@ from app import state
 from app.views import md_text, table
 from rag_core.analysis import counterfactual, diagnosis_report, scoring, verdicts
 from rag_core.analysis.matching import exact_match
-from rag_core.config import DECODING_LABELS, ASSETS, RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import ASSETS, DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
+from rag_core.errors import first_line
 from rag_core.marginals import p_text, prob
 from rag_core.trace import Trace, answer_settings_of, log_p_under
-from rag_core.errors import first_line
 
 # How each verdict reads at a glance: a word and a colour (no emoji: some fonts draw them as boxes).
 STATUS = {True: ("Fired", "red", ":material/error:"), None: ("Not checked", "orange", ":material/help:"),

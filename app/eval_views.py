@@ -9,12 +9,12 @@ import pandas as pd
 import streamlit as st
 
 from app import charts, sidebar, state, views
+from rag_core import stacks
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import shipped_runs
 from rag_core.analysis.retrieval_metrics import CELLS, error_split
 from rag_core.analysis.run_compare import compare_results
-from rag_core.catalog import NAMED
-from rag_core import stacks
+from rag_core.retrieval.catalog import NAMED
 
 ASK = Path(__file__).resolve().parent.parent / "pages" / "ask.py"
 EVAL = ASK.with_name("eval.py")

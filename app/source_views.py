@@ -8,8 +8,15 @@ import streamlit as st
 
 from app import charts, state
 from app.views import passage_label, table
-from rag_core.analysis.token_sources import (LABELS, MEANINGS, SHOWN, credit_differences, differing_steps,
-                                             kind, shares)
+from rag_core.analysis.token_sources import (
+    LABELS,
+    MEANINGS,
+    SHOWN,
+    credit_differences,
+    differing_steps,
+    kind,
+    shares,
+)
 from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import citation
 from rag_core.trace import Trace

@@ -20,15 +20,16 @@ from pathlib import Path
 import streamlit as st
 import torch
 
-from rag_core import caches, stacks
-from rag_core.catalog import default_index_name
+from rag_core import stacks
 from rag_core.config import Config
 from rag_core.corpus import CorpusError
-from rag_core.flags import FlagError, parse_stack_args
-from rag_core.index import IndexLoadError
-from rag_core.pipeline import Models, load_models
-from rag_core.sources import ModelSourceError
 from rag_core.errors import first_line
+from rag_core.flags import FlagError, parse_stack_args
+from rag_core.models.sources import ModelSourceError
+from rag_core.pipeline import Models, load_models
+from rag_core.retrieval.catalog import default_index_name
+from rag_core.retrieval.index import IndexLoadError
+from rag_core.storage import caches
 
 log = logging.getLogger("rag_loupe.app")
 LOAD_ERRORS = (FlagError, ModelSourceError, IndexLoadError, CorpusError, ValueError, OSError)

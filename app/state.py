@@ -8,21 +8,20 @@ recomputes what is known, and a trace of one stack is never shown under another.
 """
 from __future__ import annotations
 
-
 import streamlit as st
 
 from app import stack as stacks
 from rag_core.analysis import confidence as certainty
 from rag_core.analysis import sentences
 from rag_core.analysis import token_sources as origins
-from rag_core.catalog import available_indexes, default_index_name, resolve_index
 from rag_core.config import Config, answer_settings
 from rag_core.corpus import CorpusError, Passage
-from rag_core.index import IndexLoadError
-from rag_core.pipeline import Pipeline, QuestionError, open_index
-from rag_core.sources import ModelSourceError
-from rag_core.trace import Trace
 from rag_core.errors import first_line
+from rag_core.models.sources import ModelSourceError
+from rag_core.pipeline import Pipeline, QuestionError, open_index
+from rag_core.retrieval.catalog import available_indexes, default_index_name, resolve_index
+from rag_core.retrieval.index import IndexLoadError
+from rag_core.trace import Trace
 
 DEFAULT_QUESTION = "Who wrote Moby-Dick?"
 USER_ERRORS = (QuestionError, IndexLoadError, CorpusError, ModelSourceError, ValueError)

@@ -12,7 +12,7 @@ import streamlit as st
 
 from app.views import md_text, token_label
 from rag_core.config import DECODING_LABELS, RAG_SEQUENCE
-from rag_core import stepper
+from rag_core.decoding import stepper
 from rag_core.trace import Candidate, Trace
 
 

@@ -9,14 +9,15 @@ import pandas as pd
 import streamlit as st
 
 from app import diagnose_panel, jobs, stack, state, train_charts, views
-from rag_core import caches, projection
 from rag_core.analysis.questions import read_questions
 from rag_core.config import Config
+from rag_core.errors import first_line
+from rag_core.maps import projection
+from rag_core.storage import caches
 from rag_core.training import heldout, query_walk
 from rag_core.training.loop import PARTS, TrainSettings
 from rag_core.training.output import file_sha256, read_manifest
 from rag_core.training.session import discard_damaged, fine_tune, keep_upload, run_folder, run_state
-from rag_core.errors import first_line
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_FILE = ROOT / "assets" / "train" / "questions.jsonl"

@@ -10,11 +10,9 @@ products inside the probed cells.
 import sys
 import time
 
+import faiss
 import numpy as np
 from common import emit
-
-import faiss
-
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 D, QUERIES, SIGMA = 384, 200, 1.0

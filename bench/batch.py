@@ -5,20 +5,19 @@ alternately one at a time (`Pipeline.run_settings`) and as batches (`Pipeline.ru
 machine noise hits both alike. Two workloads:
 - `batch_speedup`: 8 dev-split questions (every answer must match the one-at-a-time answer);
 - `batch_speedup_leaders`: 8 index-swap positions, each asked on the 2016 and the 2018 index, as
-  `leaders` runs them (a prompt row both indexes retrieve is computed once in a batch).
+  `index-swap` runs them (a prompt row both indexes retrieve is computed once in a batch).
 Also reports the speedup for each batch size tried, and the share of one question's time spent
 in its prompt pass (the part a batch cannot shrink on a CPU: it is compute-bound).
 """
 import sys
 
-from common import ROOT, emit, median, timed
-
 import torch
+from common import ROOT, emit, median, timed
 
 from rag_core.analysis.questions import read_questions
 from rag_core.config import Config
-from rag_core.hotswap import run as hotswap
-from rag_core.hotswap.cache import leaders_frame
+from rag_core.index_swap import run as index_swap_run
+from rag_core.index_swap.cache import leaders_frame
 from rag_core.pipeline import load_pipeline
 
 SIZES = (2, 4, 8)
@@ -58,14 +57,14 @@ def main():
         shares.append(t_prep / t_all)
     result["prompt_pass_share"] = round(median(shares), 3)
     # the index swap: each position on both indexes, as `leaders` runs it
-    pipes = hotswap.year_pipelines(lambda: pipe)
+    pipes = index_swap_run.year_pipelines(lambda: pipe)
     leaders = leaders_frame().to_dict("records")[:8]
-    cfgs = [hotswap.experiment_config()]
+    cfgs = [index_swap_run.experiment_config()]
     size = pipe.batch_size(cfg)
     ratios = []
     for _ in range(ROUNDS):
-        t_alone, _ = timed(lambda: [hotswap.positions_records(pipes, [p], cfgs) for p in leaders])
-        t_batch, _ = timed(lambda: [hotswap.positions_records(pipes, leaders[i: i + size], cfgs)
+        t_alone, _ = timed(lambda: [index_swap_run.positions_records(pipes, [p], cfgs) for p in leaders])
+        t_batch, _ = timed(lambda: [index_swap_run.positions_records(pipes, leaders[i: i + size], cfgs)
                                     for i in range(0, len(leaders), size)])
         ratios.append(t_alone / t_batch)
         print(f"leaders batch {size}: alone {t_alone:.1f}s batched {t_batch:.1f}s", file=sys.stderr, flush=True)

@@ -6,9 +6,9 @@ import torch
 from common import emit, median, timed
 
 from rag_core.corpus import load_wiki
-from rag_core.encoders import load_encoder, passage_text
-from rag_core.index import HNSW, PassageIndex
-from rag_core.sources import package_path, set_threads
+from rag_core.models.sources import package_path, set_threads
+from rag_core.retrieval.encoders import load_encoder, passage_text
+from rag_core.retrieval.index import HNSW, PassageIndex
 
 N = 768
 

@@ -49,9 +49,15 @@ def app_first_answer(small: bool, device: torch.device) -> dict:
 
     from common import ROOT
     from streamlit.testing.v1 import AppTest
-    from transformers import BartConfig, BartForConditionalGeneration, DPRConfig, DPRContextEncoder, DPRQuestionEncoder
+    from transformers import (
+        BartConfig,
+        BartForConditionalGeneration,
+        DPRConfig,
+        DPRContextEncoder,
+        DPRQuestionEncoder,
+    )
 
-    from rag_core.tiny_models import build_tiny_stack
+    from rag_core.toys.tiny_models import build_tiny_stack
 
     folder = Path(tempfile.mkdtemp())
     os.environ["RAG_LOUPE_CACHE"] = str(folder / "cache")
@@ -78,15 +84,22 @@ def app_first_answer(small: bool, device: torch.device) -> dict:
 def measure(small: bool, device: torch.device, dtype: torch.dtype) -> dict:
     import random
 
-    from rag_core.tiny_models import bart_tokenizer, corpus_rows, sentences
-    from transformers import (BartConfig, BartForConditionalGeneration, DPRConfig, DPRQuestionEncoder, RagConfig,
-                              RagSequenceForGeneration, RagTokenForGeneration)
+    from transformers import (
+        BartConfig,
+        BartForConditionalGeneration,
+        DPRConfig,
+        DPRQuestionEncoder,
+        RagConfig,
+        RagSequenceForGeneration,
+        RagTokenForGeneration,
+    )
 
     from rag_core import marginals
     from rag_core.config import Config
     from rag_core.corpus import Passage
+    from rag_core.decoding.answering import Query, analyse, decode_queries
     from rag_core.generators.seq2seq import Seq2SeqGenerator, rag_input
-    from rag_core.answering import Query, analyse, decode_queries
+    from rag_core.toys.tiny_models import bart_tokenizer, corpus_rows, sentences
     from rag_core.trace import Hit
 
     rng = random.Random(0)

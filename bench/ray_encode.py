@@ -14,10 +14,10 @@ import ray
 import torch
 from common import emit, timed
 
-from rag_core import ray_build
 from rag_core.corpus import load_wiki
-from rag_core.encoders import load_encoder
-from rag_core.sources import set_threads
+from rag_core.models.sources import set_threads
+from rag_core.retrieval import ray_build
+from rag_core.retrieval.encoders import load_encoder
 
 N = 1024
 ROUNDS = 2

@@ -7,13 +7,12 @@ the figure is the median of per-question ratios.
 """
 import sys
 
-from common import QUESTIONS, emit, median, timed
-
 import torch
+from common import QUESTIONS, emit, median, timed
 
 from rag_core import marginals
 from rag_core.config import Config
-from rag_core.decoding import SearchSettings, rag_token_decode
+from rag_core.decoding.decode import SearchSettings, rag_token_decode
 from rag_core.pipeline import load_pipeline
 
 

@@ -7,9 +7,8 @@ faster). The trained model reads the plain prompt (no worked examples), so its p
 shorter; `trained_prompt_tokens` and `base_prompt_tokens` say how much, for the first question's
 top passage.
 """
-from common import ROOT, emit, median, timed
-
 import torch
+from common import ROOT, emit, median, timed
 
 from rag_core.analysis.questions import read_questions
 from rag_core.config import BASE_GENERATOR, Config

@@ -22,9 +22,11 @@ K, NEW_TOKENS, REPEATS = 5, 16, 3
 
 
 def build(folder: Path):
-    from rag_core.tiny_models import bart_tokenizer, corpus_rows, dpr_tokenizers, sentences
-    from transformers import BartConfig, BartForConditionalGeneration, DPRConfig, DPRQuestionEncoder
     import random
+
+    from transformers import BartConfig, BartForConditionalGeneration, DPRConfig, DPRQuestionEncoder
+
+    from rag_core.toys.tiny_models import bart_tokenizer, corpus_rows, dpr_tokenizers, sentences
 
     rng = random.Random(0)
     rows = corpus_rows(rng, 40)
@@ -58,10 +60,10 @@ def main():
     from rag_core import marginals
     from rag_core.config import Config
     from rag_core.corpus import Passage
+    from rag_core.decoding.answering import analyse
     from rag_core.generators import load_generator
     from rag_core.generators.seq2seq import rag_input
-    from rag_core.answering import analyse
-    from rag_core.sources import set_threads
+    from rag_core.models.sources import set_threads
     from rag_core.trace import Hit
 
     set_threads(None)

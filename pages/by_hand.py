@@ -5,9 +5,11 @@ import pandas as pd
 import streamlit as st
 
 from app import charts, views
-from rag_core import by_hand, stepper, toys
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.decoding import stepper
 from rag_core.marginals import p_text
+from rag_core.toys import by_hand
+from rag_core.toys import examples as toys
 
 st.title("By hand")
 st.caption("Small models you can edit. Every number below comes from the same marginals, decoding and trace code "

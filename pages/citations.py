@@ -7,8 +7,8 @@ import streamlit as st
 
 from app import answer_card, charts, source_views, views
 from rag_core.config import DECODING_LABELS
+from rag_core.decoding import stepper
 from rag_core.marginals import p_text
-from rag_core import stepper
 
 st.title("Citations")
 st.caption("Before the answer, the retriever's prior p(z|x). After it, the posterior p(z|x,y) ∝ p(z|x) p(y|x,z): "

@@ -3,10 +3,10 @@ import pandas as pd
 import streamlit as st
 
 from app import jobs, state, views
-from rag_core import caches
-from rag_core import catalog_actions as actions
 from rag_core.corpus import CorpusError
 from rag_core.errors import first_line
+from rag_core.retrieval import catalog_actions as actions
+from rag_core.storage import caches
 
 st.title("Corpus")
 st.caption("Build an index over your own documents. It is saved on disk, appears in the sidebar's Index list "

@@ -3,11 +3,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import jobs, question_box, state, swap_views, views
+from app import jobs, question_box, state, index_swap_views, views
 from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
-from rag_core.hotswap import cache
-from rag_core.hotswap import results
-from rag_core.hotswap import run as hotswap
+from rag_core.index_swap import cache, results
+from rag_core.index_swap import run as index_swap_run
 
 ROOT = Path(__file__).resolve().parent.parent
 ss = st.session_state
@@ -58,12 +57,12 @@ one_question = st.container()
 # --- the whole experiment ---
 st.divider()
 st.subheader(f"The experiment: {len(leaders)} positions × 2 indexes")
-cfg = hotswap.experiment_config(state.stack_config())  # results are keyed by the session's model stack
+cfg = index_swap_run.experiment_config(state.stack_config())  # results are keyed by the session's model stack
 checksums = cache.index_checksums()  # the year indexes' passage checksums, from their files: no index built
 result = cache.cached_result(cfg, checksums, partial=True)
 st.caption(f"Settings: K={cfg.k}, scale={cfg.scale or f'the encoder default ({state.models().encoder.default_scale:g})'}, greedy, up to {cfg.max_new_tokens} "
            "answer tokens. An answer is correct for a year when it names that year's holder (full name or surname, "
-           "accents ignored). Same as `python -m rag_core leaders`, whose results this page shares.")
+           "accents ignored). Same as `python -m rag_core index-swap`, whose results this page shares.")
 
 shipped = cache.shipped_result(cfg, checksums)
 if result is None or not result.complete:
@@ -85,7 +84,7 @@ if result is None or not result.complete:
                    f"{views.md_text(state.stack_name())}, at the settings above.")
         if st.button("Run the experiment" if not done else "Resume the experiment", type="primary"):
             pipes = {y: state.pipeline(y) for y in results.YEARS}  # loaded here, in the page's own run
-            jobs.start("leaders", lambda progress: hotswap.run_experiment(cfg, lambda: pipes, checksums=checksums,
+            jobs.start("leaders", lambda progress: index_swap_run.run_experiment(cfg, lambda: pipes, checksums=checksums,
                                                                         progress=progress),
                        label=f"Index swap experiment · {views.md_text(state.stack_name())}")
             st.rerun()  # the sidebar and the page pick the running job up
@@ -105,18 +104,18 @@ if result is not None:
                     "The prompt's format was picked before the split, on 40 positions: 21 of them are held out now.")
         halves = st.columns(2)
         for col, split, label in zip(halves, ("test", "tune"), ("Held-out half", "Tuning half")):
-            col.caption(f"{label} ({swap_views.split_positions(result, split)} positions)")
-            acc = swap_views.accuracy_frame(result.table(decoding, split)).rename_axis("").reset_index()
+            col.caption(f"{label} ({index_swap_views.split_positions(result, split)} positions)")
+            acc = index_swap_views.accuracy_frame(result.table(decoding, split)).rename_axis("").reset_index()
             col.dataframe(acc, hide_index=True, width="content",  # sized to fit half the page at 1280 px
-                          column_config=views.widths(swap_views.ACCURACY_COLUMNS))
-        st.caption(swap_views.override_note(result, decoding))
+                          column_config=views.widths(index_swap_views.ACCURACY_COLUMNS))
+        st.caption(index_swap_views.override_note(result, decoding))
         st.info(f"Finding: {result.finding(decoding)}", icon=":material/search:")
     cb = result.closed_book_accuracy()
     c1, c2, c3 = st.columns(3)
     c1.metric("Closed-book: names the 2016 holder", f"{100 * cb['2016']:.0f}%")
     c2.metric("Closed-book: names the 2018 holder", f"{100 * cb['2018']:.0f}%")
     c3.metric("Compute time", f"{result.elapsed_s / 60:.0f} min")
-    swap_views.before_after(checksums)
+    index_swap_views.before_after(checksums)
 
     # --- per position ---
     st.subheader("Per position")
@@ -125,10 +124,10 @@ if result is not None:
                           help="Answers that do not name the holder of the index's own year.")
     dec = f2.radio("Decoding", [RAG_TOKEN, RAG_SEQUENCE], horizontal=True, key="swap_decoding")
     frame = result.failures(dec) if only_fail else result.frame()[lambda f: f["decoding"] == dec]
-    views.table(frame[list(swap_views.POSITION_COLUMNS)], {
-        c: st.column_config.Column(head, width=w) for c, (head, w) in swap_views.POSITION_COLUMNS.items()})
+    views.table(frame[list(index_swap_views.POSITION_COLUMNS)], {
+        c: st.column_config.Column(head, width=w) for c, (head, w) in index_swap_views.POSITION_COLUMNS.items()})
 
-    swap_views.failure_actions(result.failures(dec), dec, holders, str(ROOT / "pages" / "index_swap.py"))
+    index_swap_views.failure_actions(result.failures(dec), dec, holders, str(ROOT / "pages" / "index_swap.py"))
 
 with one_question:
-    swap_views.answer_on_both(question, holders)
+    index_swap_views.answer_on_both(question, holders)

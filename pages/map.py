@@ -4,9 +4,9 @@ and its true top-K ringed; a click moves the query, and the rings follow the mov
 import streamlit as st
 
 from app import charts, map_views, moved_query, state, train_views, views
-from rag_core import map_layout, projection
-from rag_core.pipeline import clean_question
 from rag_core.errors import first_line
+from rag_core.maps import map_layout, projection
+from rag_core.pipeline import clean_question
 
 st.title("Map")
 

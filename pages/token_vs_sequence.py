@@ -6,8 +6,8 @@ import streamlit as st
 
 from app import answer_card, charts, source_views, step_views, views
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.decoding import stepper
 from rag_core.marginals import p_text
-from rag_core import stepper
 
 st.title("Token vs Sequence")
 st.caption("RAG-Token mixes the passages at every token: Π_i Σ_z p(z|x) p(y_i|x,z,y_<i). "

@@ -3,8 +3,8 @@ toward the passages that explain the answer), steps along it, and fine-tuning on
 import streamlit as st
 
 from app import diagnose_panel, state, train_charts, train_views, views
-from rag_core.training.query_walk import DEFAULT_STEP_SIZE, WalkError
 from rag_core.errors import first_line
+from rag_core.training.query_walk import DEFAULT_STEP_SIZE, WalkError
 
 st.title("Train")
 st.caption("RAG learns which passages to retrieve without ever being told: it only sees questions and answers. "

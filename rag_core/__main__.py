@@ -1,3 +1,3 @@
-from .cli import main
+from rag_core.cli import main
 
 raise SystemExit(main())

@@ -22,7 +22,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .trace import SCHEMA_VERSION, SETTING_COLUMNS, neutralise, write_csv
+from rag_core.trace import SCHEMA_VERSION, SETTING_COLUMNS, neutralise, write_csv
 
 FORMATS = ("csv", "parquet", "jsonl")
 SCHEMAS = {"trace": SCHEMA_VERSION, "eval": 2}  # the schema version of each frame (docs/trace-schema.md)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import math
 
-from .config import Config
-from .presets import PRESETS
-from .stacks import run_models
+from rag_core.config import Config
+from rag_core.models.presets import PRESETS
+from rag_core.stacks import run_models
 
 
 class FlagError(ValueError):

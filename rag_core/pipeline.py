@@ -12,18 +12,18 @@ from typing import Callable
 
 import torch
 
-from . import caches
-from .catalog import build_corpus_index, corpus_cache_folder, resolve_index
-from .config import ANSWER_SETTINGS, MAX_QUESTION_CHARS, Config
-from .corpus import read_corpus_file
-from .answering import PreparedRun, Query, decode_queries
-from .decoding import Job, SearchSettings, decode_jobs, score_answers
-from .encoders import Encoder, load_encoder
-from .generators import Generator, load_generator
-from .index import IndexLoadError, PassageIndex
-from .retriever import Retriever
-from .sources import offline_unless_allowed, pick_device, set_threads
-from .trace import Hit, Trace
+from rag_core.config import ANSWER_SETTINGS, MAX_QUESTION_CHARS, Config
+from rag_core.corpus import read_corpus_file
+from rag_core.decoding.answering import PreparedRun, Query, decode_queries
+from rag_core.decoding.decode import Job, SearchSettings, decode_jobs, score_answers
+from rag_core.generators import Generator, load_generator
+from rag_core.models.sources import offline_unless_allowed, pick_device, set_threads
+from rag_core.retrieval.catalog import build_corpus_index, corpus_cache_folder, resolve_index
+from rag_core.retrieval.encoders import Encoder, load_encoder
+from rag_core.retrieval.index import IndexLoadError, PassageIndex
+from rag_core.retrieval.retriever import Retriever
+from rag_core.storage import caches
+from rag_core.trace import Hit, Trace
 
 # Questions decoded as one batch by eval and the index swap, by device. On 2 CPU cores a batch
 # measured no faster than one question at a time (`bench --only batch`, docs/results.md: 0.99x for

@@ -23,13 +23,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import caches
-from .config import Config
-from .generators.fingerprint import prompt_fingerprint
-from .presets import PRESETS
-from .model_keys import model_key
-from .sources import ModelSourceError, model_type, pick_device, resolve
-from .training.output import GENERATOR, QUESTION_ENCODER, read_manifest
+from rag_core.config import Config
+from rag_core.generators.fingerprint import prompt_fingerprint
+from rag_core.models.model_keys import model_key
+from rag_core.models.presets import PRESETS
+from rag_core.models.sources import ModelSourceError, model_type, pick_device, resolve
+from rag_core.storage import caches
+from rag_core.training.output import GENERATOR, QUESTION_ENCODER, read_manifest
 
 MODEL_FIELDS = ("question_encoder", "ctx_encoder", "generator")
 

@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from . import marginals
-from .config import ANSWER_SETTINGS, RAG_TOKEN
-from .corpus import Passage
+from rag_core import marginals
+from rag_core.config import ANSWER_SETTINGS, RAG_TOKEN
+from rag_core.corpus import Passage
 
 COLUMNS = ["query", "index", "decoding", "candidate", "answer", "step", "token", "token_id", "doc_rank", "doc_id",
            "doc_title", "doc_score", "prior", "p_token_doc", "p_token_mix", "posterior_step", "posterior_prefix",

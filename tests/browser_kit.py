@@ -274,10 +274,9 @@ def charts_drawn(driver) -> bool:
 def choose(driver, label: str, option: str, area: str = "main") -> None:
     """Open the select box (or multiselect) labelled `label` and click the option whose text starts
     with `option`, as a user would (the list opens in a popover outside the widget), then close it."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
-
-    from selenium.common.exceptions import StaleElementReferenceException
 
     selector = f'{AREAS[area]}input[role="combobox"][aria-label="{label}"]'
     driver.find_element(By.CSS_SELECTOR, selector).click()

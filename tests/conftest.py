@@ -28,7 +28,7 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
 # start), which a computing module on the other worker fills. `make test` hands modules to the
 # workers in collection order (--no-loadscope-reorder), so these start first and a long one never
 # starts last while the other worker has nothing left to do.
-SLOWEST_FIRST = ["test_browser.py", "test_leaders.py", "test_batching.py", "test_browser_journeys.py",
+SLOWEST_FIRST = ["test_browser.py", "test_index_swap.py", "test_batching.py", "test_browser_journeys.py",
                  "test_example_questions.py", "test_browser_map.py", "test_reliability.py", "test_browser_markup.py",
                  "test_cache_faults.py", "test_ray_build.py", "test_browser_stack.py", "test_app_stack.py",
                  "test_app_every_index.py", "test_kill.py", "test_projection.py", "test_app_pages_a.py",
@@ -43,7 +43,7 @@ WARM_UP = ["from rag_core.generators.loading import smollm_folder\n"
            "trained_folder(smollm_folder())",
            "import torch\n"
            "from rag_core.config import DEFAULT_ENCODER, Config\n"
-           "from rag_core.encoders import load_encoder\n"
+           "from rag_core.retrieval.encoders import load_encoder\n"
            "from rag_core.pipeline import open_index\n"
            "encoder = load_encoder(DEFAULT_ENCODER, None, torch.device('cpu'))\n"
            "for name in (Config().index, '2016', '2018'):\n"
@@ -100,11 +100,11 @@ def tiny_pipeline(folder: Path, cfg=None):
 
     from rag_core.config import Config
     from rag_core.corpus import read_corpus_file
-    from rag_core.encoders import load_encoder
     from rag_core.generators import load_generator
-    from rag_core.index import PassageIndex
     from rag_core.pipeline import Models, Pipeline
-    from rag_core.tiny_models import build_tiny_stack
+    from rag_core.retrieval.encoders import load_encoder
+    from rag_core.retrieval.index import PassageIndex
+    from rag_core.toys.tiny_models import build_tiny_stack
 
     cpu = torch.device("cpu")
     stack = build_tiny_stack(folder)

@@ -10,9 +10,11 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from rag_core import marginals, stepper, toys
+from rag_core import marginals
 from rag_core.config import Config
+from rag_core.decoding import stepper
 from rag_core.generators.base import ForwardCounter
+from rag_core.toys import examples as toys
 
 from conftest import visit as _visit
 
@@ -196,7 +198,7 @@ def test_view_only_reruns_make_no_model_call(at):
 @pytest.fixture(scope="module")
 def wiki_pipeline(default_pipeline):
     """A fresh pipeline on the pages' index, for recomputing what they show."""
-    from rag_core.catalog import resolve_index
+    from rag_core.retrieval.catalog import resolve_index
 
     return default_pipeline.with_index("wiki", resolve_index("wiki", default_pipeline.models.encoder)[1])
 

@@ -3,7 +3,7 @@
 Map: PCA (instant) on the `wiki` index; the chart holds every passage, the question's marker and
 its K ringed passages; with the drawing cap lowered, a thinned cloud that keeps the top-K.
 Corpus: AppTest cannot upload files, so the test calls what the Build button calls
-(`rag_core.catalog_actions`), in a throw-away cache folder, then asks a question on the new index.
+(`rag_core.retrieval.catalog_actions`), in a throw-away cache folder, then asks a question on the new index.
 """
 import base64
 import json
@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from rag_core import catalog_actions as actions
-from rag_core import catalog
 from rag_core.config import cache_dir
 from rag_core.corpus import CorpusError
+from rag_core.retrieval import catalog
+from rag_core.retrieval import catalog_actions as actions
 
 from conftest import visit
 
@@ -74,7 +74,7 @@ def test_map_page_pca_shows_passages_question_and_rings():
 
 
 def test_map_page_thins_a_large_cloud_to_its_cap(monkeypatch):
-    from rag_core import map_layout
+    from rag_core.maps import map_layout
 
     monkeypatch.setattr(map_layout, "DRAW_CAP", 3000)  # the wiki index (12,324 passages) is then "large"
     at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
@@ -95,8 +95,8 @@ def test_map_page_thins_a_large_cloud_to_its_cap(monkeypatch):
 
 def _encoder():
     from rag_core.config import DEFAULT_ENCODER
-    from rag_core.encoders import load_encoder
-    from rag_core.sources import pick_device
+    from rag_core.models.sources import pick_device
+    from rag_core.retrieval.encoders import load_encoder
 
     if not hasattr(_encoder, "cached"):
         _encoder.cached = load_encoder(DEFAULT_ENCODER, None, pick_device("cpu"))
@@ -166,7 +166,7 @@ def test_corpus_build_then_ask_on_the_new_index(user_cache):
     # the Corpus page lists it; deleting removes it from disk, from the list, and its cached maps
     visit(at, "corpus.py")
     assert "pytest-notes" in list(at.dataframe[0].value["name"])
-    from rag_core import projection
+    from rag_core.maps import projection
 
     # the Map page's fit above was cached on disk: fitting again loads it
     assert projection.fit_map(idx, "pca", 2).loaded_from is not None and list((user_cache / "maps").glob("*.npz"))

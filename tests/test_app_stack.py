@@ -9,10 +9,11 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from conftest import ROOT, cache_sharing, run_cli, visit
 from rag_core import stacks
 from rag_core.marginals import p_text
-from rag_core.tiny_models import build_tiny_stack
+from rag_core.toys.tiny_models import build_tiny_stack
+
+from conftest import ROOT, cache_sharing, run_cli, visit
 
 PAGES = ["ask.py", "map.py", "token_vs_sequence.py", "citations.py", "index_swap.py", "by_hand.py", "train.py",
          "corpus.py", "eval.py"]
@@ -156,14 +157,14 @@ def test_switching_stacks_five_times_frees_the_other_and_shows_only_its_own_numb
 def train_page_run(tiny):
     """A finished generator run where the Train page keeps the run of its form's settings (part
     generator, 20 steps) on the tiny stack and its corpus: the base BART with its weights nudged."""
+    from test_run_stack import make_run, nudged_copy
     from transformers import BartForConditionalGeneration
 
-    from rag_core import caches
     from rag_core.config import Config
+    from rag_core.storage import caches
     from rag_core.training.loop import TrainSettings
     from rag_core.training.output import file_sha256, read_manifest, write_manifest
     from rag_core.training.session import run_folder
-    from test_run_stack import make_run, nudged_copy
 
     base = Config(index=str(tiny["corpus"]), k=3, question_encoder=str(tiny["dpr_q"]), ctx_encoder=str(tiny["dpr_ctx"]),
                   generator=str(tiny["bart"]))

@@ -2,8 +2,9 @@
 question is no longer the example, every trace page names its question and index."""
 from streamlit.testing.v1 import AppTest
 
-from conftest import ROOT, visit
 from rag_core.config import Config
+
+from conftest import ROOT, visit
 
 
 def ask_app() -> AppTest:
@@ -68,10 +69,10 @@ def _failure_picker_app():
     import pandas as pd
     import streamlit as st
 
-    from app import swap_views
+    from app import index_swap_views
 
     fails = pd.DataFrame(st.session_state["rows"], columns=["position", "index", "answer", "question", "decoding"])
-    swap_views.failure_actions(fails, "rag-token", {}, "pages/index_swap.py")
+    index_swap_views.failure_actions(fails, "rag-token", {}, "pages/index_swap.py")
 
 
 def test_the_failure_picked_stays_picked_when_a_live_run_adds_rows():

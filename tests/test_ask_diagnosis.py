@@ -4,13 +4,14 @@ import json
 
 import pytest
 
-from conftest import run_cli
 from rag_core import exports
 from rag_core.analysis import counterfactual, deep_search, scoring, verdicts
 from rag_core.analysis import diagnosis_report as report
-from rag_core.config import Config
 from rag_core.analysis.sentences import attribute
+from rag_core.config import Config
 from rag_core.marginals import citation, prob
+
+from conftest import run_cli
 
 
 def test_ask_expected_prints_the_panels_verdicts_and_counterfactuals(default_pipeline, tmp_path):

@@ -7,9 +7,9 @@ import pytest
 from rag_core.analysis.evaluation import evaluate_batch, evaluate_question
 from rag_core.analysis.questions import read_questions
 from rag_core.config import ASSETS, Config
-from rag_core.hotswap import run as hotswap
-from rag_core.hotswap.cache import leaders_frame
-from rag_core.answering import decode_queries
+from rag_core.decoding.answering import decode_queries
+from rag_core.index_swap import run as index_swap_run
+from rag_core.index_swap.cache import leaders_frame
 
 # Rows of another batch reach the same numbers through matrix products of other shapes: float32
 # rounding differs in the last places. |batched - alone| <= TOL * max(1, |alone|) on log-probs.
@@ -71,12 +71,12 @@ def test_an_eval_batch_gives_the_results_of_one_question_at_a_time(default_pipel
 
 
 def test_index_swap_rows_of_a_batch_equal_each_position_alone(default_pipeline):
-    pipes = hotswap.year_pipelines(lambda: default_pipeline)
+    pipes = index_swap_run.year_pipelines(lambda: default_pipeline)
     leaders = leaders_frame().to_dict("records")[:2]
-    cfgs = [hotswap.experiment_config()]
-    batched = hotswap.positions_records(pipes, leaders, cfgs)
+    cfgs = [index_swap_run.experiment_config()]
+    batched = index_swap_run.positions_records(pipes, leaders, cfgs)
     for leader, records in zip(leaders, batched):
-        alone = hotswap.positions_records(pipes, [leader], cfgs)[0]
+        alone = index_swap_run.positions_records(pipes, [leader], cfgs)[0]
         for b, a in zip(records, alone):
             assert b["closed"] == a["closed"]
             assert len(b["rows"]) == len(a["rows"])

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from rag_core.corpus import Passage
-from rag_core.decoding import SearchSettings, rag_sequence_beams, rag_token_decode
+from rag_core.decoding.decode import SearchSettings, rag_sequence_beams, rag_token_decode
 from rag_core.generators.toy import EOS, OTHER, ToyGenerator
 
 WORDS = ["a", "b", "c", "d", "e"]

@@ -7,10 +7,26 @@ import time
 import urllib.request
 from pathlib import Path
 
-from browser_kit import (ARTIFACTS, PAGES, body_text, browser, charts_drawn, clipped_tables, flip,  # noqa: F401
-                         new_browser, ready, selected, served, server, settled, showing, toggled, type_into, wait_for)
+from browser_kit import (  # noqa: F401
+    ARTIFACTS,
+    PAGES,
+    body_text,
+    browser,
+    charts_drawn,
+    clipped_tables,
+    flip,
+    new_browser,
+    ready,
+    selected,
+    served,
+    server,
+    settled,
+    showing,
+    toggled,
+    type_into,
+    wait_for,
+)
 from conftest import ROOT
-
 
 # Text each page shows on a fresh cache (the Ask page's token sources are checked after asking).
 SHOWN = {"token_vs_sequence": ["Where each token came from"], "citations": ["Which sentence carried it"],
@@ -111,10 +127,9 @@ def input_values(driver) -> list[str]:
 
 def start_one_question_eval(driver) -> None:
     """On the Eval page: the question slider to its minimum (1), then Run (a background job)."""
+    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
-
-    from selenium.webdriver.common.action_chains import ActionChains
 
     slider = driver.find_element(By.CSS_SELECTOR, 'input[type="range"][aria-label="Questions (the first N)"]')
     driver.execute_script("arguments[0].focus()", slider)  # the range input is visually hidden: focus, then keys

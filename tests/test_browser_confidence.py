@@ -2,12 +2,12 @@
 "Low confidence" badge, the reason in words) and a confident one does not; the token strips name
 their categories for what they measure, with one line of explanation under each strip, and Token
 vs Sequence says whether its two strips agree. (Its own module, so it runs on its own server.)"""
-from browser_kit import (ARTIFACTS, body_text, browser, open_page, served, server, settled,  # noqa: F401
-                         type_into, wait_for)
 from app.source_views import share_line
 from rag_core.analysis.confidence import candidate_confidence
 from rag_core.analysis.token_sources import KNOWN, LABELS, MEANINGS, candidate_sources, kind, passage_texts
 from rag_core.config import Config
+
+from browser_kit import ARTIFACTS, body_text, browser, open_page, served, server, settled, type_into, wait_for  # noqa: F401
 
 CONFIDENT = "Who wrote Moby-Dick?"  # the default question: "Herman Melville", p well above one half
 GUESS = "Which HTML tag makes text bold?"  # the default stack's RAG-Token answer is at p ≈ 0.02

@@ -8,9 +8,22 @@ answer the pipeline itself gives.
 import json
 import re
 
-from browser_kit import (ARTIFACTS, body_text, browser, field, press, selected, served, server,  # noqa: F401
-                         settled, showing, type_into, wait_for)
 from test_counterfactual_model import ROBOTICS
+
+from browser_kit import (  # noqa: F401
+    ARTIFACTS,
+    body_text,
+    browser,
+    field,
+    press,
+    selected,
+    served,
+    server,
+    settled,
+    showing,
+    type_into,
+    wait_for,
+)
 
 INDEX = "robotics-cf"
 QUESTION = "Who wrote Moby-Dick?"  # the Ask page's own first question, an example with a known answer

@@ -6,9 +6,30 @@ the Map's journeys are in tests/test_browser_map.py.)"""
 import json
 import re
 
-from browser_kit import (ARTIFACTS, body_text, browser, charts_drawn, chips, choose, click_when_shown,  # noqa: F401
-                         clipped_tables, field, metric_deltas, open_page, options, press, ready, reddish, selected,
-                         served, server, settled, showing, type_into, wait_for)
+from browser_kit import (  # noqa: F401
+    ARTIFACTS,
+    body_text,
+    browser,
+    charts_drawn,
+    chips,
+    choose,
+    click_when_shown,
+    clipped_tables,
+    field,
+    metric_deltas,
+    open_page,
+    options,
+    press,
+    ready,
+    reddish,
+    selected,
+    served,
+    server,
+    settled,
+    showing,
+    type_into,
+    wait_for,
+)
 from conftest import ROOT
 
 # ---------------------------------------------------------------------------------- a user's steps

@@ -3,8 +3,22 @@ column, and the Sankey's labels read against the links they lie across. Screensh
 at each width go under test-artifacts/browser/layout-*.png."""
 import time
 
-from browser_kit import (ARTIFACTS, PAGES, body_text, browser, charts_drawn, clipped_headers,  # noqa: F401
-                         clipped_tables, faint_sankey_labels, ready, served, server, settled, showing, wait_for)
+from browser_kit import (  # noqa: F401
+    ARTIFACTS,
+    PAGES,
+    body_text,
+    browser,
+    charts_drawn,
+    clipped_headers,
+    clipped_tables,
+    faint_sankey_labels,
+    ready,
+    served,
+    server,
+    settled,
+    showing,
+    wait_for,
+)
 
 WIDTHS = (1280, 1400)
 

@@ -8,9 +8,25 @@ import tempfile
 import time
 from pathlib import Path
 
-from browser_kit import (ARTIFACTS, body_text, browser, charts_drawn, choose, click_when_shown, flip,  # noqa: F401
-                         new_browser, open_page, running_server, served, server, settled, showing, throwaway_cache,
-                         toggled, wait_for)
+from browser_kit import (  # noqa: F401
+    ARTIFACTS,
+    body_text,
+    browser,
+    charts_drawn,
+    choose,
+    click_when_shown,
+    flip,
+    new_browser,
+    open_page,
+    running_server,
+    served,
+    server,
+    settled,
+    showing,
+    throwaway_cache,
+    toggled,
+    wait_for,
+)
 
 # The boxes the browser gave the map's rank numbers and the question's star (both SVG over the
 # WebGL cloud), and the plot area, in page pixels.

@@ -11,8 +11,20 @@ import json
 
 import pytest
 
-from browser_kit import (ARTIFACTS, PAGES, body_text, charts_drawn, new_browser, ready, running_server, selected,
-                         settled, showing, throwaway_cache, wait_for)
+from browser_kit import (
+    ARTIFACTS,
+    PAGES,
+    body_text,
+    charts_drawn,
+    new_browser,
+    ready,
+    running_server,
+    selected,
+    settled,
+    showing,
+    throwaway_cache,
+    wait_for,
+)
 
 EVIL = "evil.example"
 LONG_WORD = "Zorblaxfjordpneumonoultramicroscopicsilicovolcanoconiosis" * 6  # 348 letters, no break

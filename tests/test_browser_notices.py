@@ -8,11 +8,27 @@ import json
 
 import pytest
 
-from browser_kit import (ARTIFACTS, body_text, browser, choose, field, new_browser,  # noqa: F401
-                         open_page, press, ready, selected, served, server, settled, showing, type_into,
-                         wait_for)
 from rag_core.config import MAX_QUESTION_CHARS
 from rag_core.pipeline import QUOTED
+
+from browser_kit import (  # noqa: F401
+    ARTIFACTS,
+    body_text,
+    browser,
+    choose,
+    field,
+    new_browser,
+    open_page,
+    press,
+    ready,
+    selected,
+    served,
+    server,
+    settled,
+    showing,
+    type_into,
+    wait_for,
+)
 
 NAME = "nimbleworks"
 ROWS = [{"title": f"Nimbleworks Robotics, part {i}",

@@ -5,9 +5,20 @@ import time
 
 import pytest
 
-from browser_kit import (ARTIFACTS, PAGES, body_text, charts_drawn, new_browser, running_server, settled, showing,
-                         throwaway_cache, wait_for)
-from rag_core.tiny_models import build_tiny_stack
+from rag_core.toys.tiny_models import build_tiny_stack
+
+from browser_kit import (
+    ARTIFACTS,
+    PAGES,
+    body_text,
+    charts_drawn,
+    new_browser,
+    running_server,
+    settled,
+    showing,
+    throwaway_cache,
+    wait_for,
+)
 
 SEEN = ("map", "token_vs_sequence", "citations")
 

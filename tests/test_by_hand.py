@@ -1,4 +1,4 @@
-"""rag_core.by_hand, the By-hand page's tables, against brute force.
+"""rag_core.toys.by_hand, the By-hand page's tables, against brute force.
 
 Every expected number here is computed by explicit Python loops over passages and tokens from the
 toy's rules (generators/toy.py: a table maps the words so far to next-word probabilities; mass left
@@ -11,7 +11,9 @@ import math
 import pandas as pd
 import pytest
 
-from rag_core import by_hand, stepper, toys
+from rag_core.decoding import stepper
+from rag_core.toys import by_hand
+from rag_core.toys import examples as toys
 
 EOS, OTHER = "</s>", "<other>"
 OBAMA, PULSE, POST = toys.load_spec("obama"), toys.load_spec("softmax"), toys.load_spec("posterior")

@@ -5,24 +5,26 @@ import logging
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from safetensors import safe_open
-
-from rag_core import caches, catalog, projection
-from rag_core.analysis import evaluation as ev
-from rag_core.config import BASE_GENERATOR, DEFAULT_ENCODER, Config, cache_dir
-from rag_core.encoders import load_encoder
-from rag_core.generators import load_generator
-from rag_core.generators.loading import smollm_folder
-from rag_core.hotswap import cache as hotswap_cache
-from rag_core.hotswap.run import experiment_config
-from conftest import ROOT
 from test_eval import QUESTIONS, toy_pipe
 from test_kill import kill_when
+
+from rag_core.analysis import evaluation as ev
+from rag_core.config import BASE_GENERATOR, DEFAULT_ENCODER, Config, cache_dir
+from rag_core.generators import load_generator
+from rag_core.generators.loading import smollm_folder
+from rag_core.index_swap import cache as index_swap_cache
+from rag_core.index_swap.run import experiment_config
+from rag_core.maps import projection
+from rag_core.retrieval import catalog
+from rag_core.retrieval.encoders import load_encoder
+from rag_core.storage import caches
+
+from conftest import ROOT
 
 REAL_CACHE = cache_dir()  # read at import, before a test points RAG_LOUPE_CACHE at a throw-away folder
 
@@ -61,9 +63,9 @@ def test_a_damaged_map_layout_is_refitted(cache, encoder):
 
 def test_damaged_index_swap_results_fall_back_to_the_intact_rows(cache):
     cfg = experiment_config()
-    shipped = hotswap_cache.shipped_result(cfg)
+    shipped = index_swap_cache.shipped_result(cfg)
     assert shipped is not None, "the shipped run no longer matches the code and data"
-    folder = hotswap_cache.cache_folder(shipped.key)
+    folder = index_swap_cache.cache_folder(shipped.key)
     folder.mkdir(parents=True)
     by_position = {}
     for r in shipped.rows:
@@ -72,7 +74,7 @@ def test_damaged_index_swap_results_fall_back_to_the_intact_rows(cache):
              for c in shipped.closed]
     (folder / "rows.jsonl").write_text("\n".join(lines) + '\n{"position": "torn li', encoding="utf-8")
     (folder / "result.json").write_text('{"rows": [', encoding="utf-8")  # a half-written result
-    result = hotswap_cache.cached_result(cfg)
+    result = index_swap_cache.cached_result(cfg)
     assert result is not None and result.complete
     for decoding in shipped.decodings():
         assert result.table(decoding, "test").equals(shipped.table(decoding, "test"))

@@ -1,8 +1,9 @@
 """The cache folders: `cache list` reports every kind with its size, `cache clear` empties exactly
 what it is told (never user indexes unless named), and bad kinds follow the error rule."""
 
+from rag_core.storage import caches
+
 from conftest import run_cli
-from rag_core import caches
 
 
 def cli(*args, env):
@@ -74,9 +75,9 @@ def test_a_bounded_kind_keeps_its_newest_entries_and_the_one_just_written(tmp_pa
 def test_saved_maps_stay_within_their_limit(tmp_path, monkeypatch):
     import numpy as np
 
-    from rag_core import projection
     from rag_core.corpus import Passage
-    from rag_core.index import PassageIndex
+    from rag_core.maps import projection
+    from rag_core.retrieval.index import PassageIndex
 
     monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
     monkeypatch.setitem(caches.LIMITS, "maps", 2)

@@ -7,6 +7,9 @@ import sys
 import pandas as pd
 import pytest
 
+from rag_core import cli as commands
+from rag_core.cli import index_swap
+
 from conftest import ROOT, check_trace_invariants, run_cli
 
 
@@ -98,3 +101,10 @@ def test_the_trace_schema_document_lists_exactly_the_exported_columns():
 
     assert listed(trace_part) == COLUMNS
     assert listed(eval_part) == CSV_COLUMNS
+
+def test_the_index_swap_answers_to_its_first_name_too(monkeypatch):
+    ran = []
+    monkeypatch.setattr(index_swap, "run", lambda args: ran.append((args.command, args.split)) or 0)
+    assert commands.main(["index-swap", "--split", "test"]) == 0
+    assert commands.main(["leaders", "--split", "tune"]) == 0  # the name users' scripts know
+    assert ran == [("index-swap", "test"), ("leaders", "tune")]

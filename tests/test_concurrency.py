@@ -11,8 +11,8 @@ import time
 from rag_core.analysis.evaluation import evaluate_question
 from rag_core.analysis.questions import EvalQuestion
 from rag_core.config import Config
-from rag_core.hotswap import run as hotswap
-from rag_core.hotswap.cache import leaders_frame
+from rag_core.index_swap import run as index_swap_run
+from rag_core.index_swap.cache import leaders_frame
 from rag_core.pipeline import Models, Pipeline
 
 
@@ -55,7 +55,7 @@ def test_eval_and_index_swap_from_several_threads(default_pipeline):
     guard = OneAtATime(default_pipeline.models.generator)
     models = Models(default_pipeline.models.encoder, guard, default_pipeline.models.device)
     pipe = Pipeline(models, default_pipeline.index_name, default_pipeline.index, default_pipeline.cfg)
-    pipes = hotswap.year_pipelines(lambda: pipe)
+    pipes = index_swap_run.year_pipelines(lambda: pipe)
     cfg = Config(k=2, max_new_tokens=4)
     questions = [EvalQuestion("Who wrote Moby-Dick?", ["Herman Melville"]),
                  EvalQuestion("Who painted the Mona Lisa?", ["Leonardo da Vinci"])]
@@ -66,7 +66,7 @@ def test_eval_and_index_swap_from_several_threads(default_pipeline):
         return {m: (v.answer, v.verdicts) for m, v in r.modes.items()}
 
     def swap_answers(leader):
-        rec = hotswap.positions_records(pipes, [leader], [cfg])[0][0]
+        rec = index_swap_run.positions_records(pipes, [leader], [cfg])[0][0]
         return [(r["index"], r["decoding"], r["answer"]) for r in rec["rows"]] + [rec["closed"]["answer"]]
 
     jobs = [(eval_answers, q) for q in questions] + [(swap_answers, leader) for leader in leaders]

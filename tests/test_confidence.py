@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 
-from conftest import cache_sharing, run_cli
 from rag_core.analysis import confidence as cf
-from rag_core.toys import run_toy
+from rag_core.toys.examples import run_toy
 
+from conftest import cache_sharing, run_cli
 
 
 # ------------------------------------------------------------------------------------ the rule alone
@@ -142,7 +142,7 @@ def test_ask_json_carries_the_engines_confidence_for_each_answer(tmp_path, monke
     rows; its p is the answer's own p under its marginal; the older keys are all still there."""
     from rag_core.config import Config
     from rag_core.pipeline import load_pipeline
-    from rag_core.tiny_models import build_tiny_stack
+    from rag_core.toys.tiny_models import build_tiny_stack
 
     monkeypatch.setenv("RAG_LOUPE_CACHE", str(cache_sharing(tmp_path / "cache")))
     stack = build_tiny_stack(tmp_path / "stack")

@@ -10,14 +10,14 @@ from types import SimpleNamespace
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from test_diagnosis import GREEDY, STITCH, rerun, toy
 
 from rag_core import marginals
 from rag_core.analysis import counterfactual
 from rag_core.analysis.counterfactual import NEEDS_CALL
 from rag_core.config import Config
+from rag_core.decoding.decode import SearchSettings, closed_book_decode
 from rag_core.marginals import p_text
-from rag_core.decoding import SearchSettings, closed_book_decode
-from test_diagnosis import GREEDY, STITCH, rerun, toy
 
 # Passage 1 prefers "a", passage 2 "b"; with one stored alternative per step, the bound on "b" under
 # passage 1 (its top value, 0.5) is too loose to prove that "a" (0.42) beats "b" (0.38) at step 0,
@@ -108,8 +108,9 @@ SHOWN: dict = {}  # the trace the panel app below shows, set by each test
 
 
 def _panel():
-    from app import diagnose_panel
     from test_counterfactual import SHOWN
+
+    from app import diagnose_panel
 
     diagnose_panel.render(SHOWN["trace"])
 

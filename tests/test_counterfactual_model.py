@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from rag_core import catalog_actions as actions
 from rag_core import marginals
 from rag_core.analysis import counterfactual
 from rag_core.config import ASSETS, Config
-from rag_core.index import PassageIndex
+from rag_core.retrieval import catalog_actions as actions
+from rag_core.retrieval.index import PassageIndex
 
 # A small uploaded corpus about a firm the Wikipedia questions know nothing of: "Who wrote
 # Moby-Dick?" on it is answered from the passages at a low probability, where the stored top tokens
@@ -104,7 +104,7 @@ def test_the_model_call_is_the_pipelines_own_run_with_fewer_passages_or_another_
             assert got.token_ids == want.token_ids, (change, d)
             p = float(LOG_P[d](full.log_prior, got.token_logp))
             want_p = float(LOG_P[d](fresh.log_prior, want.token_logp))
-            assert p == pytest.approx(want_p, abs=1e-4)  # rows batched differently (README: within 1e-4)
+            assert p == pytest.approx(want_p, abs=2e-5)  # rows batched differently (docs/results.md: within 2e-5)
             a = shown.answers[d]
             assert a.answer == want.answer, (change, d, a.note)  # decided or computed, never another answer
             assert a.computed == cf.answers[d].needs_model_call

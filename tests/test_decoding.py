@@ -7,9 +7,9 @@ import torch
 
 from rag_core import marginals
 from rag_core.corpus import Passage
-from rag_core.decoding import SearchSettings, decode_both, rag_sequence_decode, rag_token_decode
+from rag_core.decoding.decode import SearchSettings, decode_both, rag_sequence_decode, rag_token_decode
 from rag_core.generators.toy import ToyGenerator
-from rag_core.toys import run_toy
+from rag_core.toys.examples import run_toy
 
 OBAMA = {
     "z1": {"": {"born": 0.8, "Chicago": 0.1}, "born": {"Hawaii": 0.9}, "Chicago": {"Hawaii": 0.5}},

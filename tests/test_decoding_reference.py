@@ -28,13 +28,13 @@ import pytest
 import torch
 
 from rag_core import marginals
-from rag_core.tiny_models import build_tiny_stack
-from rag_core.catalog import build_corpus_index
 from rag_core.corpus import read_corpus_file
-from rag_core.decoding import SearchSettings, decode_both, rag_sequence_decode, rag_token_decode
-from rag_core.encoders import load_encoder
+from rag_core.decoding.decode import SearchSettings, decode_both, rag_sequence_decode, rag_token_decode
 from rag_core.generators import load_generator
-from rag_core.retriever import Retriever
+from rag_core.retrieval.catalog import build_corpus_index
+from rag_core.retrieval.encoders import load_encoder
+from rag_core.retrieval.retriever import Retriever
+from rag_core.toys.tiny_models import build_tiny_stack
 
 CPU = torch.device("cpu")
 K = 4
@@ -72,8 +72,13 @@ def biased_bart(src: Path, folder: Path, seed: int, eos_bias: float, forced_bos:
 @pytest.fixture(scope="module", params=SEEDS, ids=[f"seed{s}{'-forced-bos' if b is not None else ''}" for s, _, b in SEEDS])
 def seeded(request, stack, tmp_path_factory):
     """One seed's generator, as the engine loads it and as transformers' RAG classes hold it."""
-    from transformers import (BartForConditionalGeneration, DPRQuestionEncoder, RagConfig, RagSequenceForGeneration,
-                              RagTokenForGeneration)
+    from transformers import (
+        BartForConditionalGeneration,
+        DPRQuestionEncoder,
+        RagConfig,
+        RagSequenceForGeneration,
+        RagTokenForGeneration,
+    )
 
     seed, eos_bias, forced_bos = request.param
     folder = biased_bart(stack.paths["bart"], tmp_path_factory.mktemp(f"bart{seed}"), seed, eos_bias, forced_bos)
@@ -115,7 +120,7 @@ def answer_of(gen, seq: torch.Tensor) -> list[int]:
 
 def questions(stack) -> list[str]:
     """The tiny stack's questions and a few more of the same shape about its corpus."""
-    from rag_core.tiny_models import PLACES, THINGS, VERBS
+    from rag_core.toys.tiny_models import PLACES, THINGS, VERBS
 
     more = [f"Who {v} the {t} of {p}?" for v, t, p in zip(VERBS, THINGS[3:] + THINGS[:3], PLACES[5:] + PLACES[:5])]
     return list(stack.paths["questions"]) + more

@@ -8,16 +8,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from rag_core.analysis import counterfactual
-from rag_core.analysis import deep_search
-from rag_core.analysis import scoring
-from rag_core.analysis import verdicts
 from rag_core import marginals
+from rag_core.analysis import counterfactual, deep_search, scoring, verdicts
 from rag_core.config import Config
 from rag_core.corpus import Passage
-from rag_core.decoding import SearchSettings, closed_book_decode
+from rag_core.decoding.answering import analyse
+from rag_core.decoding.decode import SearchSettings, closed_book_decode
 from rag_core.generators.toy import ToyGenerator
-from rag_core.answering import analyse
 from rag_core.trace import Hit
 
 GREEDY = Config(beams=1, max_new_tokens=8)
@@ -327,8 +324,8 @@ def _toy_trace(question: str = "Which letters?"):
     from rag_core import marginals
     from rag_core.config import Config
     from rag_core.corpus import Passage
+    from rag_core.decoding.answering import analyse
     from rag_core.generators.toy import ToyGenerator
-    from rag_core.answering import analyse
     from rag_core.trace import Hit
 
     tables = {"z1": {"": {"A": 0.9, "B": 0.1}, "A": {"x": 0.6, "y": 0.4}, "B": {"y": 1.0}},
@@ -342,9 +339,9 @@ def _toy_trace(question: str = "Which letters?"):
 def _panel_app():
     """A page that shows the Diagnose panel for the stitched toy, asked as `toy_q` (cached per question)."""
     import streamlit as st
+    from test_diagnosis import _toy_trace
 
     from app import diagnose_panel
-    from test_diagnosis import _toy_trace
 
     @st.cache_resource
     def toy_trace(question):

@@ -8,8 +8,8 @@ import numpy as np
 import torch
 
 from rag_core.corpus import Passage, load_wiki
-from rag_core.encoders import load_encoder, passage_text
-from rag_core.sources import package_path
+from rag_core.models.sources import package_path
+from rag_core.retrieval.encoders import load_encoder, passage_text
 
 TOL = 1e-5  # float32 arithmetic in a different order
 

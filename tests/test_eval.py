@@ -7,17 +7,18 @@ import pandas as pd
 import pytest
 import torch
 
-from conftest import ROOT, run_cli
 from rag_core import stacks
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import matching
 from rag_core.analysis import questions as question_file
 from rag_core.config import Config
 from rag_core.corpus import Passage
-from rag_core.decoding import SearchSettings, closed_book_decode
+from rag_core.decoding.decode import SearchSettings, closed_book_decode
 from rag_core.generators.toy import ToyGenerator
 from rag_core.pipeline import Models, Pipeline
 from rag_core.trace import Hit
+
+from conftest import ROOT, run_cli
 
 
 @pytest.mark.parametrize("text,norm", [

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from rag_core.analysis import deep_search, scoring, verdicts
-from rag_core.answering import analyse
 from rag_core.config import ASSETS, Config
+from rag_core.decoding.answering import analyse
 
 
 @pytest.fixture(scope="module")

@@ -4,15 +4,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import check_trace_invariants
-from rag_core import exports, toys
+from rag_core import exports
 from rag_core.analysis.evaluation import CSV_COLUMNS, EvalRun
 from rag_core.analysis.question_result import ModeResult, QuestionResult
 from rag_core.config import Config
 from rag_core.corpus import Passage
 from rag_core.generators.fingerprint import prompt_fingerprint
-from rag_core.index import PassageIndex
+from rag_core.retrieval.index import PassageIndex
+from rag_core.toys import examples as toys
 from rag_core.trace import COLUMNS
+
+from conftest import check_trace_invariants
 
 
 @pytest.mark.parametrize("fmt", exports.FORMATS)

@@ -9,10 +9,11 @@ import faiss
 import numpy as np
 import pytest
 
+from rag_core.retrieval.catalog import resolve_index
+from rag_core.retrieval.hf_index import HFDatasetIndex
+from rag_core.retrieval.index import IndexLoadError
+
 from conftest import run_cli
-from rag_core.catalog import resolve_index
-from rag_core.hf_index import HFDatasetIndex
-from rag_core.index import IndexLoadError
 
 D, N = 16, 40
 STUB = SimpleNamespace(id="stub-encoder", dim=D)  # resolve_index needs only the encoder's id and dim
@@ -188,8 +189,8 @@ PASSAGES = [  # (title, text): a question below has its answer in exactly one of
 def test_ask_retrieves_from_an_hf_dataset_built_with_the_default_encoder(tmp_path):
     from rag_core.config import DEFAULT_ENCODER
     from rag_core.corpus import Passage
-    from rag_core.encoders import load_encoder
-    from rag_core.sources import pick_device
+    from rag_core.models.sources import pick_device
+    from rag_core.retrieval.encoders import load_encoder
 
     encoder = load_encoder(DEFAULT_ENCODER, None, pick_device("cpu"))
     vecs = encoder.encode_passages([Passage(f"p{i}", t, x) for i, (t, x) in enumerate(PASSAGES)])  # (6, 384)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from rag_core.corpus import Passage
-from rag_core.index import HNSW, IndexLoadError, PassageIndex
+from rag_core.retrieval.index import HNSW, IndexLoadError, PassageIndex
 
 
 def structured(n, d=64, latent=12, seed=0):

@@ -7,9 +7,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import jobs
-from conftest import ROOT
 from rag_core.analysis import shipped_runs
 from rag_core.config import cache_dir
+
+from conftest import ROOT
 
 
 def wait_until(predicate, timeout=600.0, what="the condition"):

@@ -19,12 +19,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, run_cli
-from rag_core import caches
-from rag_core._fs import replace_dir, temp_sibling
 from rag_core.corpus import Passage, write_jsonl
-from rag_core.index import PassageIndex
-from rag_core.tiny_models import build_tiny_stack
+from rag_core.retrieval.index import PassageIndex
+from rag_core.storage import caches
+from rag_core.storage.files import replace_dir, temp_sibling
+from rag_core.toys.tiny_models import build_tiny_stack
+
+from conftest import ROOT, run_cli
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,10 @@ is placed by the query rule among the fitted ones; small indexes keep the full f
 subset of a large map keeps the top-K and the high-posterior passages and stays within its cap."""
 import numpy as np
 import pytest
+from test_projection import clustered, make_index
 
 from app import charts
-from rag_core import map_layout, projection
-from test_projection import clustered, make_index
+from rag_core.maps import map_layout, projection
 
 N, MAX_FIT = 3000, 600
 

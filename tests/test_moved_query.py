@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
-
-from rag_core.config import Config
-from rag_core.map_layout import PassageMap, fit_pca
-from rag_core.pipeline import Pipeline
+from test_app_pages_b import values
 
 from app import views
+from rag_core.config import Config
+from rag_core.maps.map_layout import PassageMap, fit_pca
+from rag_core.pipeline import Pipeline
+
 from conftest import visit
-from test_app_pages_b import values
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTION = "Who wrote Moby-Dick?"
@@ -62,7 +62,7 @@ def moved_map():
 
 def test_the_moved_query_panel_equals_a_fresh_retrieval(moved_map):
     from app import state
-    from rag_core import projection
+    from rag_core.maps import projection
 
     idx = state.index("wiki")
     pmap = projection.fit_map(idx, "pca", 2)
@@ -93,7 +93,7 @@ def test_the_zoom_frames_the_moved_query_and_stays_on(moved_map):
     moved by hand and every ring (it used to frame the question and its own top K, far from the open
     star); turned on, the zoom is still on after a visit to another page (it used to reset)."""
     from app import state
-    from rag_core import projection
+    from rag_core.maps import projection
 
     idx = state.index("wiki")
     pmap = projection.fit_map(idx, "pca", 2)
@@ -117,7 +117,7 @@ def test_the_rings_follow_the_moved_query(moved_map):
     every stored vector against the lifted vector (not on the question's, where they used to stay),
     and the lines start at the open star."""
     from app import state
-    from rag_core import projection
+    from rag_core.maps import projection
 
     idx = state.index("wiki")
     pmap = projection.fit_map(idx, "pca", 2)
@@ -143,7 +143,7 @@ def test_the_train_page_starts_from_the_question_unless_asked(moved_map):
     used to start from the moved one, where little pulls); "Start from the query you moved on the
     Map", turned on, walks from the lifted vector, and stays on across a visit to the Map."""
     from app import state
-    from rag_core import projection
+    from rag_core.maps import projection
     from rag_core.training.query_walk import walk
 
     moved_map.session_state["_train_for"] = QUESTION
@@ -172,7 +172,7 @@ def test_the_train_page_starts_from_the_question_unless_asked(moved_map):
 
 def test_answer_from_here_runs_the_generator_on_the_moved_top_k(moved_map):
     from app import state
-    from rag_core import projection
+    from rag_core.maps import projection
 
     moved_map.button(key="map_answer_moved").click().run()
     shown = [t.value for t in moved_map.text if "from the moved query" in t.value]

@@ -4,7 +4,7 @@ teacher-forces each (answer, passage) pair in a row of its own."""
 import pytest
 import torch
 
-from rag_core.decoding import score_answers
+from rag_core.decoding.decode import score_answers
 from rag_core.generators.base import ForwardCounter
 from rag_core.generators.causal import CausalGenerator
 

@@ -29,14 +29,14 @@ import pytest
 import torch
 
 from rag_core import marginals
-from rag_core.tiny_models import build_tiny_stack
-from rag_core.catalog import build_corpus_index
 from rag_core.corpus import read_corpus_file
-from rag_core.decoding import SearchSettings, rag_sequence_beams, rag_token_decode, score_answers
-from rag_core.encoders import DPREncoder, load_encoder
+from rag_core.decoding.decode import SearchSettings, rag_sequence_beams, rag_token_decode, score_answers
 from rag_core.generators import load_generator
 from rag_core.generators.seq2seq import Seq2SeqGenerator, rag_input
-from rag_core.retriever import Retriever
+from rag_core.retrieval.catalog import build_corpus_index
+from rag_core.retrieval.encoders import DPREncoder, load_encoder
+from rag_core.retrieval.retriever import Retriever
+from rag_core.toys.tiny_models import build_tiny_stack
 
 ROOT = Path(__file__).resolve().parent.parent
 CPU = torch.device("cpu")

@@ -5,9 +5,9 @@ import time
 import numpy as np
 import pytest
 
-from rag_core import projection
 from rag_core.corpus import Passage
-from rag_core.index import PassageIndex
+from rag_core.maps import projection
+from rag_core.retrieval.index import PassageIndex
 
 
 def clustered(n: int = 2000, d: int = 32, clusters: int = 8, seed: int = 0, spread: float = 0.15) -> np.ndarray:

@@ -8,10 +8,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import check_trace_invariants
 from rag_core import marginals
 from rag_core.corpus import Passage
 from rag_core.trace import Candidate, Hit, Trace
+
+from conftest import check_trace_invariants
 
 logits = st.floats(min_value=-1e4, max_value=1e4, allow_nan=False, allow_infinity=False)
 

@@ -8,7 +8,7 @@ import torch
 
 from rag_core import marginals
 from rag_core.config import Config
-from rag_core.decoding import score_answers
+from rag_core.decoding.decode import score_answers
 from rag_core.training import query_walk
 from rag_core.training.gradient import log_likelihood
 from rag_core.training.query_walk import WalkError, walk

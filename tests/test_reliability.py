@@ -6,16 +6,17 @@ import subprocess
 import sys
 import threading
 import time
-import tomllib
 
 import numpy as np
 import pytest
+import tomllib
 
-from conftest import ROOT, cache_sharing, run_cli
 from rag_core.config import Config
 from rag_core.corpus import Passage, write_jsonl
-from rag_core.index import PassageIndex
 from rag_core.pipeline import MAX_QUESTION_CHARS, QuestionError, clean_question
+from rag_core.retrieval.index import PassageIndex
+
+from conftest import ROOT, cache_sharing, run_cli
 
 
 def cli(*args, env=None):

@@ -8,12 +8,20 @@ import time
 import pandas as pd
 import pytest
 
-from conftest import ROOT, run_cli, visit
 from rag_core.analysis.evaluation import EvalRun, load_run, save_run
 from rag_core.analysis.question_result import ModeResult, QuestionResult
-from rag_core.analysis.retrieval_metrics import (FROM_WEIGHTS, MISS, READ_WRONG, RIGHT_READ, error_split, ndcg,
-                                                 retrieval_metrics)
+from rag_core.analysis.retrieval_metrics import (
+    FROM_WEIGHTS,
+    MISS,
+    READ_WRONG,
+    RIGHT_READ,
+    error_split,
+    ndcg,
+    retrieval_metrics,
+)
 from rag_core.analysis.run_compare import RIGHT, WRONG, compare_results
+
+from conftest import ROOT, run_cli, visit
 
 SEQ = "rag-sequence"
 

@@ -12,15 +12,16 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import run_cli
 from rag_core import stacks
 from rag_core.config import DEFAULT_ENCODER, Config
 from rag_core.corpus import Passage
-from rag_core.encoders import load_encoder
 from rag_core.flags import FlagError, parse_stack_args
-from rag_core.sources import ModelSourceError, package_path
-from rag_core.tiny_models import build_tiny_stack
+from rag_core.models.sources import ModelSourceError, package_path
+from rag_core.retrieval.encoders import load_encoder
+from rag_core.toys.tiny_models import build_tiny_stack
 from rag_core.training.output import write_manifest
+
+from conftest import run_cli
 
 QUESTION = "Who built the bridge of Paris?"
 PART = {frozenset({"question_encoder"}): "query", frozenset({"generator"}): "generator",
@@ -167,7 +168,7 @@ def test_an_eval_checkpoint_of_a_run_is_not_its_base_and_not_an_earlier_run_at_i
 
 
 def test_the_untrained_base_is_offered_beside_the_default_once_they_differ(monkeypatch):
-    from rag_core.presets import PRESETS
+    from rag_core.models.presets import PRESETS
 
     same = stacks.models_of(Config(**PRESETS["base"])) == stacks.models_of(Config())
     assert [s.key for s in stacks.preset_stacks()] == (["default"] if same else ["default", "base"])

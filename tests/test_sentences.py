@@ -3,9 +3,10 @@ the top-k drop of a ranking."""
 import pytest
 import torch
 
-from conftest import tiny_pipeline
 from rag_core.analysis.sentences import attribute, split_sentences, top_k_drop, without
 from rag_core.corpus import Passage
+
+from conftest import tiny_pipeline
 
 PASSAGE = Passage("p1", "Old bridge", "The old bridge of Paris was built by Ada Lovelace in 1843. It crosses the river. "
                                       "Tourists visit it every summer! Was it rebuilt? No, it stands as built.")

@@ -9,7 +9,7 @@ import torch
 from app import diagnose_panel, state
 from rag_core.analysis import checkpoint
 from rag_core.config import ANSWER_SETTINGS, Config
-from rag_core.hotswap import cache
+from rag_core.index_swap import cache
 from rag_core.trace import Trace
 
 CHANGED = {"k": 3, "scale": 7.0, "beams": 4, "length_penalty": 2.0, "early_stopping": True, "rescore": "fast",

@@ -4,16 +4,14 @@ corpus."""
 import json
 
 import numpy as np
+import pytest
 import torch
 
-import pytest
-
-from rag_core import catalog
 from rag_core.corpus import load_wiki, passage_checksum
-from rag_core.encoders import load_encoder
-from rag_core.index import PassageIndex
-from rag_core.projection import SHIPPED_BASE_MAP, from_shipped_base
-
+from rag_core.maps.projection import SHIPPED_BASE_MAP, from_shipped_base
+from rag_core.retrieval import catalog
+from rag_core.retrieval.encoders import load_encoder
+from rag_core.retrieval.index import PassageIndex
 
 SHIPPED_VECTORS, SHIPPED_META = catalog.shipped_vectors_path("wiki")
 

@@ -6,11 +6,12 @@ import shutil
 
 import pytest
 
-from conftest import ROOT, visit
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import shipped_runs
 from rag_core.analysis.questions import read_questions
 from rag_core.config import Config
+
+from conftest import ROOT, visit
 
 NAMES = ("test-k5", "test-k1")
 TEST_FILE = ROOT / "assets" / "eval" / "test.jsonl"

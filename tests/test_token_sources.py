@@ -7,15 +7,27 @@ import math
 import pytest
 import torch
 
-from conftest import tiny_pipeline
 from rag_core import marginals
-from rag_core.analysis.token_sources import (END, KNOWN, PASSAGE, SEVERAL, UNSEEN, WEIGHTS,
-                                             credit_differences, differing_steps, in_passages, kind, shares,
-                                             token_sources)
+from rag_core.analysis.token_sources import (
+    END,
+    KNOWN,
+    PASSAGE,
+    SEVERAL,
+    UNSEEN,
+    WEIGHTS,
+    credit_differences,
+    differing_steps,
+    in_passages,
+    kind,
+    shares,
+    token_sources,
+)
 from rag_core.config import Config
 from rag_core.corpus import Passage
-from rag_core.decoding import score_answers
+from rag_core.decoding.decode import score_answers
 from rag_core.generators.toy import ToyGenerator
+
+from conftest import tiny_pipeline
 
 PRIOR = torch.tensor([0.6, 0.4], dtype=torch.float64).log()  # (K=2,)
 PASSAGES = [Passage("z1", "Eiffel Tower", ""), Passage("z2", "Louvre", "")]

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from rag_core import marginals
 from rag_core.config import Config
-from rag_core.decoding import score_answers
+from rag_core.decoding.decode import score_answers
 from rag_core.pipeline import Pipeline
 from rag_core.training.output import read_manifest
 
@@ -116,7 +116,7 @@ def test_fine_tuning_runs_in_the_background_and_a_cancelled_run_resumes(tmp_path
 
 def test_the_map_draws_the_pull_of_the_answer_typed_on_train():
     from app import state
-    from rag_core import projection
+    from rag_core.maps import projection
     from rag_core.training.query_walk import walk
 
     at = open_train(steps=1)

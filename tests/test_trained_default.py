@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from rag_core import caches
 from rag_core.config import ADAPTER_DIR, BASE_GENERATOR, TRAINED_GENERATOR, Config, cache_dir
 from rag_core.generators import fingerprint, trained
 from rag_core.generators.causal import FEW_SHOT_STYLE, PLAIN_STYLE
 from rag_core.generators.loading import load_generator, smollm_folder
-from rag_core.presets import PRESETS
-from rag_core.sources import package_path
+from rag_core.models.presets import PRESETS
+from rag_core.models.sources import package_path
+from rag_core.storage import caches
 from rag_core.training.output import file_sha256
 from rag_core.training.session import data_sha256
 from rag_core.training.shipped_adapter import PROBES, probe_logps

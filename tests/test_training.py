@@ -11,18 +11,26 @@ from rag_core import marginals
 from rag_core.analysis.questions import EvalQuestion
 from rag_core.config import Config
 from rag_core.corpus import Passage, read_corpus_file
-from rag_core.decoding import score_answers
-from rag_core.encoders import MeanPoolEncoder, load_encoder
+from rag_core.decoding.decode import score_answers
 from rag_core.generators import load_generator
 from rag_core.generators.causal import CausalGenerator
-from rag_core.index import PassageIndex
 from rag_core.pipeline import Models
-from rag_core.tiny_models import bart_tokenizer, build_tiny_stack, dpr_tokenizers
+from rag_core.retrieval.encoders import MeanPoolEncoder, load_encoder
+from rag_core.retrieval.index import PassageIndex
+from rag_core.toys.tiny_models import bart_tokenizer, build_tiny_stack, dpr_tokenizers
 from rag_core.trace import Hit
 from rag_core.training import checkpoint, heldout, lora
 from rag_core.training.conditionals import answer_token_logp
 from rag_core.training.gradient import bracket, log_likelihood, query_gradient
-from rag_core.training.loop import TrainSettings, dataset_loss, question_loss, restore, snapshot, start_run, train
+from rag_core.training.loop import (
+    TrainSettings,
+    dataset_loss,
+    question_loss,
+    restore,
+    snapshot,
+    start_run,
+    train,
+)
 from rag_core.training.output import save_outputs
 from rag_core.training.query import query_model, query_tensor
 

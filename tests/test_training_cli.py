@@ -9,9 +9,9 @@ import torch
 
 from rag_core.cli import main
 from rag_core.corpus import read_corpus_file
-from rag_core.encoders import load_encoder
 from rag_core.generators import load_generator
-from rag_core.tiny_models import build_tiny_stack
+from rag_core.retrieval.encoders import load_encoder
+from rag_core.toys.tiny_models import build_tiny_stack
 from rag_core.training.output import file_sha256
 
 

@@ -14,9 +14,9 @@ from rag_core.analysis.matching import contains_answer, normalize_answer
 from rag_core.analysis.questions import read_questions
 from rag_core.corpus import load_wiki
 from rag_core.generators import causal
-from rag_core.hotswap.results import position_split
-from rag_core.hotswap.tuning_questions import TUNING_FILE, tuning_questions
-from rag_core.snapshots import fold, load_leaders
+from rag_core.index_swap.results import position_split
+from rag_core.index_swap.tuning_questions import TUNING_FILE, tuning_questions
+from rag_core.retrieval.snapshots import fold, load_leaders
 
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 TRAIN = ASSETS / "train" / "questions.jsonl"

@@ -19,14 +19,14 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from .. import caches
-from .._fs import write_json_atomic
-from ..config import Config, answer_settings
-from ..decoding import DECODER_VERSION
-from ..generators.fingerprint import prompt_fingerprint
-from ..model_keys import model_key
-from .questions import EvalQuestion
-from .question_result import QuestionResult
+from rag_core.analysis.question_result import QuestionResult
+from rag_core.analysis.questions import EvalQuestion
+from rag_core.config import Config, answer_settings
+from rag_core.decoding.decode import DECODER_VERSION
+from rag_core.generators.fingerprint import prompt_fingerprint
+from rag_core.models.model_keys import model_key
+from rag_core.storage import caches
+from rag_core.storage.files import write_json_atomic
 
 MODELS = ("question_encoder", "ctx_encoder", "generator")
 

@@ -50,10 +50,10 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import marginals
-from ..marginals import p_text, prob
-from ..trace import Candidate, Trace, log_p_under
-from .matching import normalize_answer
+from rag_core import marginals
+from rag_core.analysis.matching import normalize_answer
+from rag_core.marginals import p_text, prob
+from rag_core.trace import Candidate, Trace, log_p_under
 
 P_GUESS = 0.1  # below 1 in 10 the model is guessing
 P_SURE = 0.5  # an answer no passage supports is trusted from even odds up

@@ -23,13 +23,13 @@ from typing import Iterable
 
 import torch
 
-from ..answering import analyse
-from ..config import RAG_SEQUENCE, RAG_TOKEN
-from .. import marginals
-from ..marginals import prob
-from ..pipeline import trace_config
-from ..trace import Candidate, Trace, log_p_under
-from .scoring import AnswerScores, ForcedAnswers
+from rag_core import marginals
+from rag_core.analysis.scoring import AnswerScores, ForcedAnswers
+from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.decoding.answering import analyse
+from rag_core.marginals import prob
+from rag_core.pipeline import trace_config
+from rag_core.trace import Candidate, Trace, log_p_under
 
 NEEDS_CALL = "needs a model call"
 # A stored-token certificate must beat its rival by this relative margin: the search compared

@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..config import DEEP_DEPTH
-from ..trace import Trace
-from .matching import contains_answer, passage_text
+from rag_core.analysis.matching import contains_answer, passage_text
+from rag_core.config import DEEP_DEPTH
+from rag_core.trace import Trace
 
 
 @dataclass

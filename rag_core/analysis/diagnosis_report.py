@@ -11,13 +11,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
-from ..marginals import prob
-from ..pipeline import trace_config
-from ..trace import Trace
-from . import counterfactual, deep_search, scoring
-from .counterfactual import NEEDS_CALL
-from .verdicts import VERDICTS, Diagnosis, diagnose
+from rag_core.analysis import counterfactual, deep_search, scoring
+from rag_core.analysis.counterfactual import NEEDS_CALL
+from rag_core.analysis.verdicts import VERDICTS, Diagnosis, diagnose
+from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
+from rag_core.marginals import prob
+from rag_core.pipeline import trace_config
+from rag_core.trace import Trace
 
 STATUS_WORDS = {True: "FIRED", None: "not checked", False: "not this"}
 ORDER = {True: 0, None: 1, False: 2}  # how verdicts are listed: fired first, then not checked, then not this

@@ -18,21 +18,23 @@ from typing import Callable
 
 import pandas as pd
 
-from .. import caches, exports
-from .._fs import write_atomic, write_bytes_atomic, write_text_atomic
-from ..config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN
-from ..decoding import DECODER_VERSION
-from ..marginals import prob
-from ..trace import trace_to_dict
-from . import checkpoint
-from .deep_search import deep_search
-from .matching import contains_answer, exact_match, passage_text
-from .question_result import ModeResult, QuestionResult
-from .questions import EvalQuestion
-from .retrieval_metrics import CELLS, error_split, retrieval_metrics
-from .scoring import score_texts
-from .token_sources import WEIGHTS, candidate_sources, shares
-from .verdicts import VERDICTS, diagnose as diagnose_answer
+from rag_core import exports
+from rag_core.analysis import checkpoint
+from rag_core.analysis.deep_search import deep_search
+from rag_core.analysis.matching import contains_answer, exact_match, passage_text
+from rag_core.analysis.question_result import ModeResult, QuestionResult
+from rag_core.analysis.questions import EvalQuestion
+from rag_core.analysis.retrieval_metrics import CELLS, error_split, retrieval_metrics
+from rag_core.analysis.scoring import score_texts
+from rag_core.analysis.token_sources import WEIGHTS, candidate_sources, shares
+from rag_core.analysis.verdicts import VERDICTS
+from rag_core.analysis.verdicts import diagnose as diagnose_answer
+from rag_core.config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN
+from rag_core.decoding.decode import DECODER_VERSION
+from rag_core.marginals import prob
+from rag_core.storage import caches
+from rag_core.storage.files import write_atomic, write_bytes_atomic, write_text_atomic
+from rag_core.trace import trace_to_dict
 
 MODES = (CLOSED_BOOK, RAG_TOKEN, RAG_SEQUENCE)
 RAG_MODES = (RAG_TOKEN, RAG_SEQUENCE)

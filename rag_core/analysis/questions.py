@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .matching import normalize_answer
+from rag_core.analysis.matching import normalize_answer
 
 
 class EvalDataError(ValueError):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from .question_result import QuestionResult
+from rag_core.analysis.question_result import QuestionResult
 
 RIGHT_READ, READ_WRONG, MISS, FROM_WEIGHTS = "right, passage read", "read but wrong", "retrieval miss", "right from the weights"
 CELLS = (RIGHT_READ, READ_WRONG, MISS, FROM_WEIGHTS)

@@ -20,9 +20,9 @@ from typing import Sequence
 
 import pandas as pd
 
-from ..config import RAG_SEQUENCE
-from .question_result import QuestionResult
-from .verdicts import VERDICTS
+from rag_core.analysis.question_result import QuestionResult
+from rag_core.analysis.verdicts import VERDICTS
+from rag_core.config import RAG_SEQUENCE
 
 RIGHT, WRONG = "right", "wrong, no verdict"
 COLUMNS = ["question", "answers", "answer_a", "answer_b", "em_a", "em_b", "outcome_a", "outcome_b", "change"]

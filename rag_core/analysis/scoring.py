@@ -16,11 +16,11 @@ from typing import Sequence
 
 import torch
 
-from ..config import RAG_SEQUENCE, RAG_TOKEN
-from .. import marginals
-from ..decoding import score_answers
-from ..generators.base import GenState
-from ..trace import Candidate, Trace
+from rag_core import marginals
+from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.decoding.decode import score_answers
+from rag_core.generators.base import GenState
+from rag_core.trace import Candidate, Trace
 
 
 def total_variation(p: torch.Tensor, q: torch.Tensor) -> float:

@@ -23,8 +23,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..corpus import Passage
-from ..decoding import score_answers
+from rag_core.corpus import Passage
+from rag_core.decoding.decode import score_answers
 
 _BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 

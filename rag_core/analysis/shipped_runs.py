@@ -19,14 +19,14 @@ from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
 
-from .._fs import write_text_atomic
-from ..catalog import NAMED, default_index_name, named_passages
-from ..config import ASSETS, Config, answer_settings
-from ..corpus import passage_checksum
-from ..presets import PRESETS
-from ..decoding import DECODER_VERSION
-from ..generators.fingerprint import prompt_fingerprint
-from .evaluation import EvalRun
+from rag_core.analysis.evaluation import EvalRun
+from rag_core.config import ASSETS, Config, answer_settings
+from rag_core.corpus import passage_checksum
+from rag_core.decoding.decode import DECODER_VERSION
+from rag_core.generators.fingerprint import prompt_fingerprint
+from rag_core.models.presets import PRESETS
+from rag_core.retrieval.catalog import NAMED, default_index_name, named_passages
+from rag_core.storage.files import write_text_atomic
 
 SHIPPED_RUNS = ASSETS / "eval" / "runs"
 MODEL_FIELDS = ("question_encoder", "ctx_encoder", "generator")  # the stack a shipped run was made with

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..config import RAG_SEQUENCE, RAG_TOKEN
-from ..trace import trace_from_dict
-from .counterfactual import counterfactual
-from .matching import exact_match
+from rag_core.analysis.counterfactual import counterfactual
+from rag_core.analysis.matching import exact_match
+from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.trace import trace_from_dict
 
 
 def sweep_grid(ks, scales) -> list[tuple[int, float]]:

@@ -44,9 +44,9 @@ from typing import Sequence
 
 import torch
 
-from .. import marginals
-from ..config import RAG_SEQUENCE
-from ..trace import Candidate, Trace
+from rag_core import marginals
+from rag_core.config import RAG_SEQUENCE
+from rag_core.trace import Candidate, Trace
 
 PASSAGE, SEVERAL, WEIGHTS, FORCED, END = "passage", "several", "weights", "forced", "end"
 KNOWN, UNSEEN = "known", "unseen"  # WEIGHTS as shown: a retrieved passage holds the token's word, or none

@@ -1,6 +1,6 @@
 """Why is this answer wrong? Verdicts, each with the evidence that decided it.
 
-Five verdicts, each a check on numbers the trace (or one teacher-forced pass) already holds; they
+Six verdicts, each a check on numbers the trace (or one teacher-forced pass) already holds; they
 can overlap, and each carries the evidence that decided it:
 
 - `retrieval-miss`: no retrieved passage contains the expected answer. A deeper search (the top 100,
@@ -12,11 +12,11 @@ can overlap, and each carries the evidence that decided it:
   most a factor FLAT_RATIO over the K passages, so its responsibilities stay at the prior: the
   passages did not move it) and closed-book gives it too.
 - `frankenstein`: RAG-Token's answer takes tokens from different passages (the top responsibility
-  r_i(z) of a step that moves r_i away from the prior, as `stepper.top_sources` reads it), and
+  r_i(z) of a step that moves r_i away from the prior, as `decoding.stepper.top_sources` reads it), and
   RAG-Sequence answers something else and scores it higher: p_seq(its answer) > p_seq(RAG-Token's).
 - `misleading-passage`: the passage with the highest posterior p(z|x,y) does not contain the
   expected answer but does contain the produced one.
-- `search-error` (beyond the five of the issue, because real traces need it): the model itself
+- `search-error`: the model itself
   scores the expected answer higher than the produced one under the decoding's own marginal
   (p_seq for RAG-Sequence, p_tok for RAG-Token), so the model was right and greedy/beam search
   missed it; more beams may find it.
@@ -31,13 +31,14 @@ from typing import Sequence
 
 import torch
 
-from ..config import FLAT_RATIO, RAG_SEQUENCE, RAG_TOKEN
-from .. import marginals, stepper
-from ..marginals import p_text, prob
-from ..trace import Trace, log_p_under
-from .deep_search import DeepHit
-from .matching import contains_answer, contains_words, exact_match, normalize_answer, passage_text
-from .scoring import AnswerScores, ForcedAnswers, total_variation
+from rag_core import marginals
+from rag_core.analysis.deep_search import DeepHit
+from rag_core.analysis import matching
+from rag_core.analysis.scoring import AnswerScores, ForcedAnswers, total_variation
+from rag_core.config import FLAT_RATIO, RAG_SEQUENCE, RAG_TOKEN
+from rag_core.decoding import stepper
+from rag_core.marginals import p_text, prob
+from rag_core.trace import Trace, log_p_under
 
 VERDICTS = {  # code -> title, in the order the UI lists them
     "retrieval-miss": "Retrieval miss",
@@ -95,7 +96,7 @@ def rank_words(ranks: list[int]) -> str:
 
 
 def check_retrieval_miss(trace: Trace, expected: list[str], deep: DeepHit | None) -> Verdict:
-    ranks = [h.rank for h in trace.hits if contains_answer(passage_text(h.passage), expected)]
+    ranks = [h.rank for h in trace.hits if matching.contains_answer(matching.passage_text(h.passage), expected)]
     if ranks:
         return Verdict("retrieval-miss", False, f"the retrieved passage{'s' if len(ranks) > 1 else ''} at "
                        f"{rank_words(ranks)} contain{'' if len(ranks) > 1 else 's'} the expected answer",
@@ -119,7 +120,7 @@ def check_retrieval_miss(trace: Trace, expected: list[str], deep: DeepHit | None
 
 def check_evidence_ignored(trace: Trace, expected: list[str], produced: AnswerScores,
                            forced: list[AnswerScores] | None) -> Verdict:
-    have = [i for i, h in enumerate(trace.hits) if contains_answer(passage_text(h.passage), expected)]
+    have = [i for i, h in enumerate(trace.hits) if matching.contains_answer(matching.passage_text(h.passage), expected)]
     if not have:
         return Verdict("evidence-ignored", False, "no retrieved passage contains the expected answer to ignore")
     if not forced:
@@ -164,7 +165,7 @@ def check_parametric(trace: Trace, produced: AnswerScores, closed_book: str | No
     if closed_book is None:
         return Verdict("parametric", None, f"the answer is about as likely under every passage (p(y|x,z) from {p_text(lo)} "
                        f"to {p_text(hi)}); closed-book was not run", ev)
-    same = exact_match(closed_book, [produced.text]) or contains_answer(closed_book, [produced.text])
+    same = matching.exact_match(closed_book, [produced.text]) or matching.contains_answer(closed_book, [produced.text])
     ev["closed_book_agrees"] = same
     if not same:
         return Verdict("parametric", False, f"the answer is about as likely under every passage, but closed-book says "
@@ -183,7 +184,7 @@ def check_frankenstein(trace: Trace, decoding: str) -> Verdict:
     ev = {"rag_token": tok.answer, "rag_sequence": seq.answer,
           "p_tok_token": prob(tok.log_p_tok(lpz)), "p_seq_token": prob(tok.log_p_seq(lpz)),
           "p_tok_sequence": prob(seq.log_p_tok(lpz)), "p_seq_sequence": prob(seq.log_p_seq(lpz))}
-    if normalize_answer(tok.answer) == normalize_answer(seq.answer):
+    if matching.normalize_answer(tok.answer) == matching.normalize_answer(seq.answer):
         return Verdict("frankenstein", False, "RAG-Token and RAG-Sequence give the same answer", ev)
     resp = marginals.responsibilities(lpz, tok.token_logp)  # (K, T)
     prior = lpz.double().exp()  # (K,)
@@ -217,9 +218,9 @@ def check_misleading(trace: Trace, expected: list[str], produced: AnswerScores,
     post = produced.posterior(trace.log_prior)
     z = int(post.argmax())
     h = trace.hits[z]
-    text = passage_text(h.passage)
-    has_exp = contains_answer(text, expected)
-    has_prod = bool(normalize_answer(produced.text)) and contains_words(text, produced.text)
+    text = matching.passage_text(h.passage)
+    has_exp = matching.contains_answer(text, expected)
+    has_prod = bool(matching.normalize_answer(produced.text)) and matching.contains_words(text, produced.text)
     ev = {"rank": z + 1, "title": h.passage.title, "prior": float(trace.prior[z]), "posterior": float(post[z]),
           "contains_expected": has_exp, "contains_produced": has_prod, "text": h.passage.text,
           "p_produced": prob(float(produced.doc_logp()[z]))}
@@ -265,13 +266,13 @@ def diagnose(trace: Trace, expected: str | Sequence[str] | None = None, decoding
     """
     if isinstance(expected, str):
         expected = [a.strip() for a in expected.split("|")]
-    expected = [a for a in (expected or []) if a and normalize_answer(a)]
+    expected = [a for a in (expected or []) if a and matching.normalize_answer(a)]
     closed_book = closed_book if closed_book is not None else trace.closed_book
     decodings = [d for d in (RAG_SEQUENCE, RAG_TOKEN) if trace.answer(d) is not None]
     if not decodings:
         raise ValueError("the trace has no decoded answer to diagnose")
     if decoding is None:
-        wrong = [d for d in decodings if expected and not exact_match(trace.answer(d).answer, expected)]
+        wrong = [d for d in decodings if expected and not matching.exact_match(trace.answer(d).answer, expected)]
         decoding = (wrong or decodings)[0]
     cand = trace.answer(decoding)
     if cand is None:
@@ -282,7 +283,7 @@ def diagnose(trace: Trace, expected: str | Sequence[str] | None = None, decoding
     forced_exp = forced.expected if forced is not None else None
     scores = [AnswerScores.of(c) for c in (trace.answer(d) for d in (RAG_TOKEN, RAG_SEQUENCE)) if c is not None]
     scores += forced_exp or []
-    correct = exact_match(cand.answer, expected) if expected else None
+    correct = matching.exact_match(cand.answer, expected) if expected else None
     if correct:
         verdicts = [Verdict(code, False, "the answer matches the expected answer") for code in VERDICTS]
     else:

@@ -10,16 +10,24 @@ import json
 import sys
 from pathlib import Path
 
-from .. import exports
-from ..analysis import diagnosis_report as report
-from ..analysis.confidence import Confidence, candidate_confidence
-from ..analysis.matching import normalize_answer
-from ..analysis.sentences import attribute
-from ..config import RAG_SEQUENCE, RAG_TOKEN
-from ..marginals import citation
-from ..pipeline import clean_question, load_pipeline
-from .common import CliError, add_decoding_args, add_index_args, add_model_args, config_from, decoding_fields, progress_bar
-from .report import ask_json, ask_text
+from rag_core import exports
+from rag_core.analysis import diagnosis_report as report
+from rag_core.analysis.confidence import Confidence, candidate_confidence
+from rag_core.analysis.matching import normalize_answer
+from rag_core.analysis.sentences import attribute
+from rag_core.cli.common import (
+    CliError,
+    add_decoding_args,
+    add_index_args,
+    add_model_args,
+    config_from,
+    decoding_fields,
+    progress_bar,
+)
+from rag_core.cli.report import ask_json, ask_text
+from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.marginals import citation
+from rag_core.pipeline import clean_question, load_pipeline
 
 HELP = "answer a question with RAG-Token and RAG-Sequence"
 

@@ -10,8 +10,8 @@ import json
 import subprocess
 import sys
 
-from ..config import REPO_ROOT
-from .common import progress_bar
+from rag_core.cli.common import progress_bar
+from rag_core.config import REPO_ROOT
 
 SCRIPTS = ["trace_floor", "batch", "vs_transformers", "map", "map_100k", "app_calls", "encode", "cold_start", "app_cold", "soak",
            "ann", "load", "sentence_drop", "ray_encode", "trained_vs_base"]

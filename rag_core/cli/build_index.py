@@ -2,19 +2,19 @@
 
 `--out` may name a new path or an existing RAG Loupe index (replaced only with `--force`, and then
 atomically); any other folder is refused before any work, and nothing is touched.
-`--engine ray` encodes on a Ray cluster (`rag_core.ray_build`, the `scale` extra) and gives the same
+`--engine ray` encodes on a Ray cluster (`rag_core.retrieval.ray_build`, the `scale` extra) and gives the same
 index; it is imported only then, so a local build never needs Ray installed."""
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ..catalog import build_corpus_index
-from ..corpus import read_corpus_file
-from ..encoders import load_encoder
-from ..index import check_output_folder
-from ..sources import pick_device, set_threads
-from .common import CliError, add_model_args, config_from, positive_int, progress_bar
+from rag_core.cli.common import CliError, add_model_args, config_from, positive_int, progress_bar
+from rag_core.corpus import read_corpus_file
+from rag_core.models.sources import pick_device, set_threads
+from rag_core.retrieval.catalog import build_corpus_index
+from rag_core.retrieval.encoders import load_encoder
+from rag_core.retrieval.index import check_output_folder
 
 HELP = "encode a JSONL corpus into a FAISS index folder"
 
@@ -37,7 +37,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _ray_build():
     """The Ray engine module, or one clear error when Ray is not installed."""
     try:
-        from .. import ray_build
+        from rag_core.retrieval import ray_build
     except ModuleNotFoundError as e:
         if (e.name or "").split(".")[0] != "ray":
             raise

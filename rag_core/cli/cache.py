@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .. import caches
+from rag_core.storage import caches
 
 HELP = "list the cache folders with their sizes, or clear some"
 

@@ -14,16 +14,27 @@ from typing import Iterator
 
 from tqdm import tqdm
 
-from ..analysis.questions import EvalDataError
-from ..config import Progress
-from ..corpus import CorpusError
-from ..index import IndexLoadError
-from ..pipeline import QuestionError
-from ..sources import ModelSourceError
-from ..toys import ToyError
-from ..errors import first_line
-from ..flags import (INDEX_HELP, FlagError, Parser, add_batch_arg, add_decoding_args, add_index_args,  # noqa: F401 - the
-                     add_model_args, config_from, decoding_fields, positive_float, positive_int)  # commands' one import
+from rag_core.analysis.questions import EvalDataError
+from rag_core.config import Progress
+from rag_core.corpus import CorpusError
+from rag_core.errors import first_line
+from rag_core.flags import (  # the commands' one import of the shared flags (pyproject: F401 here)
+    INDEX_HELP,
+    FlagError,
+    Parser,
+    add_batch_arg,
+    add_decoding_args,
+    add_index_args,
+    add_model_args,
+    config_from,
+    decoding_fields,
+    positive_float,
+    positive_int,
+)
+from rag_core.models.sources import ModelSourceError
+from rag_core.pipeline import QuestionError
+from rag_core.retrieval.index import IndexLoadError
+from rag_core.toys.examples import ToyError
 
 
 class CliError(FlagError):

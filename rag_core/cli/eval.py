@@ -15,17 +15,27 @@ import json
 import sys
 from pathlib import Path
 
-from ..analysis import checkpoint, shipped_runs
-from ..analysis.evaluation import run_eval, save_run
-from ..analysis.questions import read_questions
-from ..analysis.sweep import load_traces, sweep
-from ..config import RAG_SEQUENCE, Config
-from ..pipeline import load_pipeline
-from ..presets import PRESETS
-from ..stacks import fingerprint
-from .common import (CliError, add_index_args, add_batch_arg, add_decoding_args, add_model_args, config_from, decoding_fields,
-                     positive_float, positive_int, progress_bar)
-from .eval_compare import run_compare
+from rag_core.analysis import checkpoint, shipped_runs
+from rag_core.analysis.evaluation import run_eval, save_run
+from rag_core.analysis.questions import read_questions
+from rag_core.analysis.sweep import load_traces, sweep
+from rag_core.cli.common import (
+    CliError,
+    add_batch_arg,
+    add_decoding_args,
+    add_index_args,
+    add_model_args,
+    config_from,
+    decoding_fields,
+    positive_float,
+    positive_int,
+    progress_bar,
+)
+from rag_core.cli.eval_compare import run_compare
+from rag_core.config import RAG_SEQUENCE, Config
+from rag_core.models.presets import PRESETS
+from rag_core.pipeline import load_pipeline
+from rag_core.stacks import fingerprint
 
 HELP = "exact match on a questions JSONL under all three modes"
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..analysis.evaluation import EvalRun, eval_folder, load_run
-from ..analysis.run_compare import Comparison, compare_results
-from ..trace import neutralise
-from .common import CliError
+from rag_core.analysis.evaluation import EvalRun, eval_folder, load_run
+from rag_core.analysis.run_compare import Comparison, compare_results
+from rag_core.cli.common import CliError
+from rag_core.trace import neutralise
 
 SETTINGS_SHOWN = ("file", "index", "k", "scale", "beams", "rescore", "generator")
 

@@ -1,11 +1,11 @@
 """Plain-text and JSON summaries of a trace, for the command line."""
 from __future__ import annotations
 
-from ..analysis.confidence import Confidence
-from ..config import RAG_SEQUENCE, RAG_TOKEN
-from .. import marginals
-from ..marginals import prob
-from ..trace import Trace
+from rag_core import marginals
+from rag_core.analysis.confidence import Confidence
+from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.marginals import prob
+from rag_core.trace import Trace
 
 
 def ask_json(trace: Trace, confidence: dict[str, Confidence] | None = None) -> dict:

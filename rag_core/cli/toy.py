@@ -1,13 +1,13 @@
-"""`python -m rag_core toy NAME`: a hand-made example (obama, softmax, posterior) or a toy JSON file,
+"""`python -m rag_core toy NAME`: a hand-made example (obama, softmax, posterior, frankenstein) or a toy JSON file,
 printed with the numbers the seeds work out by hand."""
 from __future__ import annotations
 
 import argparse
 
-from ..toys import run_toy, summary_lines
-from .common import CliError
+from rag_core.cli.common import CliError
+from rag_core.toys.examples import run_toy, summary_lines
 
-HELP = "run a hand-made example (obama, softmax, posterior) or a toy JSON file"
+HELP = "run a hand-made example (obama, softmax, posterior, frankenstein) or a toy JSON file"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

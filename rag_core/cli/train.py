@@ -16,12 +16,19 @@ import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from ..generators.causal import PROMPT_STYLES
-from ..training import heldout
-from ..training.gradient import MARGINALS
-from ..training.loop import PARTS, TrainSettings
-from ..training.session import fine_tune
-from .common import INDEX_HELP, add_model_args, config_from, positive_float, positive_int, progress_bar
+from rag_core.cli.common import (
+    INDEX_HELP,
+    add_model_args,
+    config_from,
+    positive_float,
+    positive_int,
+    progress_bar,
+)
+from rag_core.generators.causal import PROMPT_STYLES
+from rag_core.training import heldout
+from rag_core.training.gradient import MARGINALS
+from rag_core.training.loop import PARTS, TrainSettings
+from rag_core.training.session import fine_tune
 
 HELP = "fine-tune the query encoder and/or the generator (LoRA) on a questions JSONL"
 

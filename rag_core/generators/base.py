@@ -13,7 +13,7 @@ from typing import Any, Protocol, Sequence
 
 import torch
 
-from ..corpus import Passage
+from rag_core.corpus import Passage
 
 
 class ForwardCounter:

@@ -17,11 +17,11 @@ from typing import Sequence
 
 import torch
 
-from ..config import MAX_PASSAGE_WORDS, MAX_QUESTION_CHARS
-from ..corpus import Passage
-from ..sources import TOKENIZER_LOCK
-from .base import ForwardCounter, GenState, PackedAnswers, forced_ids, rows_of
-from .shared_prefix import as_cache, causal_mask, install
+from rag_core.config import MAX_PASSAGE_WORDS, MAX_QUESTION_CHARS
+from rag_core.corpus import Passage
+from rag_core.generators.base import ForwardCounter, GenState, PackedAnswers, forced_ids, rows_of
+from rag_core.generators.shared_prefix import as_cache, causal_mask, install
+from rag_core.models.sources import TOKENIZER_LOCK
 
 # Worked examples the prompt shows before the real question. Written for this prompt; none of them
 # is about a question in the shipped dev set (assets/eval/dev.jsonl). Each one is built against a

@@ -6,11 +6,11 @@ from __future__ import annotations
 import hashlib
 import json
 
-from ..corpus import Passage
-from ..config import TRAINED_GENERATOR
-from . import causal, seq2seq
-from .prompt_style import prompt_style_of
-from .trained import adapter_hash
+from rag_core.config import TRAINED_GENERATOR
+from rag_core.corpus import Passage
+from rag_core.generators import causal, seq2seq
+from rag_core.generators.prompt_style import prompt_style_of
+from rag_core.generators.trained import adapter_hash
 
 
 def prompt_fingerprint(generator_id: str | None = None) -> str:

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import torch
 
-from .. import caches
-from .._fs import replace_dir, temp_sibling
-from ..config import BASE_GENERATOR, TRAINED_GENERATOR
-from ..sources import ModelSourceError, Source, model_type, package_path, resolve
-from .causal import CausalGenerator
-from .prompt_style import prompt_style_of
-from .trained import trained_folder
-from .seq2seq import Seq2SeqGenerator
+from rag_core.config import BASE_GENERATOR, TRAINED_GENERATOR
 from rag_core.errors import first_line
+from rag_core.generators.causal import CausalGenerator
+from rag_core.generators.prompt_style import prompt_style_of
+from rag_core.generators.seq2seq import Seq2SeqGenerator
+from rag_core.generators.trained import trained_folder
+from rag_core.models.sources import ModelSourceError, Source, model_type, package_path, resolve
+from rag_core.storage import caches
+from rag_core.storage.files import replace_dir, temp_sibling
 
 log = logging.getLogger(__name__)
 

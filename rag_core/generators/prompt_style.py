@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..config import TRAINED_GENERATOR
-from .causal import FEW_SHOT_STYLE, PLAIN_STYLE, PROMPT_FILE, PROMPT_STYLES
+from rag_core.config import TRAINED_GENERATOR
+from rag_core.generators.causal import FEW_SHOT_STYLE, PLAIN_STYLE, PROMPT_FILE, PROMPT_STYLES
 
 
 def prompt_style_of(generator_id: str) -> str:

@@ -11,9 +11,9 @@ from typing import Sequence
 
 import torch
 
-from ..corpus import Passage
-from ..sources import TOKENIZER_LOCK
-from .base import ForwardCounter, GenState, forced_ids, rows_of
+from rag_core.corpus import Passage
+from rag_core.generators.base import ForwardCounter, GenState, forced_ids, rows_of
+from rag_core.models.sources import TOKENIZER_LOCK
 
 TITLE_SEP = " / "
 DOC_SEP = " // "

@@ -17,8 +17,8 @@ from typing import Sequence
 
 import torch
 
-from ..corpus import Passage
-from .base import ForwardCounter, GenState, rows_of
+from rag_core.corpus import Passage
+from rag_core.generators.base import ForwardCounter, GenState, rows_of
 
 EOS = "</s>"
 OTHER = "<other>"

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import torch
 
-from .. import caches
-from .._fs import replace_dir, temp_sibling
-from ..config import ADAPTER_DIR
-from ..sources import ModelSourceError
-from .causal import PLAIN_STYLE
-from .prompt_style import write_prompt_style
+from rag_core.config import ADAPTER_DIR
+from rag_core.generators.causal import PLAIN_STYLE
+from rag_core.generators.prompt_style import write_prompt_style
+from rag_core.models.sources import ModelSourceError
+from rag_core.storage import caches
+from rag_core.storage.files import replace_dir, temp_sibling
 
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 

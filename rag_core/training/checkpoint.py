@@ -25,7 +25,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from .._fs import write_atomic
+from rag_core.storage.files import write_atomic
 
 FILE = "checkpoint.safetensors"
 

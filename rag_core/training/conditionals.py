@@ -15,10 +15,10 @@ from typing import Sequence
 
 import torch
 
-from ..corpus import Passage
-from ..generators.causal import CausalGenerator, rag_prefix, rag_prompt, shared_prefix_length
-from ..generators.seq2seq import MAX_COMBINED_LENGTH, Seq2SeqGenerator, rag_input
-from ..sources import TOKENIZER_LOCK
+from rag_core.corpus import Passage
+from rag_core.generators.causal import CausalGenerator, rag_prefix, rag_prompt, shared_prefix_length
+from rag_core.generators.seq2seq import MAX_COMBINED_LENGTH, Seq2SeqGenerator, rag_input
+from rag_core.models.sources import TOKENIZER_LOCK
 
 
 def gather_answer(logp: torch.Tensor, answer: Sequence[int]) -> torch.Tensor:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import marginals
+from rag_core import marginals
 
 MARGINALS = ("sequence", "token")  # RAG-Sequence, RAG-Token (the CLI's --marginal values)
 

@@ -16,10 +16,10 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from ..analysis.matching import contains_answer, exact_match, passage_text
-from ..analysis.questions import EvalQuestion
-from ..config import DECODINGS, Config, Progress
-from ..pipeline import Pipeline
+from rag_core.analysis.matching import contains_answer, exact_match, passage_text
+from rag_core.analysis.questions import EvalQuestion
+from rag_core.config import DECODINGS, Config, Progress
+from rag_core.pipeline import Pipeline
 
 
 def collapse_monitor(retrieved: Sequence[Sequence[str]]) -> tuple[int, float]:

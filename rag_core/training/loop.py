@@ -22,16 +22,16 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from .. import marginals
-from ..analysis.questions import EvalQuestion
-from ..config import Progress
-from ..generators.causal import PROMPT_STYLES, CausalGenerator
-from ..index import PassageIndex
-from ..pipeline import Models
-from . import checkpoint, lora
-from .conditionals import answer_token_logp
-from .gradient import MARGINALS, bracket, nll, query_gradient
-from .query import query_model, query_tensor
+from rag_core import marginals
+from rag_core.analysis.questions import EvalQuestion
+from rag_core.config import Progress
+from rag_core.generators.causal import PROMPT_STYLES, CausalGenerator
+from rag_core.pipeline import Models
+from rag_core.retrieval.index import PassageIndex
+from rag_core.training import checkpoint, lora
+from rag_core.training.conditionals import answer_token_logp
+from rag_core.training.gradient import MARGINALS, bracket, nll, query_gradient
+from rag_core.training.query import query_model, query_tensor
 
 PARTS = ("query", "generator", "both")
 DEFAULT_LR = {"query": 1e-5, "generator": 3e-4}  # full fine-tuning of a BERT tower; LoRA adapters

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from ..generators.causal import FEW_SHOT_STYLE, CausalGenerator
-from ..generators.prompt_style import write_prompt_style
+from rag_core.generators.causal import FEW_SHOT_STYLE, CausalGenerator
+from rag_core.generators.prompt_style import write_prompt_style
 
 # peft is imported where it is used, as transformers is across the engine: importing it takes
 # seconds, and every command of the CLI would pay for it at start-up.

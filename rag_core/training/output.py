@@ -26,11 +26,11 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from .._fs import replace_dir, temp_sibling, write_json_atomic
-from ..pipeline import Models
-from . import checkpoint, lora
-from .loop import Run
-from .query import save_query_encoder
+from rag_core.pipeline import Models
+from rag_core.storage.files import replace_dir, temp_sibling, write_json_atomic
+from rag_core.training import checkpoint, lora
+from rag_core.training.loop import Run
+from rag_core.training.query import save_query_encoder
 
 KIND = "rag-loupe-training"  # the manifest's mark: this folder is a training output
 VERSION = 1

@@ -16,8 +16,8 @@ from typing import Sequence
 
 import torch
 
-from ..encoders import DPREncoder, Encoder, MeanPoolEncoder
-from ..sources import TOKENIZER_LOCK
+from rag_core.models.sources import TOKENIZER_LOCK
+from rag_core.retrieval.encoders import DPREncoder, Encoder, MeanPoolEncoder
 
 
 def query_model(encoder: Encoder) -> torch.nn.Module:

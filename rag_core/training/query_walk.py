@@ -33,13 +33,13 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .. import marginals
-from ..corpus import Passage
-from ..decoding import score_answers
-from ..pipeline import Pipeline, clean_question
-from ..trace import Hit
-from .gradient import bracket, log_likelihood, query_gradient
-from .loop import doc_vectors
+from rag_core import marginals
+from rag_core.corpus import Passage
+from rag_core.decoding.decode import score_answers
+from rag_core.pipeline import Pipeline, clean_question
+from rag_core.trace import Hit
+from rag_core.training.gradient import bracket, log_likelihood, query_gradient
+from rag_core.training.loop import doc_vectors
 
 DEFAULT_STEP_SIZE = 0.02  # η: with scale 20 and brackets near ±0.3 a step moves a unit q by ~0.1
 STILL = 1e-9  # a bracket this small is rounding: every passage explains the answer equally

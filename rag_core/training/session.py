@@ -15,16 +15,25 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .._fs import write_bytes_atomic
-from ..analysis.questions import read_questions
-from ..config import Config, Progress
-from ..encoders import MeanPoolEncoder
-from ..catalog import resolve_index
-from ..pipeline import Pipeline, load_pipeline
-from . import checkpoint, heldout
-from .loop import TrainSettings, restore, settings_mismatch, start_run, train
-from .output import (TrainingError, check_output_folder, file_sha256, loss_summary, read_manifest, save_outputs, start_folder,
-                     write_manifest)
+from rag_core.analysis.questions import read_questions
+from rag_core.config import Config, Progress
+from rag_core.pipeline import Pipeline, load_pipeline
+from rag_core.retrieval.catalog import resolve_index
+from rag_core.retrieval.encoders import MeanPoolEncoder
+from rag_core.storage.files import write_bytes_atomic
+from rag_core.training import checkpoint, heldout
+from rag_core.training.loop import TrainSettings, restore, settings_mismatch, start_run, train
+from rag_core.training.output import (
+    TrainingError,
+    check_output_folder,
+    file_sha256,
+    loss_summary,
+    read_manifest,
+    save_outputs,
+    start_folder,
+    write_manifest,
+)
+
 
 def data_sha256(files: list[Path]) -> str:
     """The training data's hash: the file's own sha256 for one file; for several, the sha256 of

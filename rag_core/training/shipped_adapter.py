@@ -18,15 +18,15 @@ from pathlib import Path
 
 import torch
 
-from .._fs import replace_dir, temp_sibling, write_json_atomic
-from ..config import BASE_GENERATOR, TRAINED_GENERATOR
-from ..corpus import Passage
-from ..generators.causal import PLAIN_STYLE
-from ..generators.loading import load_generator
-from ..generators.trained import ADAPTER_DIR, ADAPTER_FILES, adapter_hash
-from ..sources import package_path
-from .conditionals import answer_token_logp
-from .output import ADAPTER, GENERATOR, file_sha256, read_manifest
+from rag_core.config import BASE_GENERATOR, TRAINED_GENERATOR
+from rag_core.corpus import Passage
+from rag_core.generators.causal import PLAIN_STYLE
+from rag_core.generators.loading import load_generator
+from rag_core.generators.trained import ADAPTER_DIR, ADAPTER_FILES, adapter_hash
+from rag_core.models.sources import package_path
+from rag_core.storage.files import replace_dir, temp_sibling, write_json_atomic
+from rag_core.training.conditionals import answer_token_logp
+from rag_core.training.output import ADAPTER, GENERATOR, file_sha256, read_manifest
 
 # Three fixed inputs the recorded log-probabilities are computed on (written for this check; none
 # is a training, dev or test question).

@@ -1,0 +1,121 @@
+"""Prepared questions decoded into traces: one question (`analyse`) or several as one batch
+(`decode_queries`), under both RAG models, each run carrying the settings it was decoded with.
+
+A batch puts every question's K prompt rows through one prompt pass and one decode loop
+(`decoding.decode_jobs`); each question's searches read only its own rows, so its trace is the
+one it gets alone, to float32 rounding (`tests/test_batching.py`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from rag_core import marginals
+from rag_core.config import RAG_SEQUENCE, RAG_TOKEN, Config
+from rag_core.decoding.decode import Job, Scored, SearchSettings, decode_jobs
+from rag_core.generators import Generator
+from rag_core.generators.base import GenState
+from rag_core.generators.fingerprint import prompt_fingerprint
+from rag_core.trace import Candidate, Hit, Trace
+
+
+@dataclass
+class PreparedRun:
+    """A trace and the prepared prompt state it was decoded from (reused for teacher forcing)."""
+
+    trace: Trace
+    state0: GenState
+
+
+
+def to_candidates(gen: Generator, decoding: str, scored: list[Scored]) -> list[Candidate]:
+    out = []
+    for rank, s in enumerate(scored):
+        alt_tokens = [[[gen.token_text(int(i)) for i in step] for step in row] for row in s.alt_ids.tolist()]
+        out.append(Candidate(decoding, rank, gen.decode(s.tokens), list(s.tokens), [gen.token_text(t) for t in s.tokens],
+                             s.token_logp, s.alt_ids, alt_tokens, s.alt_logp, s.finished, set(s.sources),
+                             list(s.forced) or [False] * len(s.tokens), s.search_score))
+    return out
+
+
+def trace_of(gen: Generator, question: str, hits: list[Hit], log_pz: torch.Tensor, cfg: Config, index_name: str,
+             scale: float, decoded: tuple[list[Scored], list[Scored]], calls: int) -> Trace:
+    """The trace of one question's decoded answers (RAG-Token hypotheses, RAG-Sequence hypotheses)."""
+    token_scored, seq = decoded
+    candidates = to_candidates(gen, RAG_TOKEN, token_scored) + to_candidates(gen, RAG_SEQUENCE, seq)
+    settings = {"k": len(hits), "beams": cfg.beams, "rescore": cfg.rescore, "decode": cfg.decode,
+                "max_new_tokens": cfg.max_new_tokens, "length_penalty": cfg.length_penalty,
+                "early_stopping": cfg.early_stopping, "generator": gen.id, "prompt": prompt_fingerprint(gen.id)}
+    return Trace(question, index_name, hits, log_pz.double(), scale, candidates, settings, model_calls=calls)
+
+
+def _job(cfg: Config, rows: list[int], log_pz: torch.Tensor) -> Job:
+    return Job(rows, log_pz, SearchSettings.from_config(cfg), cfg.decode, cfg.rescore)
+
+
+def analyse(gen: Generator, question: str, hits: list[Hit], log_pz: torch.Tensor, cfg: Config, index_name: str,
+            scale: float, state0: GenState | None = None) -> Trace:
+    """Decode under both models from one prepared state and build the trace."""
+    state0 = state0 or gen.prepare(question, [h.passage for h in hits])
+    # Both decodings share every forward call (see decoding.decode_jobs); same results as apart.
+    decoded = decode_jobs(gen, state0, [_job(cfg, list(range(len(hits))), log_pz)])[0]
+    return trace_of(gen, question, hits, log_pz, cfg, index_name, scale, decoded, state0.calls)
+
+
+@dataclass
+class Query:
+    """One question retrieved on one index, to be decoded under `cfgs` (K, scale, decoding); the
+    hits are the top max(K) of them."""
+
+    question: str  # as cleaned by `clean_question`
+    hits: list[Hit]
+    index_name: str
+    cfgs: list[Config]
+    notices: list[str] = field(default_factory=list)
+    encoder: str | None = None  # the retriever's id, recorded in each trace's settings
+
+
+def decode_queries(gen: Generator, queries: list[Query], scale_of: Callable[[Config], float],
+                   keep_state: bool = False) -> list[list["PreparedRun"]]:
+    """Several questions (on any indexes) through one prompt pass and one decode loop: per query,
+    one run per config, each exactly what the query decoded alone gives.
+
+    A prompt row two queries share (the same question and passage, e.g. a base-corpus passage both
+    year indexes retrieve) is prepared and decoded once. `keep_state`: each run also keeps its own
+    K prepared rows (a copy), for teacher forcing gold answers later.
+    """
+    rows: list[tuple[str, object]] = []
+    where: dict[tuple, int] = {}
+    rows_of: list[list[int]] = []
+    for q in queries:
+        ids = []
+        for h in q.hits:
+            key = (q.question, h.passage.id, h.passage.title, h.passage.text)
+            if key not in where:
+                where[key] = len(rows)
+                rows.append((q.question, h.passage))
+            ids.append(where[key])
+        rows_of.append(ids)
+    state = gen.prepare_rows(rows)  # one batched pass over every distinct prompt
+    jobs, made = [], []
+    for q, ids in zip(queries, rows_of):
+        for cfg in q.cfgs:
+            scale = scale_of(cfg)
+            log_pz = marginals.log_prior(torch.tensor([h.score for h in q.hits[: cfg.k]]), scale)  # (k,)
+            jobs.append(_job(cfg, ids[: cfg.k], log_pz))
+            made.append((q, cfg, scale, log_pz))
+    decoded = decode_jobs(gen, state, jobs)
+    out: dict[int, list[PreparedRun]] = {id(q): [] for q in queries}
+    for (q, cfg, scale, log_pz), job, result in zip(made, jobs, decoded):
+        hits = q.hits[: cfg.k]
+        trace = trace_of(gen, q.question, hits, log_pz, cfg, q.index_name, scale, result, state.calls)
+        trace.settings["notices"] = q.notices
+        trace.settings["encoder"] = q.encoder
+        own = None
+        if keep_state:
+            whole = job.rows == list(range(state.logprobs.shape[0]))
+            own = state if whole else gen.select(state, torch.tensor(job.rows))
+        out[id(q)].append(PreparedRun(trace, own))
+    return [out[id(q)] for q in queries]

@@ -1,0 +1,90 @@
+"""The name judge of the hot-swap experiment: does an answer name a year's office holder?
+
+An answer is right for a year when it names that year's holder (`names_holder`); one that names
+both years' holders is ambiguous: right in neither cell, counted apart.
+
+>>> names_holder("The president is Sebastián Piñera.", "Sebastián Piñera")
+True
+>>> names_holder("Michelle Bachelet", "Sebastián Piñera")
+False
+>>> judge("Pravind Jugnauth", "Anerood Jugnauth", "Pravind Jugnauth")  # same surname: first names decide
+(False, True, False)
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+from rag_core.retrieval.snapshots import fold
+
+JUDGE_VERSION = 2  # bump when the judge changes: cached results are keyed by it (2: "ambiguous")
+
+_SUFFIXES = {"jr", "sr", "ii", "iii", "iv"}
+_LEFT, _RIGHT = r"(?<![\w-])", r"(?![\w-])"  # whole words; a hyphenated name is one word
+
+
+def _tokens(name: str) -> list[str]:
+    """Folded, lower-case words of a name without generational suffixes.
+
+    >>> _tokens("John King Jr."), _tokens("Milo Đukanović")
+    (['john', 'king'], ['milo', 'dukanovic'])
+    """
+    words = [w.strip(".,").lower() for w in fold(name).split()]
+    return [w for w in words if w and w not in _SUFFIXES]
+
+
+def _has_words(text: str, words: Iterable[str]) -> bool:
+    """Whether the words occur in `text` together, in order, as whole words (case/accents ignored)."""
+    words = list(words)
+    if not words:
+        return False
+    pattern = _LEFT + r"\s+".join(re.escape(w) for w in words) + _RIGHT
+    return re.search(pattern, fold(text).lower()) is not None
+
+
+def names_holder(text: str, name: str, other: str | None = None) -> bool:
+    """Whether `text` names the person `name`: the full name, or its last word (the surname).
+
+    The surname is the last word of the name with "Jr."/"Sr."/"II" dropped, so multi-word
+    surnames count by their last word ("López Obrador" names "Andrés Manuel López Obrador"; so
+    does "Obrador"). Accents and case are ignored; matches are whole words, a hyphenated name
+    being one word ("Zuma" does not name "Nkosazana Dlamini-Zuma"). When `other` (the other
+    year's holder) has the same last word, the surname says nothing: a word of `name` that
+    `other` lacks must appear too ("Anerood Jugnauth" vs "Pravind Jugnauth").
+
+    >>> names_holder("Andrés Manuel López Obrador", "Andres Manuel Lopez Obrador")
+    True
+    >>> names_holder("Lopez Obrador", "Andrés Manuel López Obrador"), names_holder("Trumpet", "Donald Trump")
+    (True, False)
+    >>> names_holder("John King", "John King Jr."), names_holder("Jacob Zuma", "Nkosazana Dlamini-Zuma")
+    (True, False)
+    """
+    if not isinstance(text, str) or not text.strip():
+        return False
+    words = _tokens(name)
+    if not words:
+        return False
+    if _has_words(text, words):
+        return True
+    surname = words[-1]
+    if not _has_words(text, [surname]):
+        return False
+    other_words = _tokens(other) if other else []
+    if other_words and other_words[-1] == surname:
+        distinct = [w for w in words[:-1] if w not in other_words]
+        return any(_has_words(text, [w]) for w in distinct)
+    return True
+
+
+def judge(answer: str, holder_2016: str, holder_2018: str) -> tuple[bool, bool, bool]:
+    """(right for 2016, right for 2018, ambiguous) for one answer.
+
+    An answer that names both years' holders is ambiguous: right in neither cell, counted apart.
+
+    >>> judge("Barack Obama", "Barack Obama", "Donald Trump")
+    (True, False, False)
+    >>> judge("Obama, then Trump", "Barack Obama", "Donald Trump")
+    (False, False, True)
+    """
+    n16, n18 = names_holder(answer, holder_2016, holder_2018), names_holder(answer, holder_2018, holder_2016)
+    return (n16 and not n18, n18 and not n16, n16 and n18)

@@ -1,0 +1,1 @@
+"""What the engine keeps on disk: the cache folders and the atomic write every cache uses."""
