@@ -29,6 +29,8 @@ run: $(STAMP)
 test: $(STAMP) $(SCALE)
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  echo "note: chromium and chromedriver are not installed, so the real-browser tests will be SKIPPED (apt-get install chromium chromium-driver)"
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 	# One worker per core, a module's tests together on one worker (they share its server and models),
 	# the slowest modules first (tests/conftest.py: SLOWEST_FIRST).

@@ -5,6 +5,7 @@ reason in words. The state is never told by colour alone: the badge and the reas
 
 The answer and a runner-up's text are model output: they go through `md_text`, never as Markdown.
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -16,8 +17,11 @@ from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import p_text, prob
 from rag_core.trace import Candidate, Trace
 
-BADGES = {certainty.GUESSING: "Low confidence: guessing", certainty.NEAR_TIE: "Low confidence: near tie",
-          certainty.UNSUPPORTED: "Low confidence: no passage supports it"}
+BADGES = {
+    certainty.GUESSING: "Low confidence: guessing",
+    certainty.NEAR_TIE: "Low confidence: near tie",
+    certainty.UNSUPPORTED: "Low confidence: no passage supports it",
+}
 # Our own rule (no user text): a low-confidence card's answer in smaller, grey type. A keyed
 # container carries the class `st-key-<key>`; only cards drawn as low confidence have a key
 # starting with "guess-".
@@ -37,21 +41,33 @@ def answer_cards(trace: Trace, where: str = "cards") -> None:
                 st.caption(f"{DECODING_LABELS[decoding]}: not decoded")
                 continue
             card(trace, best, DECODING_LABELS[decoding], key=f"{where}-{decoding}")
-            other, other_p = (("p_seq", best.log_p_seq(trace.log_prior)) if decoding == RAG_TOKEN
-                              else ("p_tok", best.log_p_tok(trace.log_prior)))
-            st.caption(f"{other} of the same answer: {p_text(prob(other_p))}"
-                       + "".join(f" · {n}" for n in ending_notes(best)))
+            other, other_p = (
+                ("p_seq", best.log_p_seq(trace.log_prior))
+                if decoding == RAG_TOKEN
+                else ("p_tok", best.log_p_tok(trace.log_prior))
+            )
+            st.caption(
+                f"{other} of the same answer: {p_text(prob(other_p))}"
+                + "".join(f" · {n}" for n in ending_notes(best))
+            )
 
 
-def card(trace: Trace, cand: Candidate, label: str, key: str,
-         help: str | None = None) -> certainty.Confidence:
+def card(
+    trace: Trace, cand: Candidate, label: str, key: str, help: str | None = None
+) -> certainty.Confidence:
     """One answer as a metric, "p = …" under its own decoding's marginal; low confidence shown as
     the module says. `key` names the card uniquely on its page."""
     conf = state.confidence(trace, cand)
     st.html(STYLE)
     with st.container(key=f"{'guess' if conf.low else 'sure'}-{key}"):
-        st.metric(label, md_text(cand.answer) or "(empty)", f"p = {p_text(conf.p)}", delta_color="off",
-                  delta_arrow="off", help=help)
+        st.metric(
+            label,
+            md_text(cand.answer) or "(empty)",
+            f"p = {p_text(conf.p)}",
+            delta_color="off",
+            delta_arrow="off",
+            help=help,
+        )
         if conf.low:
             low_note(conf)
     return conf
@@ -77,6 +93,9 @@ def ending_notes(c: Candidate) -> list[str]:
     if c.forced and c.forced[0] and len(c.forced) > 1:
         notes.append("first token forced by the generator's settings")
     if not c.finished:
-        notes.append("end token forced at the token limit" if c.forced and c.forced[-1] else
-                     "unfinished: cut at the token limit")
+        notes.append(
+            "end token forced at the token limit"
+            if c.forced and c.forced[-1]
+            else "unfinished: cut at the token limit"
+        )
     return notes

@@ -5,6 +5,7 @@ The server holds one stack; the other is loaded for the comparison alone and fre
 is made (for that moment two stacks are in memory). Its trace is cached by the other stack's
 fingerprint, so it is computed once, and never shown under the wrong name.
 """
+
 from __future__ import annotations
 
 import gc
@@ -24,7 +25,9 @@ NONE = "(none)"
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
-def _other_trace(fingerprint: str, question: str, index_name: str, settings_key: tuple, _other: stacks.Stack) -> Trace:
+def _other_trace(
+    fingerprint: str, question: str, index_name: str, settings_key: tuple, _other: stacks.Stack
+) -> Trace:
     """The trace under `_other` (loaded here, dropped when done; one load at a time)."""
     with stack.loading_lock():
         models = load_models(_other.cfg)
@@ -46,17 +49,27 @@ def section(trace: Trace) -> None:
         return
     names = {s.key: s.name for s in others}
     st.subheader("Compare with another model")
-    pick = st.selectbox("Compare with", [NONE, *names], key="compare_with", format_func=lambda k: names.get(k, k),
-                        help="The same question, index and settings under another model stack: the answers, their "
-                             "probabilities and the top passages side by side. The other stack is loaded for this "
-                             "alone and freed after.")
+    pick = st.selectbox(
+        "Compare with",
+        [NONE, *names],
+        key="compare_with",
+        format_func=lambda k: names.get(k, k),
+        help="The same question, index and settings under another model stack: the answers, their "
+        "probabilities and the top passages side by side. The other stack is loaded for this "
+        "alone and freed after.",
+    )
     if pick == NONE:
         return
     other = next(s for s in others if s.key == pick)
     try:
         with st.spinner(f"Answering with {other.name} (loaded for this comparison)…"):
-            theirs = _other_trace(stacks.fingerprint(other.cfg), trace.query, trace.index,
-                                  state.settings_key(state.settings()), other)
+            theirs = _other_trace(
+                stacks.fingerprint(other.cfg),
+                trace.query,
+                trace.index,
+                state.settings_key(state.settings()),
+                other,
+            )
     except stack.LOAD_ERRORS as e:
         st.error(f"{views.md_text(other.name)} could not answer: {views.md_text(first_line(e))}")
         return
@@ -74,11 +87,21 @@ def summary(t: Trace) -> pd.DataFrame:
     for decoding in (RAG_TOKEN, RAG_SEQUENCE):
         c = t.answer(decoding)
         if c is not None:
-            rows.append({"decoding": decoding, "answer": c.answer, "p_tok": p_text(prob(c.log_p_tok(t.log_prior))),
-                         "p_seq": p_text(prob(c.log_p_seq(t.log_prior)))})
+            rows.append(
+                {
+                    "decoding": decoding,
+                    "answer": c.answer,
+                    "p_tok": p_text(prob(c.log_p_tok(t.log_prior))),
+                    "p_seq": p_text(prob(c.log_p_seq(t.log_prior))),
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def top_passages(t: Trace, n: int = 3) -> pd.DataFrame:
-    return pd.DataFrame([{"rank": h.rank, "title": h.passage.title, "prior p(z|x)": p_text(float(p))}
-                         for h, p in list(zip(t.hits, t.prior))[:n]])
+    return pd.DataFrame(
+        [
+            {"rank": h.rank, "title": h.passage.title, "prior p(z|x)": p_text(float(p))}
+            for h, p in list(zip(t.hits, t.prior))[:n]
+        ]
+    )

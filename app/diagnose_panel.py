@@ -7,6 +7,7 @@ the generator (teacher forcing + closed-book, plus a deeper search) runs when th
 and is cached per (question, index, settings, expected answer), so reruns never repeat it; so is a
 counterfactual's model call, per (question, index, settings, passages kept, scale).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,8 +26,11 @@ from rag_core.marginals import p_text, prob
 from rag_core.trace import Trace, answer_settings_of, log_p_under
 
 # How each verdict reads at a glance: a word and a colour (no emoji: some fonts draw them as boxes).
-STATUS = {True: ("Fired", "red", ":material/error:"), None: ("Not checked", "orange", ":material/help:"),
-          False: ("Not this", "gray", ":material/check_circle:")}
+STATUS = {
+    True: ("Fired", "red", ":material/error:"),
+    None: ("Not checked", "orange", ":material/help:"),
+    False: ("Not this", "gray", ":material/check_circle:"),
+}
 ORDER = diagnosis_report.ORDER  # fired first
 
 
@@ -76,37 +80,58 @@ def _checks(key: tuple, expected: tuple[str, ...], _trace: Trace) -> dict:
 def _has_evidence(v: verdicts.Verdict) -> bool:
     """Whether `_evidence` has something to show for this verdict (else no expander is drawn)."""
     ev = v.evidence or {}
-    return {"retrieval-miss": bool(ev.get("rank")), "evidence-ignored": bool(ev.get("passages")),
-            "parametric": "prior" in ev, "frankenstein": bool(ev.get("steps")), "misleading-passage": "rank" in ev,
-            "search-error": "p_expected" in ev}.get(v.code, False)
+    return {
+        "retrieval-miss": bool(ev.get("rank")),
+        "evidence-ignored": bool(ev.get("passages")),
+        "parametric": "prior" in ev,
+        "frankenstein": bool(ev.get("steps")),
+        "misleading-passage": "rank" in ev,
+        "search-error": "p_expected" in ev,
+    }.get(v.code, False)
 
 
 def _evidence(v: verdicts.Verdict) -> None:
     ev = v.evidence
     if v.code == "retrieval-miss":
-        st.markdown(f"Best passage containing it in the top {ev['depth']}: **rank {ev['rank']}**, score "
-                    f"{ev['score']:.3f} (rank 1: {ev['top_score']:.3f}; rank {ev['k']}, the last retrieved: {ev['kth_score']:.3f}).")
+        st.markdown(
+            f"Best passage containing it in the top {ev['depth']}: **rank {ev['rank']}**, score "
+            f"{ev['score']:.3f} (rank 1: {ev['top_score']:.3f}; rank {ev['k']}, the last retrieved: {ev['kth_score']:.3f})."
+        )
         st.text(f"{ev['title']}: {ev['text']}")
     elif v.code == "evidence-ignored":
         table(pd.DataFrame(ev["passages"]), hide_index=True, width="stretch")
     elif v.code == "parametric":
-        frame = pd.DataFrame({"rank": range(1, len(ev["prior"]) + 1), "prior p(z|x)": ev["prior"],
-                              "p(y|x,z)": ev["p_answer_given_passage"], "posterior p(z|x,y)": ev["posterior"]})
+        frame = pd.DataFrame(
+            {
+                "rank": range(1, len(ev["prior"]) + 1),
+                "prior p(z|x)": ev["prior"],
+                "p(y|x,z)": ev["p_answer_given_passage"],
+                "posterior p(z|x,y)": ev["posterior"],
+            }
+        )
         table(frame, hide_index=True, width="stretch")
-        st.caption(f"closed-book: {md_text(repr(ev.get('closed_book')))} · p(y|x,z) varies by a factor {ev['ratio']:.3g} over "
-                   f"the passages (flat: at most {ev['threshold']:g})")
+        st.caption(
+            f"closed-book: {md_text(repr(ev.get('closed_book')))} · p(y|x,z) varies by a factor {ev['ratio']:.3g} over "
+            f"the passages (flat: at most {ev['threshold']:g})"
+        )
     elif v.code == "frankenstein":
         table(pd.DataFrame(ev["steps"]), hide_index=True, width="stretch")
-        st.caption(f"RAG-Token {md_text(repr(ev['rag_token']))}: p_tok {p_text(ev['p_tok_token'])}, p_seq {p_text(ev['p_seq_token'])} · "
-                   f"RAG-Sequence {md_text(repr(ev['rag_sequence']))}: p_tok {p_text(ev['p_tok_sequence'])}, p_seq {p_text(ev['p_seq_sequence'])}")
+        st.caption(
+            f"RAG-Token {md_text(repr(ev['rag_token']))}: p_tok {p_text(ev['p_tok_token'])}, p_seq {p_text(ev['p_seq_token'])} · "
+            f"RAG-Sequence {md_text(repr(ev['rag_sequence']))}: p_tok {p_text(ev['p_tok_sequence'])}, p_seq {p_text(ev['p_seq_sequence'])}"
+        )
     elif v.code == "misleading-passage":
         extra = f", p(expected|x,z) {p_text(ev['p_expected'])}" if "p_expected" in ev else ""
-        st.caption(f"rank {ev['rank']} · prior {p_text(ev['prior'])} · posterior {p_text(ev['posterior'])} · "
-                   f"p(produced|x,z) {p_text(ev['p_produced'])}{extra}")
+        st.caption(
+            f"rank {ev['rank']} · prior {p_text(ev['prior'])} · posterior {p_text(ev['posterior'])} · "
+            f"p(produced|x,z) {p_text(ev['p_produced'])}{extra}"
+        )
         st.text(f"{ev['title']}: {ev['text']}")
     elif v.code == "search-error":
-        st.caption(f"{ev['marginal']}: expected {md_text(repr(ev['expected']))} {p_text(ev['p_expected'])} · produced "
-                   f"{p_text(ev['p_produced'])} · beams {ev['beams']} (raise Beams in the sidebar to search wider)")
+        st.caption(
+            f"{ev['marginal']}: expected {md_text(repr(ev['expected']))} {p_text(ev['p_expected'])} · produced "
+            f"{p_text(ev['p_produced'])} · beams {ev['beams']} (raise Beams in the sidebar to search wider)"
+        )
 
 
 def verdict_line(fired: list[str], checked: bool, expected: bool) -> str:
@@ -120,8 +145,9 @@ def verdict_line(fired: list[str], checked: bool, expected: bool) -> str:
         return "**Verdict:** " + ", ".join(f":red[**{t}**]" for t in fired)
     if checked:
         return "**Verdict:** no verdict fired"
-    rest = ("“Run the checks” above runs the rest."
-            if expected else "type the expected answer to run the rest.")
+    rest = (
+        "“Run the checks” above runs the rest." if expected else "type the expected answer to run the rest."
+    )
     return "**Verdict:** No checks run yet: only the stored numbers were read; " + rest
 
 
@@ -144,8 +170,11 @@ def _three_answers(trace: Trace, closed_book: str) -> None:
     for col, d in zip(cols, (RAG_TOKEN, RAG_SEQUENCE)):
         c = trace.answer(d)
         col.metric(DECODING_LABELS[d], md_text(c.answer) or "(empty)" if c else "—")
-    cols[2].metric("Closed-book (no passage)", md_text(closed_book) or "(empty)",
-                   help="The same generator and prompt with no passage: what its weights alone answer.")
+    cols[2].metric(
+        "Closed-book (no passage)",
+        md_text(closed_book) or "(empty)",
+        help="The same generator and prompt with no passage: what its weights alone answer.",
+    )
 
 
 def _scores_table(trace: Trace, d: verdicts.Diagnosis) -> None:
@@ -153,19 +182,28 @@ def _scores_table(trace: Trace, d: verdicts.Diagnosis) -> None:
     for a in d.scores:
         post = a.posterior(trace.log_prior)
         lp_seq, lp_tok = a.log_p_seq(trace.log_prior), a.log_p_tok(trace.log_prior)
-        rows.append({"answer": a.text, "kind": "expected" if a.label == "expected" else f"produced ({a.label})",
-                     "p_seq": prob(lp_seq),
-                     "p_tok": prob(lp_tok),
-                     **{f"post #{z + 1}": float(p) for z, p in enumerate(post)}})
+        rows.append(
+            {
+                "answer": a.text,
+                "kind": "expected" if a.label == "expected" else f"produced ({a.label})",
+                "p_seq": prob(lp_seq),
+                "p_tok": prob(lp_tok),
+                **{f"post #{z + 1}": float(p) for z, p in enumerate(post)},
+            }
+        )
     table(pd.DataFrame(rows))
-    st.caption("p_seq = Σ_z p(z|x) p(y|x,z) · p_tok = Π_i Σ_z p(z|x) p(y_i|x,z,y_<i) · post #r = p(z|x,y) for "
-               "the passage of rank r.")
+    st.caption(
+        "p_seq = Σ_z p(z|x) p(y|x,z) · p_tok = Π_i Σ_z p(z|x) p(y_i|x,z,y_<i) · post #r = p(z|x,y) for "
+        "the passage of rank r."
+    )
 
 
 def cf_key(trace: Trace, name: str) -> str:
     """The key of one counterfactual control for this trace: a new question (or index, K, scale)
     starts from its own defaults instead of the last question's settings."""
-    ident = hashlib.sha1(f"{trace.query}\x00{trace.index}\x00{trace.k}\x00{trace.scale}".encode("utf-8")).hexdigest()
+    ident = hashlib.sha1(
+        f"{trace.query}\x00{trace.index}\x00{trace.k}\x00{trace.scale}".encode()
+    ).hexdigest()
     return f"cf_{name}_{ident[:12]}"
 
 
@@ -182,8 +220,11 @@ def probability_delta(p: float, before: float | None) -> dict:
     ('-0.166 (p 0.238 → 0.072)', 'off')
     """
     if before is None or abs(p - before) < 5e-4:
-        return {"delta": f"p = {p_text(p)}" + ("" if before is None else ", unchanged"), "delta_color": "off",
-                "delta_arrow": "off"}
+        return {
+            "delta": f"p = {p_text(p)}" + ("" if before is None else ", unchanged"),
+            "delta_color": "off",
+            "delta_arrow": "off",
+        }
     return {"delta": f"{p - before:+.3f} (p {p_text(before)} → {p_text(p)})", "delta_color": "normal"}
 
 
@@ -203,24 +244,44 @@ def _card(col, trace: Trace, a: counterfactual.CfAnswer) -> None:
     how = " (computed by a model call)" if a.computed else "" if a.exact else " (approximate)"
     delta = probability_delta(prob(a.log_p), answer_p(trace, before, d) if before else None)
     col.metric(DECODING_LABELS[d] + how, md_text(a.answer) or "(empty)", **delta, help=a.note)
-    col.caption(("same answer as before" if before and a.answer == before.answer else
-                 f"was {before.answer!r}" if before else "") + f" · {a.note}")
+    col.caption(
+        (
+            "same answer as before"
+            if before and a.answer == before.answer
+            else f"was {before.answer!r}"
+            if before
+            else ""
+        )
+        + f" · {a.note}"
+    )
 
 
 def _counterfactuals(trace: Trace, forced: scoring.ForcedAnswers | None) -> None:
     st.markdown("**Counterfactuals** — from the stored conditionals; a model call only where they can't tell")
-    st.caption("Remove passages, keep fewer or change the scale, and the answer is chosen again under the new prior, "
-               "so it can change: RAG-Sequence exactly, RAG-Token where the stored top tokens prove the "
-               "choice (else the card says it needs a model call, which a button makes). With nothing "
-               "changed, the answers are the trace's own. The Citations page's “remove a passage” keeps "
-               "the answers fixed and shows how their probabilities move.")
+    st.caption(
+        "Remove passages, keep fewer or change the scale, and the answer is chosen again under the new prior, "
+        "so it can change: RAG-Sequence exactly, RAG-Token where the stored top tokens prove the "
+        "choice (else the card says it needs a model call, which a button makes). With nothing "
+        "changed, the answers are the trace's own. The Citations page's “remove a passage” keeps "
+        "the answers fixed and shows how their probabilities move."
+    )
     c1, c2, c3 = st.columns([2, 1, 1])
     options = [h.rank for h in trace.hits]
-    drop = c1.multiselect("Remove passages", options, key=cf_key(trace, "drop"),
-                          format_func=lambda r: f"#{r} {trace.hits[r - 1].passage.title}")
+    drop = c1.multiselect(
+        "Remove passages",
+        options,
+        key=cf_key(trace, "drop"),
+        format_func=lambda r: f"#{r} {trace.hits[r - 1].passage.title}",
+    )
     k = c2.slider("Keep the top K", 1, trace.k, trace.k, key=cf_key(trace, "k")) if trace.k > 1 else 1
-    scale = c3.number_input("Retriever scale", min_value=0.1, max_value=1000.0, value=float(trace.scale), step=1.0,
-                            key=cf_key(trace, "scale"))
+    scale = c3.number_input(
+        "Retriever scale",
+        min_value=0.1,
+        max_value=1000.0,
+        value=float(trace.scale),
+        step=1.0,
+        key=cf_key(trace, "scale"),
+    )
     try:
         cf = counterfactual.counterfactual(trace, drop, k, scale, forced)
     except ValueError as e:
@@ -239,12 +300,22 @@ def _counterfactuals(trace: Trace, forced: scoring.ForcedAnswers | None) -> None
         if d in cf.answers:
             _card(col, trace, cf.answers[d])
     if cf.needs_model_call:
-        st.button(f"Make the model call: decode the {sum(cf.keep)} kept passages again",
-                  key=cf_key(trace, "call"), on_click=asked.add, args=(request,),
-                  help="The generator decodes the kept passages under the new prior with this trace's "
-                       "settings (decoding, beams, length limit): about as long as answering the question.")
-    prior = pd.DataFrame({"rank": [h.rank for h in trace.hits], "title": [h.passage.title for h in trace.hits],
-                          "prior before": trace.prior, "prior now": cf.prior})
+        st.button(
+            f"Make the model call: decode the {sum(cf.keep)} kept passages again",
+            key=cf_key(trace, "call"),
+            on_click=asked.add,
+            args=(request,),
+            help="The generator decodes the kept passages under the new prior with this trace's "
+            "settings (decoding, beams, length limit): about as long as answering the question.",
+        )
+    prior = pd.DataFrame(
+        {
+            "rank": [h.rank for h in trace.hits],
+            "title": [h.passage.title for h in trace.hits],
+            "prior before": trace.prior,
+            "prior now": cf.prior,
+        }
+    )
     table(prior, probabilities=("prior before", "prior now"))
     table(pd.DataFrame(cf.table), hide_index=True, width="stretch")
 
@@ -259,31 +330,49 @@ def render(trace: Trace | None) -> None:
         st.session_state["_diag_for"] = trace.query
         st.session_state["diag_expected"] = prefill(trace.query)
     c1, c2 = st.columns([3, 1])
-    text = c1.text_input("Expected answer", key="diag_expected", max_chars=500,
-                         help="Aliases separated by |, e.g. “Herman Melville | Melville”. Matching is SQuAD exact "
-                              "match: case, punctuation and a/an/the do not count.")
+    text = c1.text_input(
+        "Expected answer",
+        key="diag_expected",
+        max_chars=500,
+        help="Aliases separated by |, e.g. “Herman Melville | Melville”. Matching is SQuAD exact "
+        "match: case, punctuation and a/an/the do not count.",
+    )
     expected = tuple(a.strip() for a in text.split("|") if a.strip())
     decodings = [d for d in (RAG_SEQUENCE, RAG_TOKEN) if trace.answer(d) is not None]
     wrong = [d for d in decodings if expected and not exact_match(trace.answer(d).answer, expected)]
-    if st.session_state.get("diag_decoding") not in decodings or st.session_state.get("_diag_pick_for") != (trace.query, expected):
+    if st.session_state.get("diag_decoding") not in decodings or st.session_state.get("_diag_pick_for") != (
+        trace.query,
+        expected,
+    ):
         st.session_state["_diag_pick_for"] = (trace.query, expected)  # default: the answer that is wrong
         st.session_state["diag_decoding"] = (wrong or decodings)[0]
     decoding = c2.radio("Answer to diagnose", decodings, format_func=DECODING_LABELS.get, key="diag_decoding")
     key = checks_key(trace)
     want = (key, expected)
-    if expected and st.button("Run the checks (one teacher-forced pass, closed-book, deeper search)",
-                              key="diag_run_button"):
+    if expected and st.button(
+        "Run the checks (one teacher-forced pass, closed-book, deeper search)", key="diag_run_button"
+    ):
         st.session_state["diag_run"] = want
     extra = {}
     if expected and st.session_state.get("diag_run") == want:
         with st.spinner("Teacher-forcing the expected answer under every passage…"):
             extra = _checks(key, expected, trace)
-    d = verdicts.diagnose(trace, list(expected), decoding, forced=extra.get("forced"), deep=extra.get("deep"),
-                    closed_book=extra.get("closed_book", trace.closed_book))
+    d = verdicts.diagnose(
+        trace,
+        list(expected),
+        decoding,
+        forced=extra.get("forced"),
+        deep=extra.get("deep"),
+        closed_book=extra.get("closed_book", trace.closed_book),
+    )
     if d.correct:
-        st.success(f"{DECODING_LABELS[decoding]}'s answer {md_text(repr(d.answer))} matches the expected answer: nothing to diagnose.")
+        st.success(
+            f"{DECODING_LABELS[decoding]}'s answer {md_text(repr(d.answer))} matches the expected answer: nothing to diagnose."
+        )
     elif d.correct is False:
-        st.error(f"{DECODING_LABELS[decoding]} answered {md_text(repr(d.answer))}; expected {md_text(' or '.join(map(repr, d.expected)))}.")
+        st.error(
+            f"{DECODING_LABELS[decoding]} answered {md_text(repr(d.answer))}; expected {md_text(' or '.join(map(repr, d.expected)))}."
+        )
     else:
         st.info("Type the expected answer to check it; without one, only the checks that need none run.")
     closed = extra.get("closed_book", trace.closed_book)

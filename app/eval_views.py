@@ -1,5 +1,6 @@
 """The Eval page's parts below the summary: retrieval metrics, the split of answers by whether a
 passage held the answer, the tokens that came from the weights, and two runs compared."""
+
 from __future__ import annotations
 
 import time
@@ -22,27 +23,45 @@ PCT = "percent"
 # The comparison's columns, sized to fit the page at 1280 px (views.widths).
 # A header longer than its column is cut by the grid: such a column gets a short header and its
 # full meaning on hover.
-COMPARE_WIDTHS = {"question": 160, "answers": 95, "answer_a": 95, "answer_b": 95, "em_a": 50, "em_b": 50,
-                  "outcome_a": 85, "outcome_b": 85, "change": 60}
+COMPARE_WIDTHS = {
+    "question": 160,
+    "answers": 95,
+    "answer_a": 95,
+    "answer_b": 95,
+    "em_a": 50,
+    "em_b": 50,
+    "outcome_a": 85,
+    "outcome_b": 85,
+    "change": 60,
+}
 EM_HELP = "1 when the {} answer matches a gold answer exactly (SQuAD normalisation), else 0."
 QUESTION_WIDTHS = {
-    "question": 165, "expected": 90,
+    "question": 165,
+    "expected": 90,
     "closed-book": ("closed", 75, "The closed-book answer: the generator alone, reading no passage."),
     "rag-token": ("token", 80, "The RAG-Token answer."),
     "rag-sequence": ("sequence", 80, "The RAG-Sequence answer."),
     "closed-book ✓": ("✓ cb", 45, EM_HELP.format("closed-book")),
     "rag-token ✓": ("✓ tok", 50, EM_HELP.format("RAG-Token")),
     "rag-sequence ✓": ("✓ seq", 50, EM_HELP.format("RAG-Sequence")),
-    "answer rank": ("rank", 45, "The rank of the best passage holding a gold answer, searched deeper than K "
-                                "on a miss; empty: none found."),
-    "verdicts": 100}
+    "answer rank": (
+        "rank",
+        45,
+        "The rank of the best passage holding a gold answer, searched deeper than K "
+        "on a miss; empty: none found.",
+    ),
+    "verdicts": 100,
+}
 
 
 def runs_of(cfg) -> list[Path]:
     """The saved runs this model stack made, newest first, then the shipped ones it made (a run of
     another stack is never offered under this one's name)."""
-    return [p for p in ev.saved_runs() + shipped_runs.current_runs(cfg=cfg)
-            if (run := ev.load_run(p)) is not None and stacks.made_by(run.settings, cfg)]
+    return [
+        p
+        for p in ev.saved_runs() + shipped_runs.current_runs(cfg=cfg)
+        if (run := ev.load_run(p)) is not None and stacks.made_by(run.settings, cfg)
+    ]
 
 
 def run_label(path: Path) -> str:
@@ -51,12 +70,17 @@ def run_label(path: Path) -> str:
     if run is None:
         return f"{path.stem} (unreadable)"
     s = run.settings
-    when = ("shipped reference" if shipped_runs.is_shipped(path) else
-            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.get("started", path.stat().st_mtime))))
+    when = (
+        "shipped reference"
+        if shipped_runs.is_shipped(path)
+        else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.get("started", path.stat().st_mtime)))
+    )
     beams = int(s.get("beams", 1))
     decoding = "greedy" if beams == 1 else f"{beams} beams"  # greedy and beam runs differ by several points
-    return (f"{when} · {Path(str(s.get('file', '?'))).name} · {len(run.results)} questions · K={s.get('k')} · "
-            f"{decoding} · {s.get('index')}")
+    return (
+        f"{when} · {Path(str(s.get('file', '?'))).name} · {len(run.results)} questions · K={s.get('k')} · "
+        f"{decoding} · {s.get('index')}"
+    )
 
 
 def run_intro(cfg, shipped: bool) -> str:
@@ -64,16 +88,21 @@ def run_intro(cfg, shipped: bool) -> str:
     questions (written for the Wikipedia passages) would be asked of another index. Returns the Run
     button's label, which then names the index it runs on."""
     name, md = cfg.index, views.md_text
-    st.caption(f"Runs on the index “{md(name)}” with the model {md(state.stack_name())}, at the "
-               f"sidebar's settings: K={cfg.k}, beams {cfg.beams}, {cfg.rescore} rescoring.")
+    st.caption(
+        f"Runs on the index “{md(name)}” with the model {md(state.stack_name())}, at the "
+        f"sidebar's settings: K={cfg.k}, beams {cfg.beams}, {cfg.rescore} rescoring."
+    )
     if not shipped or name in NAMED:
         return "Run"
     named = f"{', '.join(NAMED[:-1])} and {NAMED[-1]}"
-    st.warning(f"The shipped questions were written for the Wikipedia passages of the {named} indexes. The "
-               f"sidebar's index “{md(name)}” is not one of them: its passages are "
-               f"{md(sidebar.index_source(name))}. Nearly every answer would be scored wrong for want of its "
-               "passage, so the scores would measure the index, not the model. Pick 2018 in the sidebar, or "
-               "upload questions written for this index.", icon=":material/warning:")
+    st.warning(
+        f"The shipped questions were written for the Wikipedia passages of the {named} indexes. The "
+        f"sidebar's index “{md(name)}” is not one of them: its passages are "
+        f"{md(sidebar.index_source(name))}. Nearly every answer would be scored wrong for want of its "
+        "passage, so the scores would measure the index, not the model. Pick 2018 in the sidebar, or "
+        "upload questions written for this index.",
+        icon=":material/warning:",
+    )
     return f"Run anyway on {md(name)}"
 
 
@@ -82,9 +111,14 @@ def open_button(key: str, pick_key: str, run: ev.EvalRun) -> None:
     the run's index, K and beams (where the sidebar offers them), says what that changed, and offers
     the way back (`views.detour`). The change is made in the click's callback, before the sidebar is
     drawn; the page then switches (`follow_open`)."""
-    st.button("Open on the Ask page", key=key, on_click=_open, args=(pick_key, run),
-              help="Ask then shows this question at the run's index, K and beams (the sidebar follows), says "
-                   "what it changed, and offers the way back.")
+    st.button(
+        "Open on the Ask page",
+        key=key,
+        on_click=_open,
+        args=(pick_key, run),
+        help="Ask then shows this question at the run's index, K and beams (the sidebar follows), says "
+        "what it changed, and offers the way back.",
+    )
 
 
 def _open(pick_key: str, run: ev.EvalRun) -> None:
@@ -113,26 +147,39 @@ def retrieval(run: ev.EvalRun, summary: dict) -> None:
     """Retrieval metrics beside EM, and where each answer's evidence was."""
     st.subheader("Retrieval and where the answers came from")
     r = summary["retrieval"]
-    st.caption("A retrieved passage counts as relevant when its title and text contain a gold answer. hit@1: the "
-               "top passage is relevant. MRR: 1 / rank of the first relevant passage. nDCG: the relevant ranks "
-               "discounted by log2(rank + 1), against the same passages moved to the top.")
+    st.caption(
+        "A retrieved passage counts as relevant when its title and text contain a gold answer. hit@1: the "
+        "top passage is relevant. MRR: 1 / rank of the first relevant passage. nDCG: the relevant ranks "
+        "discounted by log2(rank + 1), against the same passages moved to the top."
+    )
     cols = st.columns(len(r))
     for col, (name, v) in zip(cols, r.items()):
-        col.metric(name, "—" if v is None else (f"{v:.1%}" if name.startswith(("hit", "recall")) else f"{v:.3f}"),
-                   help=None if v is not None else "this run was saved before every relevant rank was kept")
+        col.metric(
+            name,
+            "—" if v is None else (f"{v:.1%}" if name.startswith(("hit", "recall")) else f"{v:.3f}"),
+            help=None if v is not None else "this run was saved before every relevant rank was kept",
+        )
     split = pd.DataFrame([{"": c, **{m: summary["split"][m][c] for m in ev.RAG_MODES}} for c in CELLS])
     w = summary["weights_share"]
-    share = pd.DataFrame([{"answers": kind, **{m: w[m][kind] for m in ev.RAG_MODES}} for kind in ("right", "wrong")])
+    share = pd.DataFrame(
+        [{"answers": kind, **{m: w[m][kind] for m in ev.RAG_MODES}} for kind in ("right", "wrong")]
+    )
     left, right = st.columns(2)
     with left:
         views.table(split, hide_index=True)
-        st.caption("Right or wrong, by whether a retrieved passage held a gold answer. “Right from the weights”: "
-                   "no passage had it, yet the answer is right.")
+        st.caption(
+            "Right or wrong, by whether a retrieved passage held a gold answer. “Right from the weights”: "
+            "no passage had it, yet the answer is right."
+        )
     with right:
-        views.table(share, {m: st.column_config.NumberColumn(m, format=PCT) for m in ev.RAG_MODES}, hide_index=True)
-        st.caption("Tokens from the model's weights: per answer, the share of its tokens the passages did not "
-                   "at least double in probability (against the same model with no passage), averaged over right "
-                   "and over wrong answers.")
+        views.table(
+            share, {m: st.column_config.NumberColumn(m, format=PCT) for m in ev.RAG_MODES}, hide_index=True
+        )
+        st.caption(
+            "Tokens from the model's weights: per answer, the share of its tokens the passages did not "
+            "at least double in probability (against the same model with no passage), averaged over right "
+            "and over wrong answers."
+        )
     with st.expander("Examples of each case (RAG-Sequence)"):
         for c, v in error_split(run.results, ev.RAG_SEQUENCE).items():
             st.markdown(f"**{c}** ({v['n']})")
@@ -149,9 +196,13 @@ def compare(runs: list[Path], labels: dict[Path, str], current: Path) -> None:
         return
     a_file = (ev.load_run(current) or ev.EvalRun([], {})).settings.get("file")
     # runs of the same question file first: only those pair up question by question
-    others = sorted((p for p in runs if p != current),
-                    key=lambda p: (ev.load_run(p) or ev.EvalRun([], {})).settings.get("file") != a_file)
-    other = st.selectbox("Compare this run (A) with run B", others, format_func=labels.get, key="eval_compare_b")
+    others = sorted(
+        (p for p in runs if p != current),
+        key=lambda p: (ev.load_run(p) or ev.EvalRun([], {})).settings.get("file") != a_file,
+    )
+    other = st.selectbox(
+        "Compare this run (A) with run B", others, format_func=labels.get, key="eval_compare_b"
+    )
     mode = st.radio("Mode", list(ev.RAG_MODES), index=1, horizontal=True, key="eval_compare_mode")
     a, b = ev.load_run(current), ev.load_run(other)
     if a is None or b is None:
@@ -178,10 +229,17 @@ def pair(a: ev.EvalRun, b: ev.EvalRun, mode: str, key: str, names: tuple[str, st
     if c["only in A"] or c["only in B"]:
         st.caption(f"Not paired: {c['only in A']} questions only in A, {c['only in B']} only in B.")
     st.plotly_chart(charts.transition_sankey(cmp.transitions()), key=f"{key}_sankey", config=charts.NO_BAR)
-    st.caption("Each question's outcome in A (left) and in B (right): right, or the first verdict that fired.")
+    st.caption(
+        "Each question's outcome in A (left) and in B (right): right, or the first verdict that fired."
+    )
     frame = cmp.frame()
-    views.table(frame[frame.change != "same"] if st.toggle("Only questions that flipped", True, key=f"{key}_cmp_flip")
-                else frame, views.widths(COMPARE_WIDTHS), hide_index=True)
+    views.table(
+        frame[frame.change != "same"]
+        if st.toggle("Only questions that flipped", True, key=f"{key}_cmp_flip")
+        else frame,
+        views.widths(COMPARE_WIDTHS),
+        hide_index=True,
+    )
     flipped = cmp.flipped("fixed") + cmp.flipped("broken")
     if flipped:
         st.selectbox("A question that flipped", flipped, key=f"{key}_cmp_pick")

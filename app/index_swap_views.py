@@ -2,6 +2,7 @@
 tables of the experiment's result. Answers and passages go into metrics and dataframes as plain
 text, never into Markdown.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -13,17 +14,30 @@ from rag_core.index_swap import judge, results, stack_comparison
 from rag_core.trace import Trace
 
 # The per-position table: column -> (header, width in px), sized to fit the page at 1280 px.
-POSITION_COLUMNS = {"position": ("position", 120), "index": ("index", 50), "answer": ("answer", 100),
-                    "holder_2016": ("holder 2016", 95), "holder_2018": ("holder 2018", 95),
-                    "correct_2016": ("✓ 2016", 58), "correct_2018": ("✓ 2018", 58), "ambiguous": ("both", 45),
-                    "closed_book": ("closed-book", 95), "p_answer": ("p(answer)", 75)}
+POSITION_COLUMNS = {
+    "position": ("position", 120),
+    "index": ("index", 50),
+    "answer": ("answer", 100),
+    "holder_2016": ("holder 2016", 95),
+    "holder_2018": ("holder 2018", 95),
+    "correct_2016": ("✓ 2016", 58),
+    "correct_2018": ("✓ 2018", 58),
+    "ambiguous": ("both", 45),
+    "closed_book": ("closed-book", 95),
+    "p_answer": ("p(answer)", 75),
+}
 # The accuracy tables, two side by side at 1280 px: short headers, their meaning on hover.
 ACCURACY_COLUMNS = {
     "": 80,
-    **{f"leaders {y}": (y, 72, f"Share of the answers that name the {y} holder, on this row's index.")
-       for y in results.YEARS},
-    **{f"paper {y}": ("paper", 72, f"The paper's number for the same cell (its §4.5), {y} leaders.")
-       for y in results.YEARS}}
+    **{
+        f"leaders {y}": (y, 72, f"Share of the answers that name the {y} holder, on this row's index.")
+        for y in results.YEARS
+    },
+    **{
+        f"paper {y}": ("paper", 72, f"The paper's number for the same cell (its §4.5), {y} leaders.")
+        for y in results.YEARS
+    },
+}
 
 
 def verdict(answer: str, known: tuple[str, str] | None) -> str:
@@ -31,8 +45,15 @@ def verdict(answer: str, known: tuple[str, str] | None) -> str:
     if not known:
         return ""
     c16, c18, both = judge.judge(answer, *known)
-    return ("names the 2016 holder" if c16 else "names the 2018 holder" if c18
-            else "names both holders (ambiguous)" if both else "names neither holder")
+    return (
+        "names the 2016 holder"
+        if c16
+        else "names the 2018 holder"
+        if c18
+        else "names both holders (ambiguous)"
+        if both
+        else "names neither holder"
+    )
 
 
 def verdict_kind(answer: str, known: tuple[str, str] | None, year: str) -> str:
@@ -52,7 +73,11 @@ def verdict_kind(answer: str, known: tuple[str, str] | None, year: str) -> str:
 
 # Colour by what the answer did. A wrong-year answer is red text, not an error box: the page works.
 # (The text is ours: which holder the answer names, never the answer itself.)
-SHOW = {"right": st.success, "other-year": lambda text: st.markdown(f":red[**{text}**]"), "unclear": st.warning}
+SHOW = {
+    "right": st.success,
+    "other-year": lambda text: st.markdown(f":red[**{text}**]"),
+    "unclear": st.warning,
+}
 
 
 def answers_on(trace: Trace, year: str, known: tuple[str, str] | None) -> None:
@@ -63,11 +88,15 @@ def answers_on(trace: Trace, year: str, known: tuple[str, str] | None) -> None:
         if best is None:
             continue
         said = verdict(best.answer, known)
-        answer_card.card(trace, best, f"{label} ({year} index)", key=f"swap-{year}-{decoding}",
-                         help=said or None)
+        answer_card.card(
+            trace, best, f"{label} ({year} index)", key=f"swap-{year}-{decoding}", help=said or None
+        )
         if said:
             kind = verdict_kind(best.answer, known, year)
-            extra = {"right": ": right for this index", "other-year": ", the other year's: wrong for this index"}
+            extra = {
+                "right": ": right for this index",
+                "other-year": ", the other year's: wrong for this index",
+            }
             SHOW[kind](f"{label}: {said}{extra.get(kind, '')}")
     views.passages_table(trace, compact=True)
 
@@ -93,18 +122,23 @@ def difference_note(traces: dict[str, Trace]) -> str:
     """How many of the retrieved passages differ between the 2016 and the 2018 index."""
     ids = {y: {h.passage.id for h in t.hits} for y, t in traces.items()}
     shared = len(ids["2016"] & ids["2018"])
-    return (f"{traces['2016'].k - shared} of the {traces['2016'].k} passages differ between the two indexes; "
-            "the models are the same objects in memory (no reload).")
+    return (
+        f"{traces['2016'].k - shared} of the {traces['2016'].k} passages differ between the two indexes; "
+        "the models are the same objects in memory (no reload)."
+    )
 
 
 def accuracy_frame(t: pd.DataFrame) -> pd.DataFrame:
     """An accuracy table (rows: index year) as percentages, next to the paper's numbers."""
-    return pd.DataFrame({
-        "leaders 2016": t["leaders 2016"].map(lambda x: f"{100 * x:.0f}%"),
-        "paper 2016": [f"{100 * results.PAPER[(y, '2016')]:.0f}%" for y in results.YEARS],
-        "leaders 2018": t["leaders 2018"].map(lambda x: f"{100 * x:.0f}%"),
-        "paper 2018": [f"{100 * results.PAPER[(y, '2018')]:.0f}%" for y in results.YEARS],
-    }, index=t.index)
+    return pd.DataFrame(
+        {
+            "leaders 2016": t["leaders 2016"].map(lambda x: f"{100 * x:.0f}%"),
+            "paper 2016": [f"{100 * results.PAPER[(y, '2016')]:.0f}%" for y in results.YEARS],
+            "leaders 2018": t["leaders 2018"].map(lambda x: f"{100 * x:.0f}%"),
+            "paper 2018": [f"{100 * results.PAPER[(y, '2018')]:.0f}%" for y in results.YEARS],
+        },
+        index=t.index,
+    )
 
 
 def split_positions(result, split: str) -> int:
@@ -115,11 +149,13 @@ def split_positions(result, split: str) -> int:
 def override_note(result, decoding: str) -> str:
     """The caption under the accuracy tables: how often an answer names the other year's holder, and the goal."""
     o = result.override(decoding)
-    return (f"Answers naming the other year's holder: {o['other_year']} of {o['total']} "
-            f"({o['other_year_in_passages']} of them named in the retrieved passages, "
-            f"{o['other_year_closed_book']} also the model's closed-book answer); naming both "
-            f"(ambiguous): {o['ambiguous']}; naming neither holder: {o['neither']}. Goal (matched ≥ {results.GOAL_MATCHED:.0%}, "
-            f"mismatched ≤ {results.GOAL_MISMATCHED:.0%}): {'met' if result.goal_met(decoding) else 'not met'}.")
+    return (
+        f"Answers naming the other year's holder: {o['other_year']} of {o['total']} "
+        f"({o['other_year_in_passages']} of them named in the retrieved passages, "
+        f"{o['other_year_closed_book']} also the model's closed-book answer); naming both "
+        f"(ambiguous): {o['ambiguous']}; naming neither holder: {o['neither']}. Goal (matched ≥ {results.GOAL_MATCHED:.0%}, "
+        f"mismatched ≤ {results.GOAL_MISMATCHED:.0%}): {'met' if result.goal_met(decoding) else 'not met'}."
+    )
 
 
 def failure_labels(fails: pd.DataFrame) -> list[str]:
@@ -165,21 +201,34 @@ def failure_actions(fails: pd.DataFrame, decoding: str, holders: dict, here: str
         ss["swap_goto"] = "ask.py"
 
     b1, b2 = st.columns(2)
-    b1.button("Explain this failure", on_click=_explain, width="stretch",
-              help="Token vs Sequence on this question and index, from the first token. It sets the question and "
-                   "the sidebar's index; the page you land on offers the way back.")
-    b2.button("Diagnose this", on_click=_diagnose, width="stretch",
-              help="The Ask page's Diagnose panel on this question and index, with this index's holder as the "
-                   "expected answer. It sets the question and the sidebar's index; Ask offers the way back.")
+    b1.button(
+        "Explain this failure",
+        on_click=_explain,
+        width="stretch",
+        help="Token vs Sequence on this question and index, from the first token. It sets the question and "
+        "the sidebar's index; the page you land on offers the way back.",
+    )
+    b2.button(
+        "Diagnose this",
+        on_click=_diagnose,
+        width="stretch",
+        help="The Ask page's Diagnose panel on this question and index, with this index's holder as the "
+        "expected answer. It sets the question and the sidebar's index; Ask offers the way back.",
+    )
 
 
 def held_out_headers() -> dict:
     """The before/after table's cells ('2016 index · 2018 leaders'): headers that fit 120 px, the
     whole cell's meaning on hover."""
-    return {stack_comparison.cell_name(i, y): (
-        f"{i} index · {y}", 120, f"On the {i} index, the share of answers that name the {y} holder: "
-        + ("the matched cell, should be high." if i == y else "a mismatched cell, should be low."))
-        for i, y in stack_comparison.CELLS}
+    return {
+        stack_comparison.cell_name(i, y): (
+            f"{i} index · {y}",
+            120,
+            f"On the {i} index, the share of answers that name the {y} holder: "
+            + ("the matched cell, should be high." if i == y else "a mismatched cell, should be low."),
+        )
+        for i, y in stack_comparison.CELLS
+    }
 
 
 def before_after(checksums: dict[str, str]) -> None:
@@ -192,8 +241,16 @@ def before_after(checksums: dict[str, str]) -> None:
     frame = stack_comparison.held_out_rows(shipped)
     cells = [c for c in frame.columns if c not in ("model", "decoding")]
     frame[cells] = frame[cells].map(lambda x: f"{100 * x:.0f}%")  # as the tables above write accuracy
-    views.table(frame, {"model": st.column_config.Column("model", width=190),
-                        "decoding": st.column_config.Column("decoding", width=95),
-                        **views.widths(held_out_headers())}, hide_index=True)
-    st.caption("Matched cells should be high and the others low. The base reads worked examples; the trained "
-               "default was fine-tuned on other questions and on the tuning half's positions, never on these.")
+    views.table(
+        frame,
+        {
+            "model": st.column_config.Column("model", width=190),
+            "decoding": st.column_config.Column("decoding", width=95),
+            **views.widths(held_out_headers()),
+        },
+        hide_index=True,
+    )
+    st.caption(
+        "Matched cells should be high and the others low. The base reads worked examples; the trained "
+        "default was fine-tuned on other questions and on the tuning half's positions, never on these."
+    )

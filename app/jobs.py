@@ -7,13 +7,15 @@ progress with `progress_panel(name)`. Cancelling takes effect at the job's next 
 what the work wrote until then (index-swap rows, an eval checkpoint) stays, and the next start of
 the same work resumes from it.
 """
+
 from __future__ import annotations
 
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import streamlit as st
 
@@ -100,8 +102,13 @@ def _elapsed(job: Job) -> str:
 
 def _bar(job: Job, key: str) -> None:
     st.progress(job.fraction, text=f"{job.label}: {job.message} ({_elapsed(job)})")
-    st.button("Cancel", key=f"{key}_{job.id}", on_click=job.cancel, disabled=job._stop.is_set(),
-              help="Stops at the next step; what was computed is kept and a new start resumes from it.")
+    st.button(
+        "Cancel",
+        key=f"{key}_{job.id}",
+        on_click=job.cancel,
+        disabled=job._stop.is_set(),
+        help="Stops at the next step; what was computed is kept and a new start resumes from it.",
+    )
 
 
 def progress_panel(name: str, follow: bool = False) -> None:

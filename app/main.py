@@ -1,4 +1,5 @@
 """RAG Loupe: `streamlit run app/main.py`. Navigation and the shared sidebar; pages only present."""
+
 import gc
 from pathlib import Path
 
@@ -16,17 +17,19 @@ st.html("""<style>
 </style>""")
 
 PAGES = Path(__file__).resolve().parent.parent / "pages"
-nav = st.navigation([
-    st.Page(PAGES / "ask.py", title="Ask", icon=":material/help:", default=True),
-    st.Page(PAGES / "map.py", title="Map", icon=":material/scatter_plot:"),
-    st.Page(PAGES / "token_vs_sequence.py", title="Token vs Sequence", icon=":material/view_timeline:"),
-    st.Page(PAGES / "citations.py", title="Citations", icon=":material/format_quote:"),
-    st.Page(PAGES / "index_swap.py", title="Index swap", icon=":material/swap_horiz:"),
-    st.Page(PAGES / "by_hand.py", title="By hand", icon=":material/edit:"),
-    st.Page(PAGES / "train.py", title="Train", icon=":material/model_training:"),
-    st.Page(PAGES / "corpus.py", title="Corpus", icon=":material/library_books:"),
-    st.Page(PAGES / "eval.py", title="Eval", icon=":material/analytics:"),
-])
+nav = st.navigation(
+    [
+        st.Page(PAGES / "ask.py", title="Ask", icon=":material/help:", default=True),
+        st.Page(PAGES / "map.py", title="Map", icon=":material/scatter_plot:"),
+        st.Page(PAGES / "token_vs_sequence.py", title="Token vs Sequence", icon=":material/view_timeline:"),
+        st.Page(PAGES / "citations.py", title="Citations", icon=":material/format_quote:"),
+        st.Page(PAGES / "index_swap.py", title="Index swap", icon=":material/swap_horiz:"),
+        st.Page(PAGES / "by_hand.py", title="By hand", icon=":material/edit:"),
+        st.Page(PAGES / "train.py", title="Train", icon=":material/model_training:"),
+        st.Page(PAGES / "corpus.py", title="Corpus", icon=":material/library_books:"),
+        st.Page(PAGES / "eval.py", title="Eval", icon=":material/analytics:"),
+    ]
+)
 stack.ensure_loaded()  # the session's model stack, loaded with progress before any page needs it
 stack_views.sidebar_choice()
 stack_views.stack_line()  # every page's first line names the stack it shows

@@ -1,5 +1,6 @@
 """The Map page's pieces: each passage's hover text and topic, and the table that sets the
 retriever's ranking of the ringed top-K beside their distances on the map."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -14,10 +15,15 @@ def passage_points(index_name: str, stamp: str, _passages: list) -> dict:
     """Per-passage hover text (escaped: passage text is never HTML), topics and row numbers, for
     one build of one index (`stamp`)."""
     ps = _passages
-    hover = [f"<b>{views.plot_text(p.title)}</b><br>{views.plot_text(' '.join(p.text.split()[:14]))}…" for p in ps]
+    hover = [
+        f"<b>{views.plot_text(p.title)}</b><br>{views.plot_text(' '.join(p.text.split()[:14]))}…" for p in ps
+    ]
     blank = "(no topic)" if any(p.topic for p in ps) else "passages"
-    return {"hover": np.array(hover, dtype=object), "topic": np.array([p.topic or blank for p in ps]),
-            "row": {p.id: i for i, p in enumerate(ps)}}
+    return {
+        "hover": np.array(hover, dtype=object),
+        "topic": np.array([p.topic or blank for p in ps]),
+        "row": {p.id: i for i, p in enumerate(ps)},
+    }
 
 
 def distance_table(coords: np.ndarray, centre: np.ndarray, hits: list, rows: list[int], moved: bool) -> None:
@@ -27,8 +33,19 @@ def distance_table(coords: np.ndarray, centre: np.ndarray, hits: list, rows: lis
     `coords` (N, dims) the map; `centre` (dims,); `rows[i]` is hits[i]'s row in `coords`."""
     dist = np.linalg.norm(coords - centre, axis=1)  # (N,) to the rings' query
     order = np.argsort(np.argsort(dist)) + 1  # (N,) 1 = closest on the map
-    table = pd.DataFrame([{"rank (by s(z))": h.rank, "title": h.passage.title, "score s(z)": round(h.score, 4),
-                           "rank by map distance": int(order[r])} for h, r in zip(hits, rows)])
-    st.caption(("The moved query's" if moved else "The") + " top-K again, with where each one falls if you ranked "
-               "all passages by distance on the map to " + ("the open star:" if moved else "the question:"))
+    table = pd.DataFrame(
+        [
+            {
+                "rank (by s(z))": h.rank,
+                "title": h.passage.title,
+                "score s(z)": round(h.score, 4),
+                "rank by map distance": int(order[r]),
+            }
+            for h, r in zip(hits, rows)
+        ]
+    )
+    st.caption(
+        ("The moved query's" if moved else "The") + " top-K again, with where each one falls if you ranked "
+        "all passages by distance on the map to " + ("the open star:" if moved else "the question:")
+    )
     views.table(table, hide_index=True, width="stretch")

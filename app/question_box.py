@@ -8,6 +8,7 @@ long leaves the field as it was before, often empty), with no message, so a fiel
 lose exactly the long pastes the notice is for. A paste is therefore always kept in full, and the
 field's help names the limit.
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -15,8 +16,10 @@ import streamlit as st
 from rag_core.config import MAX_QUESTION_CHARS
 from rag_core.pipeline import QuestionError, clean_question
 
-HELP = (f"The model reads the first {MAX_QUESTION_CHARS:,} characters of a question. A longer one is kept "
-        "here in full, and the answer says where it was cut.")
+HELP = (
+    f"The model reads the first {MAX_QUESTION_CHARS:,} characters of a question. A longer one is kept "
+    "here in full, and the answer says where it was cut."
+)
 
 
 def field(key: str, label: str = "Question") -> str:

@@ -6,6 +6,7 @@ Each setting is kept across pages (`KEEP`): `st.switch_page` (a button that open
 drops the state of every widget, the sidebar's included, so without it a drill-down from Eval
 quietly put the sidebar back on the default index.
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -61,33 +62,65 @@ def sidebar() -> None:
     ss = st.session_state
     names = _index_names()
     if gone := ss.pop("_index_gone", None):
-        st.warning(f"The index “{md_text(gone)}” is gone (deleted?): the sidebar's Index is now "
-                   f"“{md_text(ss['index_name'])}”.", icon=":material/swap_horiz:")
+        st.warning(
+            f"The index “{md_text(gone)}” is gone (deleted?): the sidebar's Index is now "
+            f"“{md_text(ss['index_name'])}”.",
+            icon=":material/swap_horiz:",
+        )
     with st.sidebar:
         st.markdown("### Settings")
-        st.selectbox("Index", names, key="index_name", persist_state=KEEP,
-                     help="2018 and 2016: the base Wikipedia passages plus world-leader passages as of that "
-                          "year. wiki: the base alone. Others: corpora you built on the Corpus page.")
+        st.selectbox(
+            "Index",
+            names,
+            key="index_name",
+            persist_state=KEEP,
+            help="2018 and 2016: the base Wikipedia passages plus world-leader passages as of that "
+            "year. wiki: the base alone. Others: corpora you built on the Corpus page.",
+        )
         st.slider("K (passages retrieved)", *K_RANGE, 5, key="k", persist_state=KEEP)
-        st.slider("Beams", *BEAMS_RANGE, 1, key="beams", persist_state=KEEP,
-                  help="1 = greedy decoding, as the paper decoded QA.")
-        st.number_input("Length penalty", min_value=-2.0, max_value=4.0, value=1.0, step=0.5,
-                        key="length_penalty", disabled=ss.get("beams", 1) == 1, persist_state=KEEP,
-                        help="Beam search only: a finished beam ranks by its log-probability divided by "
-                             "(answer length) to this power. 1.0 is transformers' default; 0 ranks by the "
-                             "plain log-probability; larger values favour longer answers.")
-        st.radio("RAG-Sequence rescoring", ["thorough", "fast"], key="rescore", horizontal=True,
-                 persist_state=KEEP,
-                 help="thorough: every hypothesis scored under every passage. fast: a passage that did not "
-                      "produce a hypothesis gives it probability 0.")
+        st.slider(
+            "Beams",
+            *BEAMS_RANGE,
+            1,
+            key="beams",
+            persist_state=KEEP,
+            help="1 = greedy decoding, as the paper decoded QA.",
+        )
+        st.number_input(
+            "Length penalty",
+            min_value=-2.0,
+            max_value=4.0,
+            value=1.0,
+            step=0.5,
+            key="length_penalty",
+            disabled=ss.get("beams", 1) == 1,
+            persist_state=KEEP,
+            help="Beam search only: a finished beam ranks by its log-probability divided by "
+            "(answer length) to this power. 1.0 is transformers' default; 0 ranks by the "
+            "plain log-probability; larger values favour longer answers.",
+        )
+        st.radio(
+            "RAG-Sequence rescoring",
+            ["thorough", "fast"],
+            key="rescore",
+            horizontal=True,
+            persist_state=KEEP,
+            help="thorough: every hypothesis scored under every passage. fast: a passage that did not "
+            "produce a hypothesis gives it probability 0.",
+        )
         default_scale = float(state.models().encoder.default_scale)  # 20 for MiniLM, 1 for DPR
         if "scale" not in ss:  # a new session starts on the command line's --scale (kept: not a widget key)
             ss["scale"] = stack.cli_scale()
-        scale = st.number_input("Retriever scale", min_value=0.1, max_value=200.0,
-                                value=float(ss.get("scale") or default_scale), step=1.0,
-                                help=f"p(z|x) = softmax(scale · s(z)). {default_scale:g} is this encoder's "
-                                     "own (20: the scale MiniLM was trained with; 1: DPR's plain inner "
-                                     "product).")
+        scale = st.number_input(
+            "Retriever scale",
+            min_value=0.1,
+            max_value=200.0,
+            value=float(ss.get("scale") or default_scale),
+            step=1.0,
+            help=f"p(z|x) = softmax(scale · s(z)). {default_scale:g} is this encoder's "
+            "own (20: the scale MiniLM was trained with; 1: DPR's plain inner "
+            "product).",
+        )
         ss["scale"] = None if scale == default_scale else scale
         st.slider("Max answer tokens", 4, 48, 16, key="max_new_tokens", persist_state=KEEP)
         st.caption(f"Passages: {md_text(index_source(ss['index_name']))}.")

@@ -9,6 +9,7 @@ would double the memory of a large stack, and a session that switches back pays 
 Everything cached per stack is keyed by `key()`, the stack's fingerprint (folders by content), so
 a number computed under one stack is never shown under another's name.
 """
+
 from __future__ import annotations
 
 import gc
@@ -46,7 +47,11 @@ def command_line(argv: tuple[str, ...]) -> tuple[stacks.Stack | None, str | None
         cfg, index = parse_stack_args(list(argv))
         stacks.check_available(cfg)
     except LOAD_ERRORS as e:
-        log.error("the command line %s could not be used: %s; opening the default stack", " ".join(argv), first_line(e))
+        log.error(
+            "the command line %s could not be used: %s; opening the default stack",
+            " ".join(argv),
+            first_line(e),
+        )
         return None, None, first_line(e)
     cli = stacks.cli_stack(cfg)
     if stacks.models_of(cfg) == stacks.models_of(Config()) and not (cfg.corpus or index):
@@ -81,7 +86,9 @@ def runtime() -> dict:
 @st.cache_resource(show_spinner=False, max_entries=4)  # keyed by the server's own flags: one entry
 def _runtime(flags: tuple[str, ...]) -> dict:
     _, _, error = command_line(flags)
-    cfg = Config() if error or not flags else parse_stack_args(list(flags))[0]  # it parsed: the check came after
+    cfg = (
+        Config() if error or not flags else parse_stack_args(list(flags))[0]
+    )  # it parsed: the check came after
     return {name: getattr(cfg, name) for name in RUNTIME}
 
 
@@ -202,7 +209,9 @@ def _free(held: dict) -> None:
 def _load(want: stacks.Stack, draw: bool) -> Models:
     if not draw:
         return load_models(want.cfg)
-    spot = st.empty()  # the progress shows while the stack loads, then goes: the page's first line names the stack
+    spot = (
+        st.empty()
+    )  # the progress shows while the stack loads, then goes: the page's first line names the stack
     with spot.status(f"Loading the model stack {want.name}…", expanded=True):
         note = st.empty()
         loaded = load_models(want.cfg, lambda message: note.caption(message))
@@ -220,7 +229,9 @@ def ensure_loaded() -> None:
     except LOAD_ERRORS as e:
         if want.key == "default":
             raise
-        log.error("the stack %s could not be loaded: %s; falling back to the default", want.name, first_line(e))
+        log.error(
+            "the stack %s could not be loaded: %s; falling back to the default", want.name, first_line(e)
+        )
         _broken().add(want.key)
         st.session_state["stack"] = "default"
         st.session_state["_stack_error"] = f"The model stack {want.name} could not be loaded: {first_line(e)}"
@@ -237,7 +248,6 @@ def extra_indexes() -> list[str]:
     """Indexes only the command line names (a folder, an hf-dataset, a corpus file), offered too."""
     _, index, _ = cli()
     return [index] if index else []
-
 
 
 def cli_scale() -> float | None:

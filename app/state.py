@@ -6,6 +6,7 @@ trace is cached by (stack, question, index, settings), so switching pages, steps
 recomputes what is known, and a trace of one stack is never shown under another. Pages call
 `current_trace()` and only present.
 """
+
 from __future__ import annotations
 
 import streamlit as st
@@ -170,6 +171,12 @@ def current_trace() -> Trace | None:
 def settings() -> Config:
     s = st.session_state
     return stacks.current().cfg.with_(  # the session's model stack, with the sidebar's settings
-        corpus=None, k=s.get("k", 5), beams=s.get("beams", 1), rescore=s.get("rescore", "thorough"),
-        scale=s.get("scale"), max_new_tokens=s.get("max_new_tokens", 16),
-        length_penalty=float(s.get("length_penalty", 1.0)), index=s.get("index_name") or stacks.default_index())
+        corpus=None,
+        k=s.get("k", 5),
+        beams=s.get("beams", 1),
+        rescore=s.get("rescore", "thorough"),
+        scale=s.get("scale"),
+        max_new_tokens=s.get("max_new_tokens", 16),
+        length_penalty=float(s.get("length_penalty", 1.0)),
+        index=s.get("index_name") or stacks.default_index(),
+    )

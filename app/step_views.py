@@ -2,6 +2,7 @@
 `stepper.walk`, and the verdict box. Model text goes into dataframes as plain cells, into
 Markdown only through `views.md_text`.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,10 +21,14 @@ def verdict_box(verdict: stepper.Agreement | None) -> None:
     """Whether RAG-Token and RAG-Sequence agree (`stepper.compare`), as a warning or a success box
     (nothing for None)."""
     if verdict is not None and verdict.kind == "different answers":
-        st.warning(f"The two models disagree. RAG-Token answers “{md_text(verdict.token_answer)}”, "
-                   f"RAG-Sequence answers “{md_text(verdict.sequence_answer)}”. Step through each below to see why.")
+        st.warning(
+            f"The two models disagree. RAG-Token answers “{md_text(verdict.token_answer)}”, "
+            f"RAG-Sequence answers “{md_text(verdict.sequence_answer)}”. Step through each below to see why."
+        )
     elif verdict is not None and verdict.kind == "same answer, different p":
-        st.warning(f"Same answer, very different probability: p_seq / p_tok = {math.exp(verdict.log_ratio):.2f}.")
+        st.warning(
+            f"Same answer, very different probability: p_seq / p_tok = {math.exp(verdict.log_ratio):.2f}."
+        )
     elif verdict is not None:
         st.success("Both models give the same answer with similar probability (within a factor of 2).")
 
@@ -45,19 +50,38 @@ def alternatives(cand: Candidate, z: int, i: int) -> str:
 
 
 # step_frame's columns at 1280 px; a header too long for its column is short, its formula on hover.
-STEP_COLUMNS = {"passage": 150, "prior p(z|x)": 85, "p(y_i|x,z,y_<i)": 100, "r_i(z)": 60,
-                "Π_{j≤i} p(y_j|x,z,y_<j)": ("Π p(y_j|…)", 85, "Π_{j≤i} p(y_j|x,z,y_<j): how likely passage z "
-                                                             "makes the answer up to this step."),
-                "p(z|x,y_≤i)": 85,
-                "top alternative tokens under z": ("alternatives", 170, "The top alternative tokens under z, "
-                                                                        "with their probabilities.")}
+STEP_COLUMNS = {
+    "passage": 150,
+    "prior p(z|x)": 85,
+    "p(y_i|x,z,y_<i)": 100,
+    "r_i(z)": 60,
+    "Π_{j≤i} p(y_j|x,z,y_<j)": (
+        "Π p(y_j|…)",
+        85,
+        "Π_{j≤i} p(y_j|x,z,y_<j): how likely passage z makes the answer up to this step.",
+    ),
+    "p(z|x,y_≤i)": 85,
+    "top alternative tokens under z": (
+        "alternatives",
+        170,
+        "The top alternative tokens under z, with their probabilities.",
+    ),
+}
 
 
 def step_frame(w: stepper.Walk, labels: list[str], prior, alts: list[str], i: int) -> pd.DataFrame:
     """Every per-passage number at step i, one row per passage."""
-    return pd.DataFrame({"passage": labels, "prior p(z|x)": prior, "p(y_i|x,z,y_<i)": w.p_doc[:, i],
-                         "r_i(z)": w.resp[:, i], "Π_{j≤i} p(y_j|x,z,y_<j)": np.exp(w.logp_prefix[:, i]),
-                         "p(z|x,y_≤i)": w.posterior[:, i], "top alternative tokens under z": alts})
+    return pd.DataFrame(
+        {
+            "passage": labels,
+            "prior p(z|x)": prior,
+            "p(y_i|x,z,y_<i)": w.p_doc[:, i],
+            "r_i(z)": w.resp[:, i],
+            "Π_{j≤i} p(y_j|x,z,y_<j)": np.exp(w.logp_prefix[:, i]),
+            "p(z|x,y_≤i)": w.posterior[:, i],
+            "top alternative tokens under z": alts,
+        }
+    )
 
 
 def sequence_frames(trace: Trace, table: stepper.SequenceTable):
@@ -73,7 +97,9 @@ def sequence_frames(trace: Trace, table: stepper.SequenceTable):
         return f
 
     def styled(f: pd.DataFrame):
-        fmt = {c: (lambda v: "not scored" if np.isnan(v) else "−∞" if np.isinf(v) else f"{v:.2f}") for c in cols}
+        fmt = {
+            c: (lambda v: "not scored" if np.isnan(v) else "−∞" if np.isinf(v) else f"{v:.2f}") for c in cols
+        }
         return f.style.format(fmt | {"p_seq": lambda v: "—" if np.isnan(v) else f"{v:.3g}"})
 
     fast = seq_frame(table.fast, table.p_seq_fast)

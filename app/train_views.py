@@ -1,5 +1,6 @@
 """The Train page's parts: the query walk (cached per input), its map, and the fine-tuning panel
 whose run goes to the shared background worker (`jobs`)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,7 +22,13 @@ from rag_core.training.session import discard_damaged, fine_tune, keep_upload, r
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN_FILE = ROOT / "assets" / "train" / "questions.jsonl"
-HELD_OUT = {"none": None, "eval test split (120 questions: several minutes before and after)": ROOT / "assets" / "eval" / "test.jsonl"}
+HELD_OUT = {
+    "none": None,
+    "eval test split (120 questions: several minutes before and after)": ROOT
+    / "assets"
+    / "eval"
+    / "test.jsonl",
+}
 JOB = "train"
 
 
@@ -33,12 +40,32 @@ def _conditionals(stack_key: str, question: str, index_name: str, answer: str) -
 
 
 @st.cache_resource(show_spinner="Walking the query (a new passage costs one generator pass)…", max_entries=64)
-def walk(stack_key: str, question: str, index_name: str, answer: str, marginal: str, k: int, scale: float | None,
-         step_size: float, steps: int, start: tuple[float, ...] | None = None) -> query_walk.Walk:
+def walk(
+    stack_key: str,
+    question: str,
+    index_name: str,
+    answer: str,
+    marginal: str,
+    k: int,
+    scale: float | None,
+    step_size: float,
+    steps: int,
+    start: tuple[float, ...] | None = None,
+) -> query_walk.Walk:
     """The cached walk; `start`: a query vector moved by hand on the Map, instead of q(question)."""
     cond = _conditionals(stack_key, question, index_name, " ".join(answer.split()))
-    return query_walk.walk(state.pipeline(index_name), question, answer, marginal, k, scale, step_size, steps,
-                           start=None if start is None else np.array(start, dtype=np.float32), conditionals=cond)
+    return query_walk.walk(
+        state.pipeline(index_name),
+        question,
+        answer,
+        marginal,
+        k,
+        scale,
+        step_size,
+        steps,
+        start=None if start is None else np.array(start, dtype=np.float32),
+        conditionals=cond,
+    )
 
 
 def moved_start(question: str, index_name: str) -> tuple[float, ...] | None:
@@ -63,15 +90,24 @@ def walk_map(w: query_walk.Walk, index_name: str, cloud_size: int = 1500):
     idx = state.index(index_name)
     pmap, row_of = _layout(index_name, f"{idx.manifest.get('ids_checksum')}:{idx.manifest.get('built_at')}")
     path = pmap.place(np.stack([s.query for s in w.steps]), scale=w.scale)  # (S, 2)
-    seen = list(dict.fromkeys(i for s in w.steps for i in s.ids))  # every passage of any step's top K, in order
+    seen = list(
+        dict.fromkeys(i for s in w.steps for i in s.ids)
+    )  # every passage of any step's top K, in order
     rows = np.array([row_of[i] for i in seen])  # (P,)
     near = np.argsort(-(pmap.vectors @ w.steps[0].query))[:cloud_size]  # (n,) nearest by inner product
     title = {p: idx.passages[r].title for p, r in zip(seen, rows)}
     hover = [f"<b>{views.plot_text(title[p])}</b>" for p in seen]
     first, last = set(w.steps[0].ids), set(w.steps[-1].ids)
     cloud_hover = [views.plot_text(idx.passages[r].title) for r in near]
-    fig = train_charts.walk_map(pmap.coords[near], cloud_hover, path, pmap.coords[rows], hover,
-                                [p in first for p in seen], [p in last for p in seen])
+    fig = train_charts.walk_map(
+        pmap.coords[near],
+        cloud_hover,
+        path,
+        pmap.coords[rows],
+        hover,
+        [p in first for p in seen],
+        [p in last for p in seen],
+    )
     how = "the shipped UMAP layout" if pmap.shipped else "PCA (no UMAP layout of this index is at hand)"
     return fig, how
 
@@ -82,11 +118,24 @@ def pull_on_map(pmap: projection.PassageMap, question: str, index_name: str, cfg
     (None, None) when there is neither."""
     kept = st.session_state.get("_train_answer")
     if not kept or kept["question"] != question:
-        kept = {"answer": diagnose_panel.prefill(question).split("|")[0].strip(), "marginal": "sequence",
-                "step_size": query_walk.DEFAULT_STEP_SIZE}
+        kept = {
+            "answer": diagnose_panel.prefill(question).split("|")[0].strip(),
+            "marginal": "sequence",
+            "step_size": query_walk.DEFAULT_STEP_SIZE,
+        }
     if not kept["answer"].strip():
         return None, None
-    w = walk(state.stack_key(), question, index_name, kept["answer"], kept["marginal"], cfg.k, cfg.scale, kept["step_size"], 1)
+    w = walk(
+        state.stack_key(),
+        question,
+        index_name,
+        kept["answer"],
+        kept["marginal"],
+        cfg.k,
+        cfg.scale,
+        kept["step_size"],
+        1,
+    )
     a, b = pmap.place(np.stack([w.steps[0].query, w.steps[1].query]), scale=w.scale)  # (dims,) each
     return a, b
 
@@ -94,10 +143,19 @@ def pull_on_map(pmap: projection.PassageMap, question: str, index_name: str, cfg
 def moves_table(w: query_walk.Walk) -> pd.DataFrame:
     """Per step: what entered and left the top K, log p(y|x), the gap, the generator passes."""
     title = {h.passage.id: h.passage.title for s in w.steps for h in s.hits}
-    return pd.DataFrame([{"step": s.step, "log p(y|x)": s.log_likelihood,
-                          "gap": 0.5 * float((s.posterior - s.prior).abs().sum()),
-                          "entered": ", ".join(title[i] for i in s.entered), "left": ", ".join(title[i] for i in s.left),
-                          "generator passes": s.generator_passes} for s in w.steps])
+    return pd.DataFrame(
+        [
+            {
+                "step": s.step,
+                "log p(y|x)": s.log_likelihood,
+                "gap": 0.5 * float((s.posterior - s.prior).abs().sum()),
+                "entered": ", ".join(title[i] for i in s.entered),
+                "left": ", ".join(title[i] for i in s.left),
+                "generator passes": s.generator_passes,
+            }
+            for s in w.steps
+        ]
+    )
 
 
 # ------------------------------------------------------------------------------ fine-tuning
@@ -107,9 +165,12 @@ def _live() -> list[float]:
     return []
 
 
-def _work(cfg: Config, settings: TrainSettings, questions: Path, out: Path, held_out: Path | None, resume: bool):
+def _work(
+    cfg: Config, settings: TrainSettings, questions: Path, out: Path, held_out: Path | None, resume: bool
+):
     """The background job: `fine_tune` with Cancel turned into a stop at the end of the current step
     (with a checkpoint, so the next start resumes) instead of an exception in the middle of it."""
+
     def work(progress):
         losses, asked = _live(), []
         losses.clear()
@@ -120,8 +181,19 @@ def _work(cfg: Config, settings: TrainSettings, questions: Path, out: Path, held
             except jobs.Cancelled:
                 asked.append(True)
 
-        return fine_tune(cfg, settings, questions, out, held_out, force=not resume and out.exists(), resume=resume,
-                         progress=report, should_stop=lambda: bool(asked), on_step=lambda _, loss: losses.append(loss))
+        return fine_tune(
+            cfg,
+            settings,
+            questions,
+            out,
+            held_out,
+            force=not resume and out.exists(),
+            resume=resume,
+            progress=report,
+            should_stop=lambda: bool(asked),
+            on_step=lambda _, loss: losses.append(loss),
+        )
+
     return work
 
 
@@ -140,41 +212,62 @@ def _questions_file(upload) -> Path | None:
 
 def fine_tune_panel(cfg: Config) -> None:
     st.subheader("Fine-tune on a question file")
-    st.caption("The loop the paper trains with: for each question, retrieve the top K with the current query "
-               "encoder, then lower −log p(answer|question) under the chosen marginal. The query encoder learns "
-               "through the prior only (passage vectors and index frozen); the generator learns through LoRA adapters. "
-               "It runs in the background on a copy of the models: the rest of the app stays usable.")
+    st.caption(
+        "The loop the paper trains with: for each question, retrieve the top K with the current query "
+        "encoder, then lower −log p(answer|question) under the chosen marginal. The query encoder learns "
+        "through the prior only (passage vectors and index frozen); the generator learns through LoRA adapters. "
+        "It runs in the background on a copy of the models: the rest of the app stays usable."
+    )
     c1, c2, c3, c4 = st.columns(4)
     part = c1.selectbox("What trains", PARTS, key="ft_part")
-    marginal = c2.selectbox("Marginal", ["sequence", "token"], key="ft_marginal", format_func=lambda m: f"RAG-{m.title()}")
-    steps = int(c3.number_input("Steps", 1, 500, 20, key="ft_steps", help="optimiser steps of 4 questions each"))
+    marginal = c2.selectbox(
+        "Marginal", ["sequence", "token"], key="ft_marginal", format_func=lambda m: f"RAG-{m.title()}"
+    )
+    steps = int(
+        c3.number_input("Steps", 1, 500, 20, key="ft_steps", help="optimiser steps of 4 questions each")
+    )
     held = c4.selectbox("Held-out figures", list(HELD_OUT), key="ft_held")
-    upload = st.file_uploader("Questions JSONL (empty: the 113 shipped training questions)", type=["jsonl"],
-                              key="ft_upload")
+    upload = st.file_uploader(
+        "Questions JSONL (empty: the 113 shipped training questions)", type=["jsonl"], key="ft_upload"
+    )
     questions = _questions_file(upload)
     if questions is None:
         return
     settings = TrainSettings(part=part, marginal=marginal, k=cfg.k, steps=steps, scale=cfg.scale)
     # a run trains the session's model stack (the models the user is looking at), nothing else of the sidebar's
-    base = Config(index=cfg.index, k=cfg.k, scale=cfg.scale, **{f: getattr(cfg, f) for f in stack.STACK_FIELDS})
+    base = Config(
+        index=cfg.index, k=cfg.k, scale=cfg.scale, **{f: getattr(cfg, f) for f in stack.STACK_FIELDS}
+    )
     out = run_folder(caches.folder("training"), settings, file_sha256(questions), base)
     now, job = run_state(out), jobs.get(JOB)
     if job is not None and job.running:
         jobs.progress_panel(JOB)
         _live_curve()
         return
-    label = {"new": "Start fine-tuning", "resume": "Resume from the checkpoint", "replace": "Start again",
-             "done": "Train again from scratch", "damaged": "Start again"}[now]
+    label = {
+        "new": "Start fine-tuning",
+        "resume": "Resume from the checkpoint",
+        "replace": "Start again",
+        "done": "Train again from scratch",
+        "damaged": "Start again",
+    }[now]
     if now == "damaged":
-        st.warning("The files of an earlier run with these settings were damaged (a write was cut short); "
-                   "starting again replaces them.")
-    st.caption(f"Trains the model {views.md_text(state.stack_name())}, retrieving from the index "
-               f"“{views.md_text(cfg.index)}” (the sidebar's) with K={cfg.k}.")
+        st.warning(
+            "The files of an earlier run with these settings were damaged (a write was cut short); "
+            "starting again replaces them."
+        )
+    st.caption(
+        f"Trains the model {views.md_text(state.stack_name())}, retrieving from the index "
+        f"“{views.md_text(cfg.index)}” (the sidebar's) with K={cfg.k}."
+    )
     if st.button(label, key="ft_start", type="primary" if now != "done" else "secondary"):
         if now == "damaged":
             discard_damaged(out)
-        jobs.start(JOB, _work(base, settings, questions, out, HELD_OUT[held], now == "resume"),
-                   label=f"Fine-tuning {views.md_text(state.stack_name())} · {out.name}")
+        jobs.start(
+            JOB,
+            _work(base, settings, questions, out, HELD_OUT[held], now == "resume"),
+            label=f"Fine-tuning {views.md_text(state.stack_name())} · {out.name}",
+        )
         st.rerun()
     if job is not None and job.error:
         st.error("The fine-tuning stopped: " + views.md_text(job.error))
@@ -188,25 +281,42 @@ def _live_curve() -> None:
     def draw() -> None:
         losses = _live()
         if losses:
-            st.plotly_chart(train_charts.loss_curve(list(losses)), key="ft_live_loss", config={"displayModeBar": False})
+            st.plotly_chart(
+                train_charts.loss_curve(list(losses)), key="ft_live_loss", config={"displayModeBar": False}
+            )
+
     draw()
 
 
 def result(m: dict, out: Path) -> None:
-    status = "finished" if m.get("status") == "done" else f"stopped at step {m.get('steps_done')} (resume above)"
-    st.caption(f"Run {m.get('steps_done')}/{m.get('steps')} steps, {status}, {m.get('seconds', 0):.0f} s on "
-               f"{m.get('device')}; data {m['data']['file']} ({m['data']['questions']} questions).")
+    status = (
+        "finished" if m.get("status") == "done" else f"stopped at step {m.get('steps_done')} (resume above)"
+    )
+    st.caption(
+        f"Run {m.get('steps_done')}/{m.get('steps')} steps, {status}, {m.get('seconds', 0):.0f} s on "
+        f"{m.get('device')}; data {m['data']['file']} ({m['data']['questions']} questions)."
+    )
     st.plotly_chart(train_charts.loss_curve(m["losses"]), key="ft_loss", config={"displayModeBar": False})
     if m.get("status") == "done" and m.get("outputs"):
         opened = stack.current().key == stack.run_key(out)
-        st.button("Open this model in the app", key="ft_open", on_click=stack.open_run, args=(str(out),),
-                  disabled=opened, help="Every page then shows the tuned model, read against the passage encoder it was "
-                                        "trained with; the sidebar's Model switches back.")
+        st.button(
+            "Open this model in the app",
+            key="ft_open",
+            on_click=stack.open_run,
+            args=(str(out),),
+            disabled=opened,
+            help="Every page then shows the tuned model, read against the passage encoder it was "
+            "trained with; the sidebar's Model switches back.",
+        )
         if opened:
             st.caption("Every page now shows this model (the sidebar's Model names it).")
-        st.code(f"python -m rag_core ask \"…\" --run {out}", language="bash")
+        st.code(f'python -m rag_core ask "…" --run {out}', language="bash")
     h = m.get("heldout")
     if h:
-        st.caption(f"Held out: {h['file']} ({h['before']['n']} questions). Fewer distinct passages and a lower "
-                   "entropy after training would be the retrieval collapse the paper warns of.")
-        views.table(pd.DataFrame(heldout.comparison_rows(h), columns=["figure", "before", "after"]), hide_index=True)
+        st.caption(
+            f"Held out: {h['file']} ({h['before']['n']} questions). Fewer distinct passages and a lower "
+            "entropy after training would be the retrieval collapse the paper warns of."
+        )
+        views.table(
+            pd.DataFrame(heldout.comparison_rows(h), columns=["figure", "before", "after"]), hide_index=True
+        )

@@ -4,6 +4,7 @@ cards are in `app.answer_card`).
 Passage text is always shown as plain text (st.text / dataframes), never as Markdown or HTML.
 The pages' plotly figures are built in `app.charts`.
 """
+
 from __future__ import annotations
 
 import html
@@ -27,10 +28,18 @@ def citation(log_prior, cand) -> np.ndarray:
 
 def passages_frame(trace: Trace) -> pd.DataFrame:
     rows = []
-    posts = {d: marginals.citation(trace.log_prior, trace.answer(d).token_logp).tolist()
-             for d in (RAG_TOKEN, RAG_SEQUENCE) if trace.answer(d) is not None}
+    posts = {
+        d: marginals.citation(trace.log_prior, trace.answer(d).token_logp).tolist()
+        for d in (RAG_TOKEN, RAG_SEQUENCE)
+        if trace.answer(d) is not None
+    }
     for i, (h, p) in enumerate(zip(trace.hits, trace.prior)):
-        row = {"rank": h.rank, "title": h.passage.title, "score s(z)": round(h.score, 4), "prior p(z|x)": float(p)}
+        row = {
+            "rank": h.rank,
+            "title": h.passage.title,
+            "score s(z)": round(h.score, 4),
+            "prior p(z|x)": float(p),
+        }
         for d, post in posts.items():
             row[f"posterior ({d})"] = post[i]
         row["text"] = h.passage.text
@@ -40,18 +49,31 @@ def passages_frame(trace: Trace) -> pd.DataFrame:
 
 def _tint(p) -> str:
     """A cell's background, red as strong as the probability `p` in it (none where it is missing)."""
-    return "" if pd.isna(p) else f"background-color: rgba(228, 0, 43, {0.4 * min(max(float(p), 0.0), 1.0):.3f})"
+    return (
+        "" if pd.isna(p) else f"background-color: rgba(228, 0, 43, {0.4 * min(max(float(p), 0.0), 1.0):.3f})"
+    )
 
 
-def table(frame: pd.DataFrame, column_config: dict | None = None, hide_index: bool = True, width="stretch",
-          probabilities=(), **kwargs) -> None:
+def table(
+    frame: pd.DataFrame,
+    column_config: dict | None = None,
+    hide_index: bool = True,
+    width="stretch",
+    probabilities=(),
+    **kwargs,
+) -> None:
     """A dataframe as every page shows one. Every float cell reads as `p_text` writes a number:
     three significant digits, scientific below 1e-4 (3.21e-06; the grid's own printf formats would
     write 0.00000321), so pandas' Styler formats the cells. `probabilities`: columns of values in
     [0, 1], tinted red as strong as each value, so a shift of belief shows at a glance. A Styler
     given as `frame` keeps its own formats. Cells are plain text (the grid never renders Markdown)."""
-    styler = frame if hasattr(frame, "data") else frame.style.format(
-        {c: p_text for c in frame.columns if pd.api.types.is_float_dtype(frame[c])}, na_rep="—")
+    styler = (
+        frame
+        if hasattr(frame, "data")
+        else frame.style.format(
+            {c: p_text for c in frame.columns if pd.api.types.is_float_dtype(frame[c])}, na_rep="—"
+        )
+    )
     shown = [c for c in probabilities if c in styler.data.columns]
     if shown:
         styler = styler.map(_tint, subset=shown)
@@ -80,14 +102,19 @@ def passages_table(trace: Trace, compact: bool = False) -> None:
     column fits."""
     frame = passages_frame(trace)
     if compact:
-        frame = frame[[c for c in ("rank", "title", "prior p(z|x)", f"posterior ({RAG_SEQUENCE})") if c in frame]]
+        frame = frame[
+            [c for c in ("rank", "title", "prior p(z|x)", f"posterior ({RAG_SEQUENCE})") if c in frame]
+        ]
     fmt = {}
     for d, short in ((RAG_TOKEN, "tok"), (RAG_SEQUENCE, "seq")):  # headers that fit their column, whole
         fmt[f"posterior ({d})"] = st.column_config.Column(
-            f"p(z|x,y) {short}", width=100,
-            help=f"The posterior p(z|x,y) after the {d} answer: how much that answer leans on passage z.")
-    fmt["prior p(z|x)"] = st.column_config.Column("prior p(z|x)", width=100,
-                                                  help="The retriever's prior p(z|x) = softmax(scale · s(z)) over the K.")
+            f"p(z|x,y) {short}",
+            width=100,
+            help=f"The posterior p(z|x,y) after the {d} answer: how much that answer leans on passage z.",
+        )
+    fmt["prior p(z|x)"] = st.column_config.Column(
+        "prior p(z|x)", width=100, help="The retriever's prior p(z|x) = softmax(scale · s(z)) over the K."
+    )
     fmt["rank"] = st.column_config.NumberColumn("rank", width=45)
     fmt["title"] = st.column_config.TextColumn("title", width=120 if compact else 170)
     fmt["text"] = st.column_config.TextColumn("text", width="medium")  # the full text shows on hover
@@ -100,11 +127,16 @@ def export_buttons(frame: pd.DataFrame, kind: str, stem: str, key: str, what: st
     names = {"csv": "CSV", "parquet": "Parquet", "jsonl": "JSON Lines"}
     schema = f"{kind}/{exports.SCHEMAS[kind]}"
     for col, fmt in zip(st.columns(len(exports.FORMATS)), exports.FORMATS):
-        col.download_button(f"Download the {what} ({names[fmt]})", exports.frame_bytes(frame, fmt, kind),
-                            file_name=f"{stem}.{fmt}", mime=exports.MIME[fmt], key=f"{key}_{fmt}",
-                            help=f"The same columns in every format, as the CLI writes them (schema "
-                                 f"{schema}). Every column is explained in `{exports.DOCS}` in the "
-                                 "repository.")
+        col.download_button(
+            f"Download the {what} ({names[fmt]})",
+            exports.frame_bytes(frame, fmt, kind),
+            file_name=f"{stem}.{fmt}",
+            mime=exports.MIME[fmt],
+            key=f"{key}_{fmt}",
+            help=f"The same columns in every format, as the CLI writes them (schema "
+            f"{schema}). Every column is explained in `{exports.DOCS}` in the "
+            "repository.",
+        )
     st.caption(f"Columns (schema {schema}) explained in `{exports.DOCS}` in the repository.")
 
 
@@ -134,8 +166,14 @@ def detour(page: str, label: str, **changes) -> None:
     cannot change once the sidebar is drawn)."""
     ss = st.session_state
     shown = {"question": state.question(), "index_name": state.settings().index}  # defaults included
-    ss["detour"] = {"page": page, "label": label, "before": {k: ss.get(k) for k in changes}, "after": changes,
-                    "was": {k: shown.get(k, ss.get(k)) for k in changes}, "shown_on": None}
+    ss["detour"] = {
+        "page": page,
+        "label": label,
+        "before": {k: ss.get(k) for k in changes},
+        "after": changes,
+        "was": {k: shown.get(k, ss.get(k)) for k in changes},
+        "shown_on": None,
+    }
     ss.update(changes)
 
 
@@ -181,8 +219,11 @@ def detour_notice() -> None:
         st.session_state.pop("detour")  # the user has moved on: nothing to undo any more
         return
     was = d.get("was", d["before"])  # what the user saw before, a default by its value
-    words = "; ".join(f"{DETOUR_NAMES.get(k, k)} set to “{md_text(v)}” (was “{md_text(was[k] or 'the default')}”)"
-                      for k, v in d["after"].items() if v != was[k])
+    words = "; ".join(
+        f"{DETOUR_NAMES.get(k, k)} set to “{md_text(v)}” (was “{md_text(was[k] or 'the default')}”)"
+        for k, v in d["after"].items()
+        if v != was[k]
+    )
     words = words or "the question and the sidebar index were already these"
     st.info(f"Opened from {md_text(d['label'])}: {words}.", icon=":material/alt_route:")
     st.button(f"Back to {d['label']}, as it was", on_click=_undo_detour, key="detour_back")
@@ -193,8 +234,9 @@ def about(trace: Trace) -> None:
     question, the index and the decoding settings."""
     beams = int(trace.settings.get("beams", 1))
     decoding = "greedy" if beams == 1 else f"{beams} beams"
-    about_query(trace.query, trace.index, f"K={trace.k} · {decoding} · scale {trace.scale:g}",
-                raw=state.question())
+    about_query(
+        trace.query, trace.index, f"K={trace.k} · {decoding} · scale {trace.scale:g}", raw=state.question()
+    )
 
 
 def about_query(question: str, index: str, settings: str, raw: str | None = None) -> None:
@@ -213,9 +255,28 @@ def question_notes(raw: str) -> None:
 
 # --- Helpers for the step-by-step and citation pages (charts get text escaped, never as HTML) ---
 
-PASSAGE_COLORS = ["#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880", "#FF97FF",
-                  "#FECB52", "#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B", "#E377C2", "#7F7F7F",
-                  "#BCBD22", "#17BECF"]
+PASSAGE_COLORS = [
+    "#636EFA",
+    "#EF553B",
+    "#00CC96",
+    "#AB63FA",
+    "#FFA15A",
+    "#19D3F3",
+    "#FF6692",
+    "#B6E880",
+    "#FF97FF",
+    "#FECB52",
+    "#1F77B4",
+    "#FF7F0E",
+    "#2CA02C",
+    "#D62728",
+    "#9467BD",
+    "#8C564B",
+    "#E377C2",
+    "#7F7F7F",
+    "#BCBD22",
+    "#17BECF",
+]
 
 
 def token_label(token: str) -> str:

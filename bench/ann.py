@@ -7,6 +7,7 @@ sources overlap (random isotropic vectors have no neighbourhoods and would flatt
 Queries are made the same way. The large-corpus index is IVF: k-means cells, exact inner
 products inside the probed cells.
 """
+
 import sys
 import time
 
@@ -29,7 +30,9 @@ def structured(n, seed):
     out = np.empty((n, D), dtype="float32")
     for start in range(0, n, 100_000):  # in blocks, to keep the peak memory low
         m = min(100_000, n - start)
-        x = real[rng.integers(0, len(real), m)] + (SIGMA / np.sqrt(D)) * rng.normal(size=(m, D)).astype("float32")
+        x = real[rng.integers(0, len(real), m)] + (SIGMA / np.sqrt(D)) * rng.normal(size=(m, D)).astype(
+            "float32"
+        )
         out[start : start + m] = x / np.linalg.norm(x, axis=1, keepdims=True)
     return out
 
@@ -60,18 +63,20 @@ def main():
         flat.search(q[i : i + 1], 10)
     flat_ms = (time.perf_counter() - t) / 20 * 1000
     recall = float(np.mean([len(set(a) & set(e)) / 10 for a, e in zip(found, exact)]))
-    emit({
-        "ann_1m_p50_ms": round(float(np.percentile(lat, 50)), 3),
-        "ann_1m_p95_ms": round(float(np.percentile(lat, 95)), 3),
-        "ann_1m_recall_at_10": round(recall, 4),
-        "ann_1m_factory": f"{FACTORY} nprobe={NPROBE}",
-        "ann_1m_build_s": round(build_s, 1),
-        "flat_1m_ms": round(flat_ms, 2),
-        "bytes_per_vector_flat": D * 4,
-        "bytes_per_vector_ivf_flat": D * 4 + 8,
-        "bytes_per_vector_hnsw32": D * 4 + 32 * 2 * 4,
-        "ann_vectors": N,
-    })
+    emit(
+        {
+            "ann_1m_p50_ms": round(float(np.percentile(lat, 50)), 3),
+            "ann_1m_p95_ms": round(float(np.percentile(lat, 95)), 3),
+            "ann_1m_recall_at_10": round(recall, 4),
+            "ann_1m_factory": f"{FACTORY} nprobe={NPROBE}",
+            "ann_1m_build_s": round(build_s, 1),
+            "flat_1m_ms": round(flat_ms, 2),
+            "bytes_per_vector_flat": D * 4,
+            "bytes_per_vector_ivf_flat": D * 4 + 8,
+            "bytes_per_vector_hnsw32": D * 4 + 32 * 2 * 4,
+            "ann_vectors": N,
+        }
+    )
 
 
 if __name__ == "__main__":

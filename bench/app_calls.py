@@ -1,5 +1,6 @@
 """Model calls made by a view-only rerun of the app: after a question is answered, visiting every
 page and rerunning must not call the generator again (the trace is cached)."""
+
 from common import ROOT, emit
 
 from rag_core.generators.base import ForwardCounter

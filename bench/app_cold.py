@@ -5,6 +5,7 @@ the default question's answer is on screen (model conversion and index build inc
 Needs Debian's chromium and chromium-driver (as the browser test); prints an `app_cold_error` key
 without them.
 """
+
 import os
 import shutil
 import socket
@@ -30,8 +31,14 @@ def browser():
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = shutil.which("chromium")
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
-                 "--disable-background-networking"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--disable-background-networking",
+    ):
         opts.add_argument(flag)
     return webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=opts)
 
@@ -42,9 +49,23 @@ def first_answer_seconds(cache: str) -> float:
     port = free_port()
     env = dict(os.environ, RAG_LOUPE_CACHE=cache)
     t0 = time.perf_counter()
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
-                               "--server.port", str(port), "--server.headless", "true"], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app" / "main.py"),
+            "--server.port",
+            str(port),
+            "--server.headless",
+            "true",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     driver = browser()
     try:
         deadline = time.time() + 600
@@ -70,7 +91,11 @@ def first_answer_seconds(cache: str) -> float:
 
 def main():
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
-        emit({"app_cold_error": "chromium and chromedriver are needed (apt-get install chromium chromium-driver)"})
+        emit(
+            {
+                "app_cold_error": "chromium and chromedriver are needed (apt-get install chromium chromium-driver)"
+            }
+        )
         return
     with tempfile.TemporaryDirectory() as cache:
         cold = first_answer_seconds(cache)

@@ -9,6 +9,7 @@ machine noise hits both alike. Two workloads:
 Also reports the speedup for each batch size tried, and the share of one question's time spent
 in its prompt pass (the part a batch cannot shrink on a CPU: it is compute-bound).
 """
+
 import sys
 
 import torch
@@ -40,8 +41,13 @@ def main():
         ratios = []
         for _ in range(ROUNDS):
             t_alone, alone = timed(lambda: [pipe.run_settings(q, [cfg]) for q in questions])
-            t_batch, batched = timed(lambda: [r for i in range(0, len(questions), size)
-                                              for r in pipe.run_many(questions[i: i + size], [cfg])])
+            t_batch, batched = timed(
+                lambda: [
+                    r
+                    for i in range(0, len(questions), size)
+                    for r in pipe.run_many(questions[i : i + size], [cfg])
+                ]
+            )
             assert answers(batched) == answers(alone), "a batch changed an answer"
             ratios.append(t_alone / t_batch)
             print(f"batch {size}: alone {t_alone:.1f}s batched {t_batch:.1f}s", file=sys.stderr, flush=True)
@@ -64,10 +70,16 @@ def main():
     ratios = []
     for _ in range(ROUNDS):
         t_alone, _ = timed(lambda: [index_swap_run.positions_records(pipes, [p], cfgs) for p in leaders])
-        t_batch, _ = timed(lambda: [index_swap_run.positions_records(pipes, leaders[i: i + size], cfgs)
-                                    for i in range(0, len(leaders), size)])
+        t_batch, _ = timed(
+            lambda: [
+                index_swap_run.positions_records(pipes, leaders[i : i + size], cfgs)
+                for i in range(0, len(leaders), size)
+            ]
+        )
         ratios.append(t_alone / t_batch)
-        print(f"leaders batch {size}: alone {t_alone:.1f}s batched {t_batch:.1f}s", file=sys.stderr, flush=True)
+        print(
+            f"leaders batch {size}: alone {t_alone:.1f}s batched {t_batch:.1f}s", file=sys.stderr, flush=True
+        )
     result["batch_speedup_leaders"] = round(median(ratios), 3)
     result["batch_size_cpu"] = size
     emit(result)

@@ -3,6 +3,7 @@
 Runs the CLI in child processes with an empty cache folder: the first start converts the GGUF,
 builds the index from the shipped vectors and answers; the second finds everything cached.
 """
+
 import os
 import subprocess
 import sys
@@ -16,8 +17,14 @@ QUESTION = "Who wrote Moby-Dick?"
 
 def ask(env):
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "rag_core", "ask", QUESTION, "--json"], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-m", "rag_core", "ask", QUESTION, "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     if out.returncode != 0:
         raise SystemExit(out.stderr[-500:])
     return time.perf_counter() - t

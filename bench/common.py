@@ -1,4 +1,5 @@
 """Helpers shared by the benchmark scripts: timing and the JSON line each script prints."""
+
 from __future__ import annotations
 
 import json

@@ -27,13 +27,20 @@ def main():
         t_ours, vec = timed(ours.encode_passages, passages)
         ratios.append(t_st / t_ours)
         rates.append(len(passages) / t_ours)
-    vectors = np.load(__import__("common").ROOT / "assets" / "vectors" / "wiki-minilm-f16.npy").astype("float32")
+    vectors = np.load(__import__("common").ROOT / "assets" / "vectors" / "wiki-minilm-f16.npy").astype(
+        "float32"
+    )
     t_flat, _ = timed(PassageIndex.build, vectors, load_wiki(), "x")
     t_hnsw, _ = timed(PassageIndex.build, vectors, load_wiki(), "x", HNSW)
-    emit({"encode_speedup_vs_sentence_transformers": round(median(ratios), 3),
-          "encode_passages_per_s_cpu": round(median(rates), 1),
-          "encode_max_abs_diff_vs_sentence_transformers": float(np.abs(ref - vec).max()),
-          "faiss_flat_build_12k_s": round(t_flat, 3), "faiss_hnsw_build_12k_s": round(t_hnsw, 3)})
+    emit(
+        {
+            "encode_speedup_vs_sentence_transformers": round(median(ratios), 3),
+            "encode_passages_per_s_cpu": round(median(rates), 1),
+            "encode_max_abs_diff_vs_sentence_transformers": float(np.abs(ref - vec).max()),
+            "faiss_flat_build_12k_s": round(t_flat, 3),
+            "faiss_hnsw_build_12k_s": round(t_hnsw, 3),
+        }
+    )
 
 
 if __name__ == "__main__":

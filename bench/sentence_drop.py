@@ -7,6 +7,7 @@ split is the one reported; passages of one sentence are skipped (every ranking i
 
     python bench/sentence_drop.py [N_QUESTIONS]
 """
+
 import sys
 
 import numpy as np
@@ -39,7 +40,10 @@ def main() -> None:
         if len(att.sentences) < 2:
             skipped += 1
             continue
-        rankings = {"attribution": att.ranking(), "similarity": similarity_ranking(pipe.models.encoder, att.sentences, c.answer)}
+        rankings = {
+            "attribution": att.ranking(),
+            "similarity": similarity_ranking(pipe.models.encoder, att.sentences, c.answer),
+        }
         for name, per_k in top_k_drop(pipe, trace.query, att, c.token_ids, rankings, KS).items():
             for k, d in per_k.items():
                 drops[name][k].append(d)
@@ -49,7 +53,9 @@ def main() -> None:
             out[f"sentence_drop_{name}_top{k}_mean"] = round(float(np.mean(values)), 3) if values else None
     for k in KS:
         a, s = np.array(drops["attribution"][k]), np.array(drops["similarity"][k])
-        out[f"sentence_drop_top{k}_attribution_at_least_as_far"] = round(float(np.mean(a >= s - 1e-9)), 3) if len(a) else None
+        out[f"sentence_drop_top{k}_attribution_at_least_as_far"] = (
+            round(float(np.mean(a >= s - 1e-9)), 3) if len(a) else None
+        )
     emit(out)
 
 

@@ -5,6 +5,7 @@ full  = retrieve + RAG-Token and RAG-Sequence decoding with thorough rescoring +
 Each question is run alternately (floor, full, floor, full, ...) so machine noise hits both alike;
 the figure is the median of per-question ratios.
 """
+
 import sys
 
 import torch
@@ -22,7 +23,7 @@ def main():
     result = {}
     for k in (5, 10):
         cfg = Config(index="wiki", k=k)
-        ratios, fulls, floors, calls = [], [], [], []
+        ratios, fulls, floors = [], [], []
         pipe.run(QUESTIONS[0], cfg)  # warm-up
         for q in QUESTIONS:
             hits = pipe.retrieve(q, k)
@@ -36,7 +37,9 @@ def main():
                 t_floor, _ = timed(floor)
                 t_full, trace = timed(lambda: (lambda tr: (tr, tr.to_frame()))(pipe.run(q, cfg)))
                 ratios.append(t_full / t_floor)
-                print(f"k={k} {q[:30]!r} floor {t_floor:.2f}s full {t_full:.2f}s", file=sys.stderr, flush=True)
+                print(
+                    f"k={k} {q[:30]!r} floor {t_floor:.2f}s full {t_full:.2f}s", file=sys.stderr, flush=True
+                )
                 fulls.append(t_full)
                 floors.append(t_floor)
         result[f"trace_vs_floor_k{k}"] = round(median(ratios), 3)

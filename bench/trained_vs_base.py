@@ -7,6 +7,7 @@ faster). The trained model reads the plain prompt (no worked examples), so its p
 shorter; `trained_prompt_tokens` and `base_prompt_tokens` say how much, for the first question's
 top passage.
 """
+
 import torch
 from common import ROOT, emit, median, timed
 
@@ -23,8 +24,12 @@ def main():
     torch.set_num_threads(2)
     trained = load_pipeline(Config())
     base_gen = load_generator(BASE_GENERATOR, trained.models.device)
-    base = Pipeline(Models(trained.models.encoder, base_gen, trained.models.device), trained.index_name,
-                    trained.index, trained.cfg.with_(generator=BASE_GENERATOR))
+    base = Pipeline(
+        Models(trained.models.encoder, base_gen, trained.models.device),
+        trained.index_name,
+        trained.index,
+        trained.cfg.with_(generator=BASE_GENERATOR),
+    )
     dev, _ = read_questions(ROOT / "assets" / "eval" / "dev.jsonl")
     questions = [q.question for q in dev[::18]][:8]
     for pipe in (trained, base):
@@ -37,12 +42,19 @@ def main():
         seconds["trained"].append(t_trained / len(questions))
         seconds["base"].append(t_base / len(questions))
     passage = trained.retrieve(questions[0], 1)[0].passage
-    tokens = {style: len(trained.models.generator.tokenizer.encode(causal.rag_prompt(questions[0], passage, style)))
-              for style in causal.PROMPT_STYLES}
-    emit({"trained_vs_base_speed": round(median(ratios), 3),
-          "trained_s_per_question": round(median(seconds["trained"]), 3),
-          "base_s_per_question": round(median(seconds["base"]), 3),
-          "trained_prompt_tokens": tokens[causal.PLAIN_STYLE], "base_prompt_tokens": tokens[causal.FEW_SHOT_STYLE]})
+    tokens = {
+        style: len(trained.models.generator.tokenizer.encode(causal.rag_prompt(questions[0], passage, style)))
+        for style in causal.PROMPT_STYLES
+    }
+    emit(
+        {
+            "trained_vs_base_speed": round(median(ratios), 3),
+            "trained_s_per_question": round(median(seconds["trained"]), 3),
+            "base_s_per_question": round(median(seconds["base"]), 3),
+            "trained_prompt_tokens": tokens[causal.PLAIN_STYLE],
+            "base_prompt_tokens": tokens[causal.FEW_SHOT_STYLE],
+        }
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ context is cut to exactly 300 tokens, so no padding reaches RagSequenceForGenera
 runs each passage's search with `attention_mask=None`). The ratio is reported only when both
 answers equal transformers' token for token; otherwise the benchmark says they differ.
 """
+
 import tempfile
 from pathlib import Path
 
@@ -35,12 +36,26 @@ def build(folder: Path):
     b_tok = bart_tokenizer(texts)
     torch.manual_seed(0)
     dpr = DPRQuestionEncoder(DPRConfig(vocab_size=30522)).eval()  # BERT-base: 12 x 768
-    bart_cfg = BartConfig(vocab_size=50265, d_model=768, encoder_layers=6, decoder_layers=6, encoder_attention_heads=12,
-                          decoder_attention_heads=12, encoder_ffn_dim=3072, decoder_ffn_dim=3072,
-                          decoder_start_token_id=2, eos_token_id=2, bos_token_id=0, pad_token_id=1,
-                          forced_bos_token_id=None, forced_eos_token_id=None)
+    bart_cfg = BartConfig(
+        vocab_size=50265,
+        d_model=768,
+        encoder_layers=6,
+        decoder_layers=6,
+        encoder_attention_heads=12,
+        decoder_attention_heads=12,
+        encoder_ffn_dim=3072,
+        decoder_ffn_dim=3072,
+        decoder_start_token_id=2,
+        eos_token_id=2,
+        bos_token_id=0,
+        pad_token_id=1,
+        forced_bos_token_id=None,
+        forced_eos_token_id=None,
+    )
     bart = BartForConditionalGeneration(bart_cfg).eval()
-    with torch.no_grad():  # a random model ends at once; this one never ends, so both sides decode all NEW_TOKENS
+    with (
+        torch.no_grad()
+    ):  # a random model ends at once; this one never ends, so both sides decode all NEW_TOKENS
         bart.final_logits_bias[0, bart_cfg.eos_token_id] = -1e4
     bart.save_pretrained(folder / "bart")
     b_tok.save_pretrained(folder / "bart")
@@ -74,13 +89,27 @@ def main():
         rag_tok = RagTokenForGeneration(config, question_encoder=dpr, generator=bart).eval()
         rag_seq = RagSequenceForGeneration(config, question_encoder=dpr, generator=gen.model).eval()
         question = "Who built the old library of the northern city?"
-        passages = [Passage(str(i), r["title"], r["text"] * 20) for i, r in enumerate(rows[:K])]  # > 300 tokens each
+        passages = [
+            Passage(str(i), r["title"], r["text"] * 20) for i, r in enumerate(rows[:K])
+        ]  # > 300 tokens each
         scores = torch.randn(K)
         hits = [Hit(i + 1, p, float(s)) for i, (p, s) in enumerate(zip(passages, scores))]
-        ctx = tok([rag_input(question, p) for p in passages], return_tensors="pt", padding=True, truncation=True, max_length=300)
+        ctx = tok(
+            [rag_input(question, p) for p in passages],
+            return_tensors="pt",
+            padding=True,
+            truncation=True,
+            max_length=300,
+        )
         assert bool(ctx["attention_mask"].all()), "every context must fill the 300 tokens (no padding)"
-        feed = dict(context_input_ids=ctx["input_ids"], context_attention_mask=ctx["attention_mask"],
-                    doc_scores=scores.view(1, K), n_docs=K, max_length=1 + NEW_TOKENS, num_beams=1)
+        feed = dict(
+            context_input_ids=ctx["input_ids"],
+            context_attention_mask=ctx["attention_mask"],
+            doc_scores=scores.view(1, K),
+            n_docs=K,
+            max_length=1 + NEW_TOKENS,
+            num_beams=1,
+        )
         cfg = Config(k=K, max_new_tokens=NEW_TOKENS)
         lpz = marginals.log_prior(scores, 1.0)
 
@@ -95,8 +124,10 @@ def main():
             return trace, trace.to_frame()
 
         (ref_tok, ref_seq), (trace, _) = theirs(), ours()  # warm-up, and the outputs compared
-        same = {d: same_answer(gen, ref[0], trace.answer(d).token_ids)
-                for d, ref in (("rag-token", ref_tok), ("rag-sequence", ref_seq))}
+        same = {
+            d: same_answer(gen, ref[0], trace.answer(d).token_ids)
+            for d, ref in (("rag-token", ref_tok), ("rag-sequence", ref_seq))
+        }
         lengths = {d: len(trace.answer(d).token_ids) for d in same}
         ratios, t_ours, t_theirs = [], [], []
         for _ in range(REPEATS):
@@ -106,10 +137,17 @@ def main():
             t_ours.append(b)
             t_theirs.append(a)
         match = all(same.values())
-        emit({"speedup_vs_transformers": round(median(ratios), 3) if match else None,
-              "vs_transformers_outputs_match": match, "vs_transformers_answer_tokens": lengths,
-              "transformers_generate_s": round(median(t_theirs), 3), "ours_full_trace_s": round(median(t_ours), 3),
-              "vs_transformers_max_tokens": NEW_TOKENS, "vs_transformers_context_tokens": int(ctx["input_ids"].shape[1])})
+        emit(
+            {
+                "speedup_vs_transformers": round(median(ratios), 3) if match else None,
+                "vs_transformers_outputs_match": match,
+                "vs_transformers_answer_tokens": lengths,
+                "transformers_generate_s": round(median(t_theirs), 3),
+                "ours_full_trace_s": round(median(t_ours), 3),
+                "vs_transformers_max_tokens": NEW_TOKENS,
+                "vs_transformers_context_tokens": int(ctx["input_ids"].shape[1]),
+            }
+        )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """Ask: a question, both answers with their probabilities, the K passages, the CSV."""
+
 import json
 
 import streamlit as st
@@ -32,8 +33,13 @@ def _ask() -> None:
 if ss.get("example") not in labels or (ss["example"] != labels[0] and ss["example"] != state.question()):
     ss["example"] = labels[0]  # the question changed elsewhere (Eval, Index swap): the picker follows
 ss.setdefault("question_box", state.question())
-st.selectbox("Example questions", labels, key="example", on_change=_pick_example,
-             help="Picking one asks it. Some of these the small default model gets wrong: good ones to diagnose.")
+st.selectbox(
+    "Example questions",
+    labels,
+    key="example",
+    on_change=_pick_example,
+    help="Picking one asks it. Some of these the small default model gets wrong: good ones to diagnose.",
+)
 with st.form("ask"):
     question_box.field("question_box")
     st.form_submit_button("Answer", type="primary", on_click=_ask)
@@ -44,8 +50,10 @@ if trace is not None:
     answer_card.answer_cards(trace, "ask")
     source_views.section(trace, key="ask_sources")
     st.subheader(f"The {trace.k} passages")
-    st.caption("score s(z) = d(z)·q(x); prior p(z|x) = softmax(scale · s); p(z|x,y) tok / seq: the posterior after the "
-               "whole RAG-Token / RAG-Sequence answer, the passage that answer leans on.")
+    st.caption(
+        "score s(z) = d(z)·q(x); prior p(z|x) = softmax(scale · s); p(z|x,y) tok / seq: the posterior after the "
+        "whole RAG-Token / RAG-Sequence answer, the passage that answer leans on."
+    )
     views.passages_table(trace)
     views.csv_download(trace, "ask-csv")
     compare.section(trace)

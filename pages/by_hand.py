@@ -1,4 +1,5 @@
 """By hand: the seed's worked examples as editable tables, recomputed live by the engine's own code."""
+
 import json
 
 import pandas as pd
@@ -12,8 +13,10 @@ from rag_core.toys import by_hand
 from rag_core.toys import examples as toys
 
 st.title("By hand")
-st.caption("Small models you can edit. Every number below comes from the same marginals, decoding and trace code "
-           "that runs the real model; change a cell and it recomputes.")
+st.caption(
+    "Small models you can edit. Every number below comes from the same marginals, decoding and trace code "
+    "that runs the real model; change a cell and it recomputes."
+)
 ss = st.session_state
 
 
@@ -44,27 +47,53 @@ def show_error(msg: str | None) -> None:
 
 # ---------------- (a) two passages, two answers ----------------
 st.header("Two passages, two answers")
-st.caption("RAG-Sequence scores an answer under each passage as a whole; RAG-Token picks the best passage for each "
-           "word, so it can prefer a “Frankenstein” answer that no single passage supports.")
+st.caption(
+    "RAG-Sequence scores an answer under each passage as a whole; RAG-Token picks the best passage for each "
+    "word, so it can prefer a “Frankenstein” answer that no single passage supports."
+)
 PRESETS = {"Both marginals agree": "obama", "A Frankenstein answer": "frankenstein"}
-preset = PRESETS[st.radio("Example", list(PRESETS), horizontal=True, key="hand_preset",
-                          help="Two hand-made models; edit any cell of either.")]
+preset = PRESETS[
+    st.radio(
+        "Example",
+        list(PRESETS),
+        horizontal=True,
+        key="hand_preset",
+        help="Two hand-made models; edit any cell of either.",
+    )
+]
 TOY = toys.load_spec(preset)
 prior_in, cond_in = by_hand.prior_table(TOY), by_hand.next_word_table(TOY)
 a, b = st.columns([2, 3])
 with a:
-    prior_ed = st.data_editor(prior_in, key=f"hand_{preset}_prior", hide_index=True, disabled=["passage", "title"])
+    prior_ed = st.data_editor(
+        prior_in, key=f"hand_{preset}_prior", hide_index=True, disabled=["passage", "title"]
+    )
 with b:
-    cond_ed = st.data_editor(cond_in, key=f"hand_{preset}_cond", hide_index=True, num_rows="dynamic", column_config={
-        "passage": st.column_config.SelectboxColumn("passage", options=[p["id"] for p in TOY["passages"]], required=True)})
-    st.caption("Per passage, the next word after a prefix. Mass left over goes to “<other>”; after a prefix with no "
-               "row, the answer ends.")
+    cond_ed = st.data_editor(
+        cond_in,
+        key=f"hand_{preset}_cond",
+        hide_index=True,
+        num_rows="dynamic",
+        column_config={
+            "passage": st.column_config.SelectboxColumn(
+                "passage", options=[p["id"] for p in TOY["passages"]], required=True
+            )
+        },
+    )
+    st.caption(
+        "Per passage, the next word after a prefix. Mass left over goes to “<other>”; after a prefix with no "
+        "row, the answer ends."
+    )
 spec, err = checked(preset, lambda: by_hand.two_answer_spec(TOY, prior_ed, cond_ed), TOY)
 show_error(err)
 result = run(spec)
 with a:
-    st.caption("Priors normalised to sum to 1, as used: " + " · ".join(
-        f"p({h.passage.id}|x) = {p_text(p)}" for h, p in zip(result.hits, by_hand.prior_probs(result))))
+    st.caption(
+        "Priors normalised to sum to 1, as used: "
+        + " · ".join(
+            f"p({h.passage.id}|x) = {p_text(p)}" for h, p in zip(result.hits, by_hand.prior_probs(result))
+        )
+    )
 rows = by_hand.answer_rows(result)
 m = st.columns(2 * len(rows))
 for j, r in enumerate(rows):
@@ -74,16 +103,22 @@ left, right = st.columns([2, 3])
 with left:
     st.plotly_chart(charts.answer_bars(rows), key="hand_obama_chart", config=charts.NO_BAR)
 with right:
-    st.caption("How the numbers come out: p_seq = Σ_z p(z|x) p(y|x,z); p_tok = the product of the per-word mixtures "
-               "Σ_z p(z|x) p(y_i|x,z,y_<i). The last step is the end token “</s>”. The table below has every factor.")
+    st.caption(
+        "How the numbers come out: p_seq = Σ_z p(z|x) p(y|x,z); p_tok = the product of the per-word mixtures "
+        "Σ_z p(z|x) p(y_i|x,z,y_<i). The last step is the end token “</s>”. The table below has every factor."
+    )
     dec = {d: result.decoded.answer(d) for d in (RAG_TOKEN, RAG_SEQUENCE)}
-    st.caption("Decoding this toy (2 beams) writes: " + " · ".join(
-        f"{d}: {views.md_text(c.answer) if c else '—'}" for d, c in dec.items()))
+    st.caption(
+        "Decoding this toy (2 beams) writes: "
+        + " · ".join(f"{d}: {views.md_text(c.answer) if c else '—'}" for d, c in dec.items())
+    )
     stitched = stepper.frankenstein_steps(result.decoded, dec[RAG_TOKEN]) if dec[RAG_TOKEN] else []
     if stitched and dec[RAG_SEQUENCE] and dec[RAG_TOKEN].answer != dec[RAG_SEQUENCE].answer:
-        st.warning(f"Frankenstein: RAG-Token's “{views.md_text(dec[RAG_TOKEN].answer)}” changes passage at word(s) "
-                   f"{', '.join(str(i + 1) for i in stitched)} (the top responsibility moves to another passage); "
-                   f"RAG-Sequence keeps the answer one passage writes, “{views.md_text(dec[RAG_SEQUENCE].answer)}”.")
+        st.warning(
+            f"Frankenstein: RAG-Token's “{views.md_text(dec[RAG_TOKEN].answer)}” changes passage at word(s) "
+            f"{', '.join(str(i + 1) for i in stitched)} (the top responsibility moves to another passage); "
+            f"RAG-Sequence keeps the answer one passage writes, “{views.md_text(dec[RAG_SEQUENCE].answer)}”."
+        )
 
 views.table(pd.DataFrame(rows))  # full width: one column per factor
 
@@ -97,8 +132,14 @@ with a:
     qx = st.slider("Move the query: q x", -1.5, 1.5, float(PULSE["query_vector"][0]), 0.05, key="hand_q_x")
     qy = st.slider("Move the query: q y", -1.5, 1.5, float(PULSE["query_vector"][1]), 0.05, key="hand_q_y")
     vec_ed = st.data_editor(vec_in, key="hand_pulse_vec", hide_index=True, disabled=["vector"])
-    scale = st.number_input("scale", value=float(PULSE.get("scale", 1.0)), min_value=0.0, max_value=100.0, step=0.5,
-                            key="hand_pulse_scale")
+    scale = st.number_input(
+        "scale",
+        value=float(PULSE.get("scale", 1.0)),
+        min_value=0.0,
+        max_value=100.0,
+        step=0.5,
+        key="hand_pulse_scale",
+    )
 spec, err = checked("pulse", lambda: by_hand.vector_spec(PULSE, vec_ed, scale, (qx, qy)), PULSE)
 pulse = run(spec)
 probs = by_hand.prior_probs(pulse)
@@ -111,13 +152,17 @@ with b:
     for col, h, p in zip(m, pulse.hits, probs):
         col.metric(f"p({h.passage.id}|x)", f"{p_text(p)}")
     st.plotly_chart(fig, key="hand_pulse_chart", config=charts.NO_BAR)
-    st.caption("Marker size grows with p(z|x). Hover a point for its score. Drag the query's sliders: the "
-               "passage the query points along gains the prior, and a larger scale sharpens the race.")
+    st.caption(
+        "Marker size grows with p(z|x). Hover a point for its score. Drag the query's sliders: the "
+        "passage the query points along gains the prior, and a larger scale sharpens the race."
+    )
 
 # ---------------- (c) prior to posterior ----------------
 st.header("Prior to posterior")
-st.caption("One-word answer y. Bayes: p(z|x,y) = p(z|x) p(y|x,z) / Σ_z' p(z'|x) p(y|x,z'). "
-           "The passage that explains the answer better gains belief.")
+st.caption(
+    "One-word answer y. Bayes: p(z|x,y) = p(z|x) p(y|x,z) / Σ_z' p(z'|x) p(y|x,z'). "
+    "The passage that explains the answer better gains belief."
+)
 POST = toys.load_spec("posterior")
 word = POST["candidates"][0]
 post_in = by_hand.posterior_table(POST)
@@ -134,6 +179,15 @@ with a:
     for col, h, p in zip(m, res.hits, posterior):
         col.metric(f"p({h.passage.id}|x,y)", f"{p_text(p)}")
 with b:
-    st.plotly_chart(charts.slope_chart([h.passage.id for h in res.hits], [h.passage.title for h in res.hits],
-                                       by_hand.prior_probs(res), posterior, f"Answer “{word}”", height=320),
-                    key="hand_post_chart", config=charts.NO_BAR)
+    st.plotly_chart(
+        charts.slope_chart(
+            [h.passage.id for h in res.hits],
+            [h.passage.title for h in res.hits],
+            by_hand.prior_probs(res),
+            posterior,
+            f"Answer “{word}”",
+            height=320,
+        ),
+        key="hand_post_chart",
+        config=charts.NO_BAR,
+    )

@@ -1,4 +1,5 @@
 """Corpus: upload documents, build a named index over them, list and delete the ones you built."""
+
 import pandas as pd
 import streamlit as st
 
@@ -9,8 +10,10 @@ from rag_core.retrieval import catalog_actions as actions
 from rag_core.storage import caches
 
 st.title("Corpus")
-st.caption("Build an index over your own documents. It is saved on disk, appears in the sidebar's Index list "
-           "and stays there after a restart.")
+st.caption(
+    "Build an index over your own documents. It is saved on disk, appears in the sidebar's Index list "
+    "and stays there after a restart."
+)
 
 for kind in ("success", "error"):  # the outcome of a build or delete, kept across the rerun that follows it
     if msg := st.session_state.pop(f"corpus_{kind}", None):
@@ -20,8 +23,6 @@ for kind in ("success", "error"):  # the outcome of a build or delete, kept acro
 @st.cache_data(show_spinner="Reading the files…", max_entries=4)
 def _parse(files: tuple[tuple[str, bytes], ...]) -> actions.Uploads:
     return actions.parse_uploads(list(files))
-
-
 
 
 def _say(e: Exception, fallback: str) -> str:
@@ -38,6 +39,7 @@ def _build_work(passages: list, name: str, replace: bool):
         idx = actions.build_user_index(passages, encoder, name, replace, progress)
         state.forget_index(name)
         return name, len(idx)
+
     return work
 
 
@@ -47,11 +49,16 @@ def _use(name: str) -> None:
 
 limit = st.get_option("server.maxUploadSize")
 files = st.file_uploader(
-    "Corpus files (.txt, .md, .jsonl, .csv)", type=["txt", "md", "jsonl", "csv"], accept_multiple_files=True,
-    help=f"Up to {limit} MB a file. .jsonl: one {{\"title\", \"text\", \"id\" (optional)}} a line. "
-         ".csv: columns title and text (id optional). .txt / .md: one document titled by its file name.")
-st.caption(f"Up to {limit} MB a file. Long texts are split into 100-word passages, as the paper split Wikipedia; "
-           "rows without text are skipped and counted.")
+    "Corpus files (.txt, .md, .jsonl, .csv)",
+    type=["txt", "md", "jsonl", "csv"],
+    accept_multiple_files=True,
+    help=f'Up to {limit} MB a file. .jsonl: one {{"title", "text", "id" (optional)}} a line. '
+    ".csv: columns title and text (id optional). .txt / .md: one document titled by its file name.",
+)
+st.caption(
+    f"Up to {limit} MB a file. Long texts are split into 100-word passages, as the paper split Wikipedia; "
+    "rows without text are skipped and counted."
+)
 
 if files:
     uploads = _parse(tuple((f.name, f.getvalue()) for f in files))
@@ -63,16 +70,31 @@ if files:
         c1.metric("Passages", f"{len(parsed.passages):,}")
         c2.metric("Documents", f"{parsed.documents:,}")
         c3.metric("Skipped rows", f"{parsed.skipped:,}")
-        preview = pd.DataFrame([{"id": p.id, "title": p.title, "words": len(p.text.split()), "text": p.text}
-                                for p in parsed.passages[:200]])
+        preview = pd.DataFrame(
+            [
+                {"id": p.id, "title": p.title, "words": len(p.text.split()), "text": p.text}
+                for p in parsed.passages[:200]
+            ]
+        )
         shown = len(preview) < len(parsed.passages)
-        st.caption(f"The first {len(preview)} of {len(parsed.passages):,} passages:" if shown
-                   else f"All {len(preview)} passages:")
-        st.dataframe(preview, hide_index=True, width="stretch",
-                     column_config={"text": st.column_config.TextColumn("text", width="large")})
+        st.caption(
+            f"The first {len(preview)} of {len(parsed.passages):,} passages:"
+            if shown
+            else f"All {len(preview)} passages:"
+        )
+        st.dataframe(
+            preview,
+            hide_index=True,
+            width="stretch",
+            column_config={"text": st.column_config.TextColumn("text", width="large")},
+        )
         with st.form("build"):
-            name = st.text_input("Index name", max_chars=64, placeholder="my-notes",
-                                 help="Letters, digits, '_', '.' and '-'; it is the name in the sidebar.")
+            name = st.text_input(
+                "Index name",
+                max_chars=64,
+                placeholder="my-notes",
+                help="Letters, digits, '_', '.' and '-'; it is the name in the sidebar.",
+            )
             replace = st.checkbox("Replace an index of the same name")
             build = st.form_submit_button("Build the index", type="primary")
         if build:
@@ -81,7 +103,9 @@ if files:
             except (CorpusError, ValueError) as e:
                 st.error(_say(e, "the build did not work"))
             else:
-                job = jobs.start("build", _build_work(parsed.passages, name, replace), label=f"Building index {name}")
+                job = jobs.start(
+                    "build", _build_work(parsed.passages, name, replace), label=f"Building index {name}"
+                )
                 st.session_state["corpus_job"] = job.id
                 st.rerun()
 
@@ -93,8 +117,10 @@ if build_job is not None and not build_job.running and build_job.id == st.sessio
     elif build_job.cancelled:
         st.warning("The build was cancelled; nothing was written.")
     else:
-        st.success(f"Built index {build_job.result[0]!r}: {build_job.result[1]:,} passages. "
-                   "Pick it in the sidebar's Index list (or below).")
+        st.success(
+            f"Built index {build_job.result[0]!r}: {build_job.result[1]:,} passages. "
+            "Pick it in the sidebar's Index list (or below)."
+        )
 jobs.progress_panel("build")
 
 st.subheader("Your indexes")
@@ -107,8 +133,13 @@ else:
     left, right = st.columns(2)
     with left:
         pick = st.selectbox("Your index", names, key="corpus_pick")
-        st.button(f"Use {pick} now", on_click=_use, args=(pick,), disabled=st.session_state.get("index_name") == pick,
-                  help="Makes it the sidebar's index, for every page.")
+        st.button(
+            f"Use {pick} now",
+            on_click=_use,
+            args=(pick,),
+            disabled=st.session_state.get("index_name") == pick,
+            help="Makes it the sidebar's index, for every page.",
+        )
     with right, st.form("delete"):
         st.markdown("**Delete an index**")
         target = st.selectbox("Index to delete", names, key="corpus_delete_pick")
@@ -128,7 +159,17 @@ else:
 
 with st.expander("Disk used by caches"):
     usage = caches.usage()
-    st.dataframe(pd.DataFrame([{"cache": u.kind, "size": caches.human(u.bytes), "entries": u.entries, "holds": u.what}
-                               for u in usage]), hide_index=True, width="stretch")
-    st.caption(f"All under {views.md_text(str(usage[0].path.parent))}; `python -m rag_core cache clear KIND` empties one "
-               "(everything but your indexes is rebuilt when needed).")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {"cache": u.kind, "size": caches.human(u.bytes), "entries": u.entries, "holds": u.what}
+                for u in usage
+            ]
+        ),
+        hide_index=True,
+        width="stretch",
+    )
+    st.caption(
+        f"All under {views.md_text(str(usage[0].path.parent))}; `python -m rag_core cache clear KIND` empties one "
+        "(everything but your indexes is rebuilt when needed)."
+    )

@@ -1,5 +1,6 @@
 """Eval: the latest evaluation run (closed-book, RAG-Token, RAG-Sequence), why RAG answers were
 wrong, a drill-down to the Ask page, and a small run from here."""
+
 import hashlib
 import time
 
@@ -10,15 +11,19 @@ from app import eval_views, jobs, state, training_effect, views
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import questions as question_file
 from rag_core.analysis import shipped_runs
-from rag_core.analysis.verdicts import VERDICTS
+from rag_core.analysis.verdict_rules import VERDICTS
 from rag_core.config import ASSETS, RAG_SEQUENCE, RAG_TOKEN
 
-SPLITS = {"dev (for choosing prompts and settings)": ASSETS / "eval" / "dev.jsonl",
-          "test (held out: for reporting)": ASSETS / "eval" / "test.jsonl"}
+SPLITS = {
+    "dev (for choosing prompts and settings)": ASSETS / "eval" / "dev.jsonl",
+    "test (held out: for reporting)": ASSETS / "eval" / "test.jsonl",
+}
 
 st.title("Eval")
-st.caption("Exact match (SQuAD normalisation, any gold answer), answer contained, and answer-recall@K of the "
-           "retrieved passages. Runs come from `python -m rag_core eval QUESTIONS.jsonl` or from the form below.")
+st.caption(
+    "Exact match (SQuAD normalisation, any gold answer), answer contained, and answer-recall@K of the "
+    "retrieved passages. Runs come from `python -m rag_core eval QUESTIONS.jsonl` or from the form below."
+)
 eval_views.follow_open()  # a drill-down's click: go to the Ask page
 
 
@@ -36,49 +41,80 @@ def _chosen_questions(upload, split: str) -> tuple[list, str, int]:
 
 def _eval_work(pipe, questions: list, cfg, name: str, skipped: int):
     """The background job: evaluate, save the run, return its path."""
+
     def work(progress):
         def step(done, total, result):
             progress(f"{done} / {total} · {result.question[:60]}", done / total)
 
-        run = ev.run_eval(pipe, questions, cfg, step, resume=True,
-                          settings={"file": name, "skipped": skipped, "stack": state.stack_key()})
+        run = ev.run_eval(
+            pipe,
+            questions,
+            cfg,
+            step,
+            resume=True,
+            settings={"file": name, "skipped": skipped, "stack": state.stack_key()},
+        )
         return ev.save_run(run, time.strftime("app-%Y%m%d-%H%M%S"))
+
     return work
 
 
 with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
     cfg = state.settings()
     split = st.radio("Shipped question set", list(SPLITS), key="eval_split", horizontal=True)
-    upload = st.file_uploader("Or your own questions JSONL (instead of the shipped set)", type=["jsonl", "json", "txt"],
-                              key="eval_upload")
-    n = st.slider("Questions (the first N)", 1, 20, 5, key="eval_n",
-                  help="Each question costs a few seconds to a minute on a CPU: closed-book, both decodings and "
-                       "the checks of wrong answers.")
+    upload = st.file_uploader(
+        "Or your own questions JSONL (instead of the shipped set)",
+        type=["jsonl", "json", "txt"],
+        key="eval_upload",
+    )
+    n = st.slider(
+        "Questions (the first N)",
+        1,
+        20,
+        5,
+        key="eval_n",
+        help="Each question costs a few seconds to a minute on a CPU: closed-book, both decodings and "
+        "the checks of wrong answers.",
+    )
     run_label = eval_views.run_intro(cfg, shipped=upload is None)
     job = jobs.get("eval")
-    if st.button(run_label, type="primary", key="eval_run", disabled=job is not None and job.running,
-                 help="Runs in the background: other pages stay usable, and an interrupted run resumes."):
+    if st.button(
+        run_label,
+        type="primary",
+        key="eval_run",
+        disabled=job is not None and job.running,
+        help="Runs in the background: other pages stay usable, and an interrupted run resumes.",
+    ):
         try:
             questions, name, skipped = _chosen_questions(upload, split)
         except question_file.EvalDataError as e:
             st.error(str(e))
         else:
-            job = jobs.start("eval", _eval_work(state.pipeline(cfg.index), questions[:n], cfg, name, skipped),
-                             label=f"Evaluation run · {views.md_text(state.stack_name())}")  # jobs are shown to every session
+            job = jobs.start(
+                "eval",
+                _eval_work(state.pipeline(cfg.index), questions[:n], cfg, name, skipped),
+                label=f"Evaluation run · {views.md_text(state.stack_name())}",
+            )  # jobs are shown to every session
             st.session_state["eval_job"] = job.id
             st.rerun()
     if job is not None and not job.running and job.id == st.session_state.get("eval_job"):
         if job.error:
             st.error(f"The run stopped: {job.error}")
         elif job.cancelled:
-            st.warning("The run was cancelled; its questions so far are kept and the same run resumes from them.")
+            st.warning(
+                "The run was cancelled; its questions so far are kept and the same run resumes from them."
+            )
     jobs.progress_panel("eval")
 
-runs = eval_views.runs_of(state.settings())  # this stack's runs on this machine, newest first, then the shipped ones
+runs = eval_views.runs_of(
+    state.settings()
+)  # this stack's runs on this machine, newest first, then the shipped ones
 if job is not None and not job.running and job.result and job.id == st.session_state.pop("eval_job", None):
     st.session_state["eval_selected"] = job.result  # this session's new run, selected once
 if not runs:
-    st.info("No evaluation run yet. Run `python -m rag_core eval assets/eval/dev.jsonl` or use the form above.")
+    st.info(
+        "No evaluation run yet. Run `python -m rag_core eval assets/eval/dev.jsonl` or use the form above."
+    )
     st.stop()
 # The selector is a new widget whenever the list of runs changes, so the browser never sends back a
 # choice made in an older list (which would switch the page back to the old run on the next click).
@@ -87,8 +123,13 @@ labels = {p: eval_views.run_label(p) for p in runs}
 repeated = {text for text in labels.values() if list(labels.values()).count(text) > 1}
 labels = {p: f"{text} · {p.stem}" if text in repeated else text for p, text in labels.items()}
 chosen = st.session_state.get("eval_selected")
-path = st.selectbox("Run", runs, index=runs.index(chosen) if chosen in runs else 0, format_func=labels.get,
-                    key="eval_pick_" + hashlib.sha1("|".join(p.name for p in runs).encode()).hexdigest()[:10])
+path = st.selectbox(
+    "Run",
+    runs,
+    index=runs.index(chosen) if chosen in runs else 0,
+    format_func=labels.get,
+    key="eval_pick_" + hashlib.sha1("|".join(p.name for p in runs).encode()).hexdigest()[:10],
+)
 st.session_state["eval_selected"] = path
 run = ev.load_run(path)
 if run is None:
@@ -96,15 +137,27 @@ if run is None:
     st.stop()
 summary = run.summary()
 if shipped_runs.is_shipped(path):
-    st.info("A shipped reference run of the held-out test split, made with today's models, prompt, passages and "
-            "settings (checked by fingerprint). Runs made on this machine are listed above it.",
-            icon=":material/inventory_2:")
+    st.info(
+        "A shipped reference run of the held-out test split, made with today's models, prompt, passages and "
+        "settings (checked by fingerprint). Runs made on this machine are listed above it.",
+        icon=":material/inventory_2:",
+    )
 
 st.subheader("Summary")
-rows = [{"mode": mode, "EM": m["em"], "contained": m["contained"], f"recall@{summary['k']}": m["recall"],
-         "questions": m["n"]} for mode, m in summary["modes"].items()]
-pct = {c: st.column_config.ProgressColumn(c, min_value=0.0, max_value=1.0, format="percent")
-       for c in ("EM", "contained", f"recall@{summary['k']}")}
+rows = [
+    {
+        "mode": mode,
+        "EM": m["em"],
+        "contained": m["contained"],
+        f"recall@{summary['k']}": m["recall"],
+        "questions": m["n"],
+    }
+    for mode, m in summary["modes"].items()
+]
+pct = {
+    c: st.column_config.ProgressColumn(c, min_value=0.0, max_value=1.0, format="percent")
+    for c in ("EM", "contained", f"recall@{summary['k']}")
+}
 views.table(pd.DataFrame(rows), hide_index=True, width="stretch", column_config=pct)
 if run.settings.get("skipped"):
     st.caption(f"{run.settings['skipped']} malformed lines of the questions file were skipped.")
@@ -119,15 +172,24 @@ st.caption("Verdicts can overlap. Open a question on the Ask page to see each ve
 eval_views.retrieval(run, summary)
 
 st.subheader("Questions")
-table = pd.DataFrame([{
-    "question": r.question,
-    "expected": " | ".join(r.answers),
-    **{m: r.modes[m].answer for m in ev.MODES if m in r.modes},
-    **{f"{m} ✓": r.modes[m].em for m in ev.MODES if m in r.modes},
-    "answer rank": r.answer_rank,
-    "verdicts": ", ".join(sorted(set(r.modes.get(RAG_SEQUENCE, ev.ModeResult("", True, True)).verdicts)
-                                 | set(r.modes.get(RAG_TOKEN, ev.ModeResult("", True, True)).verdicts))),
-} for r in run.results])
+table = pd.DataFrame(
+    [
+        {
+            "question": r.question,
+            "expected": " | ".join(r.answers),
+            **{m: r.modes[m].answer for m in ev.MODES if m in r.modes},
+            **{f"{m} ✓": r.modes[m].em for m in ev.MODES if m in r.modes},
+            "answer rank": r.answer_rank,
+            "verdicts": ", ".join(
+                sorted(
+                    set(r.modes.get(RAG_SEQUENCE, ev.ModeResult("", True, True)).verdicts)
+                    | set(r.modes.get(RAG_TOKEN, ev.ModeResult("", True, True)).verdicts)
+                )
+            ),
+        }
+        for r in run.results
+    ]
+)
 only_wrong = st.toggle("Only questions RAG got wrong", key="eval_wrong")
 if only_wrong:
     table = table[~(table.get("rag-token ✓", True) & table.get("rag-sequence ✓", True))]

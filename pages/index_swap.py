@@ -1,9 +1,10 @@
 """Index swap: the paper's §4.5 hot-swap experiment. One frozen model, a 2016 and a 2018 index."""
+
 from pathlib import Path
 
 import streamlit as st
 
-from app import jobs, question_box, state, index_swap_views, views
+from app import index_swap_views, jobs, question_box, state, views
 from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.index_swap import cache, results
 from rag_core.index_swap import run as index_swap_run
@@ -13,15 +14,19 @@ ss = st.session_state
 DEFAULT_SWAP_QUESTION = "Who is the President of the United States?"
 
 st.title("Index swap")
-st.caption("RAG's knowledge lives in its index, so it can be updated without retraining (Lewis et al. 2020, §4.5): "
-           "the same frozen model answers on an index of 31 December 2016 and one of 31 December 2018.")
+st.caption(
+    "RAG's knowledge lives in its index, so it can be updated without retraining (Lewis et al. 2020, §4.5): "
+    "the same frozen model answers on an index of 31 December 2016 and one of 31 December 2018."
+)
 
 # --- pending jump to another page (set by the "explain" and "diagnose" buttons' callbacks) ---
 if goto := ss.pop("swap_goto", None):
     st.switch_page(str(ROOT / "pages" / goto))
 
 leaders = cache.leaders_frame()
-holders = {q: (h16, h18) for q, h16, h18 in zip(leaders["question"], leaders["holder_2016"], leaders["holder_2018"])}
+holders = {
+    q: (h16, h18) for q, h16, h18 in zip(leaders["question"], leaders["holder_2016"], leaders["holder_2018"])
+}
 questions = list(leaders["question"])
 
 
@@ -41,9 +46,16 @@ def _asked() -> None:
 question = ss.get("swap_question", DEFAULT_SWAP_QUESTION)
 ss.setdefault("swap_text", question)  # widget state goes with the page; the plain key stays
 if ss.get("swap_pick") not in questions or ss["swap_pick"] != question.strip():
-    ss["swap_pick"] = question.strip() if question.strip() in holders else OWN  # the picker follows the question
-st.selectbox("A world-leader question", [OWN, *questions], key="swap_pick", on_change=_pick,
-             help="Positions whose holder changed between the two snapshots (assets/leaders.csv).")
+    ss["swap_pick"] = (
+        question.strip() if question.strip() in holders else OWN
+    )  # the picker follows the question
+st.selectbox(
+    "A world-leader question",
+    [OWN, *questions],
+    key="swap_pick",
+    on_change=_pick,
+    help="Positions whose holder changed between the two snapshots (assets/leaders.csv).",
+)
 with st.form("swap_ask"):
     question_box.field("swap_text")
     st.form_submit_button("Answer on both indexes", type="primary", on_click=_asked)
@@ -60,33 +72,48 @@ st.subheader(f"The experiment: {len(leaders)} positions × 2 indexes")
 cfg = index_swap_run.experiment_config(state.stack_config())  # results are keyed by the session's model stack
 checksums = cache.index_checksums()  # the year indexes' passage checksums, from their files: no index built
 result = cache.cached_result(cfg, checksums, partial=True)
-st.caption(f"Settings: K={cfg.k}, scale={cfg.scale or f'the encoder default ({state.models().encoder.default_scale:g})'}, greedy, up to {cfg.max_new_tokens} "
-           "answer tokens. An answer is correct for a year when it names that year's holder (full name or surname, "
-           "accents ignored). Same as `python -m rag_core index-swap`, whose results this page shares.")
+st.caption(
+    f"Settings: K={cfg.k}, scale={cfg.scale or f'the encoder default ({state.models().encoder.default_scale:g})'}, greedy, up to {cfg.max_new_tokens} "
+    "answer tokens. An answer is correct for a year when it names that year's holder (full name or surname, "
+    "accents ignored). Same as `python -m rag_core index-swap`, whose results this page shares."
+)
 
 shipped = cache.shipped_result(cfg, checksums)
 if result is None or not result.complete:
     done = result.positions if result else 0
     if shipped is not None:
-        st.info(f"Showing the shipped reference run ({shipped.created[:10]}; same models, prompt, snapshots and "
-                f"settings, checked by fingerprint). {done} of {len(leaders)} positions have been recomputed on this "
-                "machine; a run replaces the shipped rows with live ones.", icon=":material/inventory_2:")
+        st.info(
+            f"Showing the shipped reference run ({shipped.created[:10]}; same models, prompt, snapshots and "
+            f"settings, checked by fingerprint). {done} of {len(leaders)} positions have been recomputed on this "
+            "machine; a run replaces the shipped rows with live ones.",
+            icon=":material/inventory_2:",
+        )
     else:
-        st.info(f"{done} of {len(leaders)} positions computed so far. The full run answers every question on both "
-                "indexes and closed-book: on a CPU this takes a while; it resumes where it stopped.")
+        st.info(
+            f"{done} of {len(leaders)} positions computed so far. The full run answers every question on both "
+            "indexes and closed-book: on a CPU this takes a while; it resumes where it stopped."
+        )
     job = jobs.get("leaders")
     if job is None or not job.running:
         if job is not None and job.error:
-            st.error(f"The last run stopped: {job.error}. What it computed is kept; resuming continues from there.")
+            st.error(
+                f"The last run stopped: {job.error}. What it computed is kept; resuming continues from there."
+            )
         elif job is not None and job.cancelled:
             st.warning("The run was cancelled. What it computed is kept; resuming continues from there.")
-        st.caption(f"Runs on the 2016 and 2018 indexes (not the sidebar's) with the model "
-                   f"{views.md_text(state.stack_name())}, at the settings above.")
+        st.caption(
+            f"Runs on the 2016 and 2018 indexes (not the sidebar's) with the model "
+            f"{views.md_text(state.stack_name())}, at the settings above."
+        )
         if st.button("Run the experiment" if not done else "Resume the experiment", type="primary"):
             pipes = {y: state.pipeline(y) for y in results.YEARS}  # loaded here, in the page's own run
-            jobs.start("leaders", lambda progress: index_swap_run.run_experiment(cfg, lambda: pipes, checksums=checksums,
-                                                                        progress=progress),
-                       label=f"Index swap experiment · {views.md_text(state.stack_name())}")
+            jobs.start(
+                "leaders",
+                lambda progress: index_swap_run.run_experiment(
+                    cfg, lambda: pipes, checksums=checksums, progress=progress
+                ),
+                label=f"Index swap experiment · {views.md_text(state.stack_name())}",
+            )
             st.rerun()  # the sidebar and the page pick the running job up
     jobs.progress_panel("leaders", follow=True)  # the tables take each position's live rows as it finishes
     if (result is None or not result.complete) and shipped is not None:
@@ -98,16 +125,22 @@ if result is not None:
     elif not result.complete:
         st.warning(f"Partial result: {result.positions} of {len(leaders)} positions.")
     for decoding in result.decodings():
-        st.markdown(f"**{DECODING_LABELS[decoding]}**: accuracy by index (rows) and "
-                    "leaders' year (columns); the diagonal should be high, the rest low. The held-out half is the "
-                    "result; the tuning half chose the base's worked examples and trained the default, so it flatters. "
-                    "The prompt's format was picked before the split, on 40 positions: 21 of them are held out now.")
+        st.markdown(
+            f"**{DECODING_LABELS[decoding]}**: accuracy by index (rows) and "
+            "leaders' year (columns); the diagonal should be high, the rest low. The held-out half is the "
+            "result; the tuning half chose the base's worked examples and trained the default, so it flatters. "
+            "The prompt's format was picked before the split, on 40 positions: 21 of them are held out now."
+        )
         halves = st.columns(2)
         for col, split, label in zip(halves, ("test", "tune"), ("Held-out half", "Tuning half")):
             col.caption(f"{label} ({index_swap_views.split_positions(result, split)} positions)")
             acc = index_swap_views.accuracy_frame(result.table(decoding, split)).rename_axis("").reset_index()
-            col.dataframe(acc, hide_index=True, width="content",  # sized to fit half the page at 1280 px
-                          column_config=views.widths(index_swap_views.ACCURACY_COLUMNS))
+            col.dataframe(
+                acc,
+                hide_index=True,
+                width="content",  # sized to fit half the page at 1280 px
+                column_config=views.widths(index_swap_views.ACCURACY_COLUMNS),
+            )
         st.caption(index_swap_views.override_note(result, decoding))
         st.info(f"Finding: {result.finding(decoding)}", icon=":material/search:")
     cb = result.closed_book_accuracy()
@@ -120,14 +153,24 @@ if result is not None:
     # --- per position ---
     st.subheader("Per position")
     f1, f2 = st.columns(2)
-    only_fail = f1.toggle("Failures only", key="swap_fail_only",
-                          help="Answers that do not name the holder of the index's own year.")
+    only_fail = f1.toggle(
+        "Failures only",
+        key="swap_fail_only",
+        help="Answers that do not name the holder of the index's own year.",
+    )
     dec = f2.radio("Decoding", [RAG_TOKEN, RAG_SEQUENCE], horizontal=True, key="swap_decoding")
     frame = result.failures(dec) if only_fail else result.frame()[lambda f: f["decoding"] == dec]
-    views.table(frame[list(index_swap_views.POSITION_COLUMNS)], {
-        c: st.column_config.Column(head, width=w) for c, (head, w) in index_swap_views.POSITION_COLUMNS.items()})
+    views.table(
+        frame[list(index_swap_views.POSITION_COLUMNS)],
+        {
+            c: st.column_config.Column(head, width=w)
+            for c, (head, w) in index_swap_views.POSITION_COLUMNS.items()
+        },
+    )
 
-    index_swap_views.failure_actions(result.failures(dec), dec, holders, str(ROOT / "pages" / "index_swap.py"))
+    index_swap_views.failure_actions(
+        result.failures(dec), dec, holders, str(ROOT / "pages" / "index_swap.py")
+    )
 
 with one_question:
     index_swap_views.answer_on_both(question, holders)

@@ -14,14 +14,23 @@ cfg = state.settings()
 name = cfg.index
 views.about_query(state.question(), name, f"K={cfg.k}")
 c1, c2, c3 = st.columns([1, 1, 2])
-method = c1.radio("Layout", ["UMAP", "PCA"], horizontal=True, key="map_method",
-                  help="UMAP (cosine distance) keeps neighbourhoods; it takes a minute or two the first time for an "
-                       "index, then loads from disk. PCA is instant: the two or three directions of largest variance.")
+method = c1.radio(
+    "Layout",
+    ["UMAP", "PCA"],
+    horizontal=True,
+    key="map_method",
+    help="UMAP (cosine distance) keeps neighbourhoods; it takes a minute or two the first time for an "
+    "index, then loads from disk. PCA is instant: the two or three directions of largest variance.",
+)
 dims = 3 if c2.radio("View", ["2-D", "3-D"], horizontal=True, key="map_dims") == "3-D" else 2
-zoom = c3.toggle("Zoom to the question", key="map_zoom", disabled=dims == 3,
-                 persist_state="session",  # kept across page visits, as the user left it
-                 help="Frame the question, the query you moved (if any) and the ringed top-K; double-click "
-                      "the map to see all of it again.")
+zoom = c3.toggle(
+    "Zoom to the question",
+    key="map_zoom",
+    disabled=dims == 3,
+    persist_state="session",  # kept across page visits, as the user left it
+    help="Frame the question, the query you moved (if any) and the ringed top-K; double-click "
+    "the map to see all of it again.",
+)
 
 loading = st.empty()
 try:
@@ -63,10 +72,18 @@ if "map" not in holder:
             st.stop()
         bar.empty()
         st.caption(projection.how_made(pmap))  # the status opens onto what was done, never onto nothing
-        how = ("the shipped base layout" if pmap.shipped else "loaded from the cache" if pmap.loaded_from
-               else f"fitted in {pmap.fit_seconds:.1f} s")  # say what happened, never "fitted in 0.0 s"
-        status.update(label=f"{pmap.method.upper()} map of {len(idx):,} passages: {how}", state="complete",
-                      expanded=False)
+        how = (
+            "the shipped base layout"
+            if pmap.shipped
+            else "loaded from the cache"
+            if pmap.loaded_from
+            else f"fitted in {pmap.fit_seconds:.1f} s"
+        )  # say what happened, never "fitted in 0.0 s"
+        status.update(
+            label=f"{pmap.method.upper()} map of {len(idx):,} passages: {how}",
+            state="complete",
+            expanded=False,
+        )
     holder["map"] = pmap
 pmap = holder["map"]
 pts = map_views.passage_points(name, stamp, idx.passages)
@@ -79,7 +96,9 @@ try:
     question, _ = clean_question(question)
     pipe = state.pipeline(name)
     qvec = pipe.query_vector(question)  # (1, D)
-    qpos = pmap.place(qvec[0], scale=cfg.scale or encoder.default_scale)  # (dims,) weights = the prior's softmax
+    qpos = pmap.place(
+        qvec[0], scale=cfg.scale or encoder.default_scale
+    )  # (dims,) weights = the prior's softmax
     hits = pipe.retriever.retrieve(question, cfg.k, query_vector=qvec)  # the pipeline's retriever
 except state.USER_ERRORS as e:
     st.error(first_line(e, "the question could not be placed"))
@@ -94,14 +113,22 @@ if moved is not None and qpos is not None:
     except state.USER_ERRORS as e:
         st.error(first_line(e, "the moved query could not be searched"))
 
-placed = ("placed at the score-weighted mean of its 10 nearest passages" if pmap.method == "umap"
-          else "projected exactly")
-ringed = (f"the true top-{len(hits)} by inner product s(z) = d(z)·q(x)" if moved_q is None else
-          f"the top-{len(hits)} of the query you moved (the open star), by the index's search of its vector")
-st.caption(f"Each dot is one of the {len(idx):,} passages of **{views.md_text(name)}**, coloured by topic; the red "
-           f"{'★' if dims == 2 else '◆'} is the question, {placed}. Closeness on the map is *not* the retriever's "
-           f"ranking: the map squeezes {idx.dim} dimensions into {dims}. The numbered rings mark {ringed} — "
-           "the passages the generator reads.")
+placed = (
+    "placed at the score-weighted mean of its 10 nearest passages"
+    if pmap.method == "umap"
+    else "projected exactly"
+)
+ringed = (
+    f"the true top-{len(hits)} by inner product s(z) = d(z)·q(x)"
+    if moved_q is None
+    else f"the top-{len(hits)} of the query you moved (the open star), by the index's search of its vector"
+)
+st.caption(
+    f"Each dot is one of the {len(idx):,} passages of **{views.md_text(name)}**, coloured by topic; the red "
+    f"{'★' if dims == 2 else '◆'} is the question, {placed}. Closeness on the map is *not* the retriever's "
+    f"ranking: the map squeezes {idx.dim} dimensions into {dims}. The numbered rings mark {ringed} — "
+    "the passages the generator reads."
+)
 
 C = pmap.coords
 hits = [h for h in hits if h.passage.id in pts["row"]]
@@ -109,31 +136,60 @@ rows = [pts["row"][h.passage.id] for h in hits]
 own_rows = [pts["row"][h.passage.id] for h in own if h.passage.id in pts["row"]]
 drawn = map_layout.draw_rows(C, centre=qpos, keep=own_rows + rows)  # every row up to the cap; top-Ks always
 if len(drawn) < len(C):
-    near = f"the {int(map_layout.DRAW_CAP * map_layout.NEAR_SHARE):,} nearest the question, " if qpos is not None else ""
-    st.caption(f"Drawn: {len(drawn):,} of the {len(C):,} passages, so the map opens in a second or two: {near}the "
-               "top-K, and a fixed random share of the others.")
+    near = (
+        f"the {int(map_layout.DRAW_CAP * map_layout.NEAR_SHARE):,} nearest the question, "
+        if qpos is not None
+        else ""
+    )
+    st.caption(
+        f"Drawn: {len(drawn):,} of the {len(C):,} passages, so the map opens in a second or two: {near}the "
+        "top-K, and a fixed random share of the others."
+    )
 # plotly keeps the user's pan and zoom while `view` is the same; with the zoom on, a move frames anew
 view = f"{name}-{method}-{dims}-{zoom}-{question}" + (f"-{moved}" if zoom else "")
-fig = charts.passage_map(C, pts["hover"], pts["topic"], hits, rows, qpos, question, dims, zoom,
-                         uirevision=view, drawn=drawn, moved=None if moved_q is None else moved)
-pull = st.toggle("Show the training pull", key="map_pull", disabled=qpos is None,
-                 help="The arrow from the question to where one step of the paper's training signal moves the query, "
-                      "for the expected answer typed on the Train page, or else the one the Diagnose box offers "
-                      "(one teacher-forced pass the first time).")
+fig = charts.passage_map(
+    C,
+    pts["hover"],
+    pts["topic"],
+    hits,
+    rows,
+    qpos,
+    question,
+    dims,
+    zoom,
+    uirevision=view,
+    drawn=drawn,
+    moved=None if moved_q is None else moved,
+)
+pull = st.toggle(
+    "Show the training pull",
+    key="map_pull",
+    disabled=qpos is None,
+    help="The arrow from the question to where one step of the paper's training signal moves the query, "
+    "for the expected answer typed on the Train page, or else the one the Diagnose box offers "
+    "(one teacher-forced pass the first time).",
+)
 if pull and qpos is not None:
     start, end = train_views.pull_on_map(pmap, question, name, cfg)
     if start is None:
-        st.info("No expected answer is known for this question: type one on the Train page (the pull is toward "
-                "the passages that explain it).")
+        st.info(
+            "No expected answer is known for this question: type one on the Train page (the pull is toward "
+            "the passages that explain it)."
+        )
     else:
         charts.add_pull_arrow(fig, start, end, dims)
-st.plotly_chart(fig, width="stretch", key="passage-map", **({"on_select": "rerun", "selection_mode": "points"}
-                                                            if dims == 2 else {}))
+st.plotly_chart(
+    fig,
+    width="stretch",
+    key="passage-map",
+    **({"on_select": "rerun", "selection_mode": "points"} if dims == 2 else {}),
+)
 if dims == 2 and qpos is not None:
     st.caption("Click any dot to move the query there (the open star): its top K (rings) and prior follow.")
 
 if hits and qpos is not None:
     map_views.distance_table(C, qpos if moved_q is None else moved, hits, rows, moved=moved_q is not None)
 if moved_q is not None:
-    moved_query.panel(pipe, moved, moved_q, moved_hits, question, own,
-                      float(cfg.scale or encoder.default_scale))
+    moved_query.panel(
+        pipe, moved, moved_q, moved_hits, question, own, float(cfg.scale or encoder.default_scale)
+    )

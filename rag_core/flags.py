@@ -10,6 +10,7 @@ Traceback (most recent call last):
 ...
 rag_core.flags.FlagError: unrecognized arguments: --nope
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,11 +25,15 @@ class FlagError(ValueError):
     """A flag a user gave is unknown, malformed or out of range; the message says which."""
 
 
-INDEX_HELP = ("wiki, 2016, 2018, a user index name, a folder, or hf-dataset:DIR[:INDEX_FILE]: a Hugging Face "
-              "datasets folder (save_to_disk, with title, text and embeddings columns) and its FAISS index "
-              "(default DIR/embeddings.faiss), e.g. the paper's psgs_w100")
-RUN_HELP = ("a folder that `train --out DIR` wrote, opened as one stack: its tuned query encoder and/or "
-            "generator, read against the frozen passage encoder it was trained with (its passage vectors)")
+INDEX_HELP = (
+    "wiki, 2016, 2018, a user index name, a folder, or hf-dataset:DIR[:INDEX_FILE]: a Hugging Face "
+    "datasets folder (save_to_disk, with title, text and embeddings columns) and its FAISS index "
+    "(default DIR/embeddings.faiss), e.g. the paper's psgs_w100"
+)
+RUN_HELP = (
+    "a folder that `train --out DIR` wrote, opened as one stack: its tuned query encoder and/or "
+    "generator, read against the frozen passage encoder it was trained with (its passage vectors)"
+)
 
 
 class Parser(argparse.ArgumentParser):
@@ -59,21 +64,29 @@ def positive_float(text: str) -> float:
 def add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--question-encoder", default=None, help="query encoder: packaged id, folder or hub id")
     p.add_argument("--ctx-encoder", default=None, help="passage encoder (DPR); default: the question encoder")
-    p.add_argument("--generator", default=None, help="generator: packaged id, folder, hub id or RAG checkpoint")
+    p.add_argument(
+        "--generator", default=None, help="generator: packaged id, folder, hub id or RAG checkpoint"
+    )
     p.add_argument("--preset", choices=sorted(PRESETS), default=None, help="a named model stack")
     p.add_argument("--run", default=None, metavar="DIR", help=RUN_HELP)
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
-    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: all cores)")
+    p.add_argument(
+        "--threads", type=positive_int, default=None, help="torch CPU threads (default: all cores)"
+    )
     p.add_argument("--allow-downloads", action="store_true", help="let hub ids download (off by default)")
 
 
-def add_index_args(p: argparse.ArgumentParser, corpus_help: str = "a JSONL corpus to index and search instead") -> None:
+def add_index_args(
+    p: argparse.ArgumentParser, corpus_help: str = "a JSONL corpus to index and search instead"
+) -> None:
     p.add_argument("--index", default=None, help=INDEX_HELP)
     p.add_argument("--corpus", default=None, help=corpus_help)
 
 
 def add_scale_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scale", type=positive_float, default=Config.scale, help="retriever scale (default: the encoder's)")
+    p.add_argument(
+        "--scale", type=positive_float, default=Config.scale, help="retriever scale (default: the encoder's)"
+    )
 
 
 def add_decoding_args(p: argparse.ArgumentParser, decode: bool = True) -> None:
@@ -83,22 +96,38 @@ def add_decoding_args(p: argparse.ArgumentParser, decode: bool = True) -> None:
     if decode:
         p.add_argument("--decode", choices=["token", "sequence", "both"], default=d.decode)
     p.add_argument("--beams", type=positive_int, default=d.beams)
-    p.add_argument("--length-penalty", type=float, default=d.length_penalty,
-                   help="beam search: finished beams rank by sum log p / T ** this (default 1.0)")
+    p.add_argument(
+        "--length-penalty",
+        type=float,
+        default=d.length_penalty,
+        help="beam search: finished beams rank by sum log p / T ** this (default 1.0)",
+    )
     p.add_argument("--max-new-tokens", type=positive_int, default=d.max_new_tokens)
     p.add_argument("--rescore", choices=["thorough", "fast"], default=d.rescore)
     add_scale_arg(p)
 
 
 def add_batch_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--batch-questions", type=positive_int, default=None, metavar="N",
-                   help="questions decoded together (default: by device, 1 on CPU, 32 on a GPU); the answers do not change")
+    p.add_argument(
+        "--batch-questions",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="questions decoded together (default: by device, 1 on CPU, 32 on a GPU); the answers do not change",
+    )
 
 
 def decoding_fields(args: argparse.Namespace, decode: str | None = None) -> dict:
     """The Config fields `add_decoding_args` declared (`decode` fixes the decoding a command runs)."""
-    return {"k": args.k, "decode": decode or args.decode, "beams": args.beams, "length_penalty": args.length_penalty,
-            "max_new_tokens": args.max_new_tokens, "rescore": args.rescore, "scale": args.scale}
+    return {
+        "k": args.k,
+        "decode": decode or args.decode,
+        "beams": args.beams,
+        "length_penalty": args.length_penalty,
+        "max_new_tokens": args.max_new_tokens,
+        "rescore": args.rescore,
+        "scale": args.scale,
+    }
 
 
 def model_fields(args: argparse.Namespace) -> dict:
@@ -106,21 +135,31 @@ def model_fields(args: argparse.Namespace) -> dict:
     the model flags do not give."""
     run = getattr(args, "run", None)
     if run:
-        given = [f for f in ("preset", "question_encoder", "ctx_encoder", "generator") if getattr(args, f, None)]
+        given = [
+            f for f in ("preset", "question_encoder", "ctx_encoder", "generator") if getattr(args, f, None)
+        ]
         if given:
             flag = "--" + given[0].replace("_", "-")
             raise FlagError(f"--run names the whole stack; drop {flag}")
         return run_models(run)
     preset = PRESETS[args.preset or "default"]
-    return {"question_encoder": args.question_encoder or preset.get("question_encoder") or Config.question_encoder,
-            "ctx_encoder": args.ctx_encoder or preset.get("ctx_encoder"),
-            "generator": args.generator or preset.get("generator") or Config.generator}
+    return {
+        "question_encoder": args.question_encoder
+        or preset.get("question_encoder")
+        or Config.question_encoder,
+        "ctx_encoder": args.ctx_encoder or preset.get("ctx_encoder"),
+        "generator": args.generator or preset.get("generator") or Config.generator,
+    }
 
 
 def config_from(args: argparse.Namespace, **fields) -> Config:
     """The model flags (a preset filling what is not given, or a training run) plus `fields`, validated."""
-    models = {**model_fields(args), "device": args.device, "threads": args.threads,
-              "allow_downloads": args.allow_downloads}
+    models = {
+        **model_fields(args),
+        "device": args.device,
+        "threads": args.threads,
+        "allow_downloads": args.allow_downloads,
+    }
     return Config(**models, **fields).validate()
 
 

@@ -16,6 +16,7 @@ Worked example (the seed's two-document case, "born Hawaii"):
 
 This module imports nothing of the project's.
 """
+
 from __future__ import annotations
 
 import math
@@ -81,12 +82,16 @@ def doc_sequence_logp(token_logp: torch.Tensor, mask: torch.Tensor | None = None
     return _clean(token_logp, mask).sum(dim=-1)  # (..., K)
 
 
-def rag_sequence(log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def rag_sequence(
+    log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """RAG-Sequence: log Σ_z p(z|x) Π_i p(y_i|x,z,y_<i) -> (...)."""
     return torch.logsumexp(log_pz.double() + doc_sequence_logp(token_logp, mask), dim=-1)  # (...)
 
 
-def token_mixture(log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def token_mixture(
+    log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Per-step RAG-Token mixture log Σ_z p(z|x) p(y_i|x,z,y_<i): (..., K, T) -> (..., T).
 
     Padded steps come out as 0 (log 1).
@@ -95,18 +100,24 @@ def token_mixture(log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Te
     return torch.logsumexp(joint, dim=-2)  # (..., T)
 
 
-def rag_token(log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def rag_token(
+    log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """RAG-Token: log Π_i Σ_z p(z|x) p(y_i|x,z,y_<i) -> (...)."""
     return token_mixture(log_pz, token_logp, mask).sum(dim=-1)  # (...)
 
 
-def responsibilities(log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def responsibilities(
+    log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """r_i(z) = p(z|x) p(y_i|x,z,y_<i) / Σ_z' (...), per step: (..., K, T), sums to 1 over K."""
     joint = log_pz.double().unsqueeze(-1) + _clean(token_logp, mask)  # (..., K, T)
     return _normalise(joint, dim=-2)  # (..., K, T)
 
 
-def prefix_posteriors(log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def prefix_posteriors(
+    log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """p(z | x, y_≤i) ∝ p(z|x) Π_{j≤i} p(y_j|x,z,y_<j): (..., K, T), sums to 1 over K.
 
     The last real step is the citation p(z|x,y).
@@ -115,7 +126,9 @@ def prefix_posteriors(log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torc
     return _normalise(log_pz.double().unsqueeze(-1) + running, dim=-2)  # (..., K, T)
 
 
-def prefix_weights(log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def prefix_weights(
+    log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """log p(z | x, y_<i), the RAG-Sequence weight of each passage *before* step i (the prior at
     i = 0): (..., K, T). Σ_z p(z|x,y_<i) p(y_i|x,z,y_<i) is then p_seq(y_i | x, y_<i), and these
     per-step predictives multiply to p_seq(y).
@@ -125,12 +138,16 @@ def prefix_weights(log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.T
     [[0.5, 0.9], [0.5, 0.1]]
     """
     running = torch.cumsum(_clean(token_logp, mask), dim=-1)  # (..., K, T) log p(y_≤i|x,z)
-    before = torch.cat([torch.zeros_like(running[..., :1]), running[..., :-1]], dim=-1)  # (..., K, T) log p(y_<i|x,z)
+    before = torch.cat(
+        [torch.zeros_like(running[..., :1]), running[..., :-1]], dim=-1
+    )  # (..., K, T) log p(y_<i|x,z)
     weights = log_pz.double().unsqueeze(-1) + before  # (..., K, T)
     return weights - torch.logsumexp(weights, dim=-2, keepdim=True)  # (..., K, T)
 
 
-def citation(log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+def citation(
+    log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """The posterior over passages after the whole answer, p(z|x,y): (..., K).
 
     >>> lp = torch.tensor([0.7, 0.3]).log()

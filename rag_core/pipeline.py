@@ -3,12 +3,13 @@
 The CLI and the app are two thin faces of this module. Models load once (`load_models`); an index
 can be swapped under them with no reload (`Pipeline.with_index`).
 """
+
 from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -46,7 +47,9 @@ def clean_question(question: str) -> tuple[str, list[str]]:
     """
     if not isinstance(question, str):
         raise QuestionError("the question must be text")
-    text = re.sub(r"\s+", " ", "".join(ch if ch.isprintable() or ch.isspace() else " " for ch in question)).strip()
+    text = re.sub(
+        r"\s+", " ", "".join(ch if ch.isprintable() or ch.isspace() else " " for ch in question)
+    ).strip()
     if not text:
         raise QuestionError("the question is empty: type a question")
     notices = []
@@ -69,8 +72,10 @@ def cut_notice(text: str, limit: int = MAX_QUESTION_CHARS) -> str:
     the last 13, from “Who wrote it?…”, were left out
     """
     kept, left = text[:limit].rstrip(), text[limit:].lstrip()
-    return (f"the question was {len(text):,} characters long; only the first {limit:,} were used, ending "
-            f"“…{kept[-QUOTED:]}”; the last {len(text) - limit:,}, from “{left[:QUOTED]}…”, were left out")
+    return (
+        f"the question was {len(text):,} characters long; only the first {limit:,} were used, ending "
+        f"“…{kept[-QUOTED:]}”; the last {len(text) - limit:,}, from “{left[:QUOTED]}…”, were left out"
+    )
 
 
 @dataclass
@@ -136,7 +141,7 @@ class Pipeline:
     def retriever(self) -> Retriever:
         return Retriever(self.models.encoder, self.index, self.index_name)
 
-    def with_index(self, name: str, index: PassageIndex) -> "Pipeline":
+    def with_index(self, name: str, index: PassageIndex) -> Pipeline:
         return Pipeline(self.models, name, index, self.cfg)
 
     def scale_for(self, cfg: Config) -> float:
@@ -180,7 +185,9 @@ class Pipeline:
             raise QuestionError("the index returned no passages")
         return Query(question, hits, self.index_name, cfgs, notices, self.models.encoder.id)
 
-    def run_many(self, questions: list[str], cfgs: list[Config], keep_state: bool = False) -> list[list[PreparedRun]]:
+    def run_many(
+        self, questions: list[str], cfgs: list[Config], keep_state: bool = False
+    ) -> list[list[PreparedRun]]:
         """Several questions, each under `cfgs`, decoded as one batch (`decode_queries`): the same
         runs as `run_settings` one question at a time, in fewer model calls."""
         with self.models.lock:
@@ -208,9 +215,10 @@ class Pipeline:
         settings = SearchSettings.from_config(cfg.with_(top_alternatives=1))
         with self.models.lock:
             state = gen.prepare_rows([(q, None) for q in cleaned])
-            decoded = decode_jobs(gen, state, [Job([i], torch.zeros(1), settings, "token") for i in range(len(cleaned))])
+            decoded = decode_jobs(
+                gen, state, [Job([i], torch.zeros(1), settings, "token") for i in range(len(cleaned))]
+            )
         return [gen.decode(token[0].tokens) for token, _ in decoded]
-
 
     def closed_book_scores(self, question: str, answers: list[list[int]]) -> torch.Tensor:
         """Teacher-forced closed-book log p(y_i | x, y_<i) of each answer (token ids): the generator

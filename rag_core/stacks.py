@@ -15,6 +15,7 @@ shown under another stack's name.
 >>> short_name(Config(generator="/runs/abc/generator"))
 'generator: abc/generator'
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,11 +37,15 @@ MODEL_FIELDS = ("question_encoder", "ctx_encoder", "generator")
 
 def models_of(cfg: Config) -> dict:
     """The three model ids of a config, the passage encoder spelt out (None = the query encoder)."""
-    return {"question_encoder": cfg.question_encoder, "ctx_encoder": cfg.ctx_encoder or cfg.question_encoder,
-            "generator": cfg.generator}
+    return {
+        "question_encoder": cfg.question_encoder,
+        "ctx_encoder": cfg.ctx_encoder or cfg.question_encoder,
+        "generator": cfg.generator,
+    }
 
 
 # --- a training run as one stack ---------------------------------------------------------------
+
 
 def run_models(folder: str | Path) -> dict:
     """The model ids of a finished training output: each tuned part from its folder, the rest (and
@@ -50,21 +55,29 @@ def run_models(folder: str | Path) -> dict:
     manifest = read_manifest(folder)
     if manifest is None:
         why = "does not exist" if not folder.exists() else "has no training.json"
-        raise ModelSourceError(f"--run {folder}: not a training output (it {why}); give a folder `train --out` wrote")
+        raise ModelSourceError(
+            f"--run {folder}: not a training output (it {why}); give a folder `train --out` wrote"
+        )
     outputs = manifest.get("outputs") or {}
     if manifest.get("status") != "done" or not outputs:
-        raise ModelSourceError(f"--run {folder}: the run is not finished (status {manifest.get('status')!r}); "
-                               "resume it with `train --resume` first")
+        raise ModelSourceError(
+            f"--run {folder}: the run is not finished (status {manifest.get('status')!r}); "
+            "resume it with `train --resume` first"
+        )
     base = manifest.get("base") or {}
     if not base.get("question_encoder") or not base.get("generator"):
         raise ModelSourceError(f"--run {folder}: its training.json does not name the base models")
-    passages = base.get("ctx_encoder") or base["question_encoder"]  # frozen during training: the index's encoder
+    passages = (
+        base.get("ctx_encoder") or base["question_encoder"]
+    )  # frozen during training: the index's encoder
     tuned_q = QUESTION_ENCODER in outputs.values() and (folder / QUESTION_ENCODER).is_dir()
     tuned_g = GENERATOR in outputs.values() and (folder / GENERATOR).is_dir()
-    return {"question_encoder": str(folder / QUESTION_ENCODER) if tuned_q else base["question_encoder"],
-            # a tuned tower reads queries only; an untouched base keeps its own (None: the one tower)
-            "ctx_encoder": passages if tuned_q else base.get("ctx_encoder"),
-            "generator": str(folder / GENERATOR) if tuned_g else base["generator"]}
+    return {
+        "question_encoder": str(folder / QUESTION_ENCODER) if tuned_q else base["question_encoder"],
+        # a tuned tower reads queries only; an untouched base keeps its own (None: the one tower)
+        "ctx_encoder": passages if tuned_q else base.get("ctx_encoder"),
+        "generator": str(folder / GENERATOR) if tuned_g else base["generator"],
+    }
 
 
 def run_name(manifest: dict, folder: Path) -> str:
@@ -73,7 +86,9 @@ def run_name(manifest: dict, folder: Path) -> str:
     s = manifest.get("settings") or manifest
     part = {"both": "query+generator"}.get(s.get("part"), s.get("part") or "?")
     try:
-        when = time.strftime("%Y-%m-%d %H:%M", time.localtime((Path(folder) / "training.json").stat().st_mtime))
+        when = time.strftime(
+            "%Y-%m-%d %H:%M", time.localtime((Path(folder) / "training.json").stat().st_mtime)
+        )
     except OSError:
         when = "?"
     data = (manifest.get("data") or {}).get("file") or "?"
@@ -81,6 +96,7 @@ def run_name(manifest: dict, folder: Path) -> str:
 
 
 # --- fingerprints -------------------------------------------------------------------------------
+
 
 def fingerprint(cfg: Config) -> str:
     """What every result of this stack is keyed by: its models (folders by content) and prompt."""
@@ -90,6 +106,7 @@ def fingerprint(cfg: Config) -> str:
 
 
 # --- the stacks on offer ------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Stack:
@@ -101,8 +118,10 @@ class Stack:
     def details(self) -> str:
         """The full ids, for hover text."""
         m = models_of(self.cfg)
-        return (f"query encoder: {m['question_encoder']} · passage encoder: {m['ctx_encoder']} · "
-                f"generator: {m['generator']}")
+        return (
+            f"query encoder: {m['question_encoder']} · passage encoder: {m['ctx_encoder']} · "
+            f"generator: {m['generator']}"
+        )
 
 
 def short_name(cfg: Config) -> str:
@@ -112,7 +131,11 @@ def short_name(cfg: Config) -> str:
         if mine == models_of(Config(**preset)):
             return name
     default = models_of(Config())
-    changed = [f"{k.replace('_', ' ').replace('ctx', 'passage')}: {_tail(v)}" for k, v in mine.items() if v != default[k]]
+    changed = [
+        f"{k.replace('_', ' ').replace('ctx', 'passage')}: {_tail(v)}"
+        for k, v in mine.items()
+        if v != default[k]
+    ]
     return " · ".join(changed)
 
 
@@ -127,7 +150,9 @@ def preset_stacks() -> list[Stack]:
     paper's presets need their weights: command line only)."""
     base = Config(**PRESETS["base"])
     same = models_of(base) == models_of(Config())
-    return [Stack("default", "default", Config())] + ([] if same else [Stack("base", "base (untrained, few-shot prompt)", base)])
+    return [Stack("default", "default", Config())] + (
+        [] if same else [Stack("base", "base (untrained, few-shot prompt)", base)]
+    )
 
 
 def cli_stack(cfg: Config) -> Stack:
@@ -146,7 +171,9 @@ def training_runs(root: Path | None = None) -> list[Stack]:
             cfg = Config(**run_models(folder))
         except ModelSourceError:
             continue
-        found.append((folder.stat().st_mtime, Stack(f"run:{folder.name}", run_name(manifest, folder), cfg, "run")))
+        found.append(
+            (folder.stat().st_mtime, Stack(f"run:{folder.name}", run_name(manifest, folder), cfg, "run"))
+        )
     return [s for _, s in sorted(found, key=lambda t: -t[0])]
 
 
@@ -162,10 +189,12 @@ def check_available(cfg: Config) -> None:
     weights not in the local cache while downloads are off, a device this machine lacks. Reads
     configs only, no weights."""
     pick_device(cfg.device)
-    for name, value in models_of(cfg).items():
+    for value in models_of(cfg).values():
         source = resolve(value, cfg.allow_downloads)
         if not source.local:
-            model_type(source, cfg.allow_downloads)  # says which weights are missing and how to allow downloads
+            model_type(
+                source, cfg.allow_downloads
+            )  # says which weights are missing and how to allow downloads
 
 
 def made_by(settings: dict, cfg: Config) -> bool:

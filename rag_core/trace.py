@@ -3,6 +3,7 @@
 The CSV is long: one row per (decoding, candidate, step, passage), with the columns docs/design.md §4.3
 fixes. The same frame feeds the app's tables and downloads, so both faces export the same thing.
 """
+
 from __future__ import annotations
 
 import csv
@@ -17,17 +18,60 @@ from rag_core import marginals
 from rag_core.config import ANSWER_SETTINGS, RAG_TOKEN
 from rag_core.corpus import Passage
 
-COLUMNS = ["query", "index", "decoding", "candidate", "answer", "step", "token", "token_id", "doc_rank", "doc_id",
-           "doc_title", "doc_score", "prior", "p_token_doc", "p_token_mix", "posterior_step", "posterior_prefix",
-           "logp_prefix_doc", "finished", "forced"]
+COLUMNS = [
+    "query",
+    "index",
+    "decoding",
+    "candidate",
+    "answer",
+    "step",
+    "token",
+    "token_id",
+    "doc_rank",
+    "doc_id",
+    "doc_title",
+    "doc_score",
+    "prior",
+    "p_token_doc",
+    "p_token_mix",
+    "posterior_step",
+    "posterior_prefix",
+    "logp_prefix_doc",
+    "finished",
+    "forced",
+]
 # Schema 3 appends what makes an export stand alone: the whole answer's probability under both
 # marginals, the passage text, the settings and models it was decoded with, and the schema version.
-SETTING_COLUMNS = ["k", "scale", "decode", "beams", "length_penalty", "max_new_tokens", "early_stopping",
-                   "rescore", "encoder", "generator", "prompt_fingerprint"]
+SETTING_COLUMNS = [
+    "k",
+    "scale",
+    "decode",
+    "beams",
+    "length_penalty",
+    "max_new_tokens",
+    "early_stopping",
+    "rescore",
+    "encoder",
+    "generator",
+    "prompt_fingerprint",
+]
 SCHEMA_VERSION = 3  # docs/trace-schema.md: bumped whenever columns are appended
 COLUMNS += ["p_seq", "p_tok", "doc_text", *SETTING_COLUMNS, "schema_version"]
-TEXT_COLUMNS = ["query", "index", "decoding", "answer", "token", "doc_id", "doc_title", "doc_text", "decode",
-                "rescore", "encoder", "generator", "prompt_fingerprint"]
+TEXT_COLUMNS = [
+    "query",
+    "index",
+    "decoding",
+    "answer",
+    "token",
+    "doc_id",
+    "doc_title",
+    "doc_text",
+    "decode",
+    "rescore",
+    "encoder",
+    "generator",
+    "prompt_fingerprint",
+]
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -117,8 +161,11 @@ def settings_row(trace: Trace) -> dict:
     """The settings and models a trace was decoded with, as its export's SETTING_COLUMNS write them
     (None where the trace did not record one, e.g. a toy's beams)."""
     recorded = {name: trace.settings.get(name) for name in SETTING_COLUMNS}
-    return recorded | {"k": trace.k, "scale": float(trace.scale),
-                       "prompt_fingerprint": trace.settings.get("prompt")}
+    return recorded | {
+        "k": trace.k,
+        "scale": float(trace.scale),
+        "prompt_fingerprint": trace.settings.get("prompt"),
+    }
 
 
 def trace_frame(trace: Trace) -> pd.DataFrame:
@@ -140,33 +187,37 @@ def trace_frame(trace: Trace) -> pd.DataFrame:
         cum = torch.cumsum(lp, dim=-1).numpy()  # (K, T), NaN where unscored
         steps = np.repeat(np.arange(t), k)  # (T*K,)
         docs = np.tile(np.arange(k), t)  # (T*K,)
-        frames.append(pd.DataFrame({
-            "query": trace.query,
-            "index": trace.index,
-            "decoding": c.decoding,
-            "candidate": c.rank,
-            "answer": c.answer,
-            "step": steps,
-            "token": [c.tokens[s] for s in steps],
-            "token_id": [c.token_ids[s] for s in steps],
-            "doc_rank": docs + 1,
-            "doc_id": [trace.hits[d].passage.id for d in docs],
-            "doc_title": [trace.hits[d].passage.title for d in docs],
-            "doc_score": [trace.hits[d].score for d in docs],
-            "prior": prior[docs],
-            "p_token_doc": p_doc.T.reshape(-1),
-            "p_token_mix": mix[steps],
-            "posterior_step": resp.T.reshape(-1),
-            "posterior_prefix": post.T.reshape(-1),
-            "logp_prefix_doc": cum.T.reshape(-1),
-            "finished": c.finished,
-            "forced": [bool(c.forced[s]) for s in steps],
-            "p_seq": float(marginals.rag_sequence(lpz, lp).exp()),
-            "p_tok": float(marginals.rag_token(lpz, lp).exp()),
-            "doc_text": [trace.hits[d].passage.text for d in docs],
-            **settings,
-            "schema_version": SCHEMA_VERSION,
-        }))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "query": trace.query,
+                    "index": trace.index,
+                    "decoding": c.decoding,
+                    "candidate": c.rank,
+                    "answer": c.answer,
+                    "step": steps,
+                    "token": [c.tokens[s] for s in steps],
+                    "token_id": [c.token_ids[s] for s in steps],
+                    "doc_rank": docs + 1,
+                    "doc_id": [trace.hits[d].passage.id for d in docs],
+                    "doc_title": [trace.hits[d].passage.title for d in docs],
+                    "doc_score": [trace.hits[d].score for d in docs],
+                    "prior": prior[docs],
+                    "p_token_doc": p_doc.T.reshape(-1),
+                    "p_token_mix": mix[steps],
+                    "posterior_step": resp.T.reshape(-1),
+                    "posterior_prefix": post.T.reshape(-1),
+                    "logp_prefix_doc": cum.T.reshape(-1),
+                    "finished": c.finished,
+                    "forced": [bool(c.forced[s]) for s in steps],
+                    "p_seq": float(marginals.rag_sequence(lpz, lp).exp()),
+                    "p_tok": float(marginals.rag_token(lpz, lp).exp()),
+                    "doc_text": [trace.hits[d].passage.text for d in docs],
+                    **settings,
+                    "schema_version": SCHEMA_VERSION,
+                }
+            )
+        )
     if not frames:
         return pd.DataFrame(columns=COLUMNS)
     return pd.concat(frames, ignore_index=True)[COLUMNS]
@@ -212,30 +263,68 @@ def trace_to_dict(trace: Trace) -> dict:
     >>> trace_from_dict(trace_to_dict(t)).hits[0].passage.title
     'T'
     """
-    def cand(c: Candidate) -> dict:
-        return {"decoding": c.decoding, "rank": c.rank, "answer": c.answer, "token_ids": list(c.token_ids),
-                "tokens": list(c.tokens), "token_logp": c.token_logp.tolist(), "alt_ids": c.alt_ids.tolist(),
-                "alt_tokens": c.alt_tokens, "alt_logp": c.alt_logp.tolist(), "finished": c.finished,
-                "sources": sorted(c.sources), "forced": list(c.forced), "search_score": c.search_score,
-                "shape": list(c.alt_ids.shape),
-                "dtype": str(c.token_logp.dtype).removeprefix("torch.")}
 
-    return {"query": trace.query, "index": trace.index, "scale": trace.scale, "settings": trace.settings,
-            "closed_book": trace.closed_book, "model_calls": trace.model_calls,
-            "hits": [{"rank": h.rank, "score": h.score, "passage": h.passage.to_dict()} for h in trace.hits],
-            "log_prior": trace.log_prior.tolist(), "candidates": [cand(c) for c in trace.candidates]}
+    def cand(c: Candidate) -> dict:
+        return {
+            "decoding": c.decoding,
+            "rank": c.rank,
+            "answer": c.answer,
+            "token_ids": list(c.token_ids),
+            "tokens": list(c.tokens),
+            "token_logp": c.token_logp.tolist(),
+            "alt_ids": c.alt_ids.tolist(),
+            "alt_tokens": c.alt_tokens,
+            "alt_logp": c.alt_logp.tolist(),
+            "finished": c.finished,
+            "sources": sorted(c.sources),
+            "forced": list(c.forced),
+            "search_score": c.search_score,
+            "shape": list(c.alt_ids.shape),
+            "dtype": str(c.token_logp.dtype).removeprefix("torch."),
+        }
+
+    return {
+        "query": trace.query,
+        "index": trace.index,
+        "scale": trace.scale,
+        "settings": trace.settings,
+        "closed_book": trace.closed_book,
+        "model_calls": trace.model_calls,
+        "hits": [{"rank": h.rank, "score": h.score, "passage": h.passage.to_dict()} for h in trace.hits],
+        "log_prior": trace.log_prior.tolist(),
+        "candidates": [cand(c) for c in trace.candidates],
+    }
 
 
 def trace_from_dict(d: dict) -> Trace:
     def cand(c: dict) -> Candidate:
         shape = c["shape"]  # (K, T, A): kept so an empty answer (T = 0) reads back with its shape
         dtype = {"float64": torch.float64}.get(c.get("dtype"), torch.float32)  # toys keep exact float64
-        return Candidate(c["decoding"], c["rank"], c["answer"], c["token_ids"], c["tokens"],
-                         torch.tensor(c["token_logp"], dtype=dtype).reshape(shape[:2]),
-                         torch.tensor(c["alt_ids"], dtype=torch.long).reshape(shape), c["alt_tokens"],
-                         torch.tensor(c["alt_logp"], dtype=dtype).reshape(shape), c["finished"],
-                         set(c["sources"]), list(c.get("forced") or []), float(c.get("search_score", float("nan"))))
+        return Candidate(
+            c["decoding"],
+            c["rank"],
+            c["answer"],
+            c["token_ids"],
+            c["tokens"],
+            torch.tensor(c["token_logp"], dtype=dtype).reshape(shape[:2]),
+            torch.tensor(c["alt_ids"], dtype=torch.long).reshape(shape),
+            c["alt_tokens"],
+            torch.tensor(c["alt_logp"], dtype=dtype).reshape(shape),
+            c["finished"],
+            set(c["sources"]),
+            list(c.get("forced") or []),
+            float(c.get("search_score", float("nan"))),
+        )
 
     hits = [Hit(h["rank"], Passage(**h["passage"]), h["score"]) for h in d["hits"]]
-    return Trace(d["query"], d["index"], hits, torch.tensor(d["log_prior"], dtype=torch.float64), d["scale"],
-                 [cand(c) for c in d["candidates"]], d["settings"], d["closed_book"], d["model_calls"])
+    return Trace(
+        d["query"],
+        d["index"],
+        hits,
+        torch.tensor(d["log_prior"], dtype=torch.float64),
+        d["scale"],
+        [cand(c) for c in d["candidates"]],
+        d["settings"],
+        d["closed_book"],
+        d["model_calls"],
+    )

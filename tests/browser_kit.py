@@ -4,6 +4,7 @@ waits that tolerate a page still rendering. Screenshots go under test-artifacts/
 Needs Debian's chromium and chromium-driver (CI installs them). Without them the browser tests are
 skipped, unless RAG_LOUPE_REQUIRE_BROWSER=1 (as in CI), where a missing browser is a failure.
 """
+
 import contextlib
 import os
 import shutil
@@ -19,14 +20,25 @@ import pytest
 from conftest import ROOT, cache_sharing
 
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
-PAGES = [("", "Ask"), ("map", "Map"), ("token_vs_sequence", "Token vs Sequence"), ("citations", "Citations"),
-         ("index_swap", "Index swap"), ("by_hand", "By hand"), ("train", "Train"), ("corpus", "Corpus"), ("eval", "Eval")]
+PAGES = [
+    ("", "Ask"),
+    ("map", "Map"),
+    ("token_vs_sequence", "Token vs Sequence"),
+    ("citations", "Citations"),
+    ("index_swap", "Index swap"),
+    ("by_hand", "By hand"),
+    ("train", "Train"),
+    ("corpus", "Corpus"),
+    ("eval", "Eval"),
+]
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 SHARED_CACHES = ("models", "indexes", "corpus-indexes", "leaders", "maps")
 
 if not (CHROMIUM and DRIVER):
     if os.environ.get("RAG_LOUPE_REQUIRE_BROWSER") == "1":
-        raise RuntimeError("chromium and chromedriver are required for the browser test (apt-get install chromium chromium-driver)")
+        raise RuntimeError(
+            "chromium and chromedriver are required for the browser test (apt-get install chromium chromium-driver)"
+        )
     pytest.skip("chromium / chromedriver not installed", allow_module_level=True)
 
 
@@ -50,9 +62,24 @@ def running_server(cache: Path, log_name: str = "server.log", flags: tuple[str, 
     port = free_port()
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     log = open(ARTIFACTS / log_name, "w")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
-                             "--server.port", str(port), "--server.headless", "true", *(("--", *flags) if flags else ())],
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, RAG_LOUPE_CACHE=str(cache)))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(ROOT / "app" / "main.py"),
+            "--server.port",
+            str(port),
+            "--server.headless",
+            "true",
+            *(("--", *flags) if flags else ()),
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ, RAG_LOUPE_CACHE=str(cache)),
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -98,9 +125,19 @@ def new_browser(window: str = "1200,1400"):
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", "--force-prefers-reduced-motion", f"--window-size={window}"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--force-prefers-reduced-motion",
+        f"--window-size={window}",
+    ):
         opts.add_argument(flag)
     driver = webdriver.Chrome(service=Service(DRIVER), options=opts)
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": STILL})
@@ -132,7 +169,9 @@ def wait_for(driver, predicate, timeout, what):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(ARTIFACTS / "timeout.png"))
     with contextlib.suppress(Exception):  # what the page showed, for the failure's reader
-        (ARTIFACTS / "timeout.txt").write_text(f"waiting for {what}\nsettled: {settled(driver)}\n\n{body_text(driver)}")
+        (ARTIFACTS / "timeout.txt").write_text(
+            f"waiting for {what}\nsettled: {settled(driver)}\n\n{body_text(driver)}"
+        )
     pytest.fail(f"timed out waiting for {what}")
 
 
@@ -164,7 +203,8 @@ def settled(driver) -> bool:
     roots = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stApp"]')
     state = roots[0].get_attribute("data-test-script-state") if roots else "initial"
     return state not in ("initial", "running", "rerunRequested") and not driver.find_elements(
-        By.CSS_SELECTOR, '[data-testid="stStatusWidget"]')
+        By.CSS_SELECTOR, '[data-testid="stStatusWidget"]'
+    )
 
 
 def showing(driver, title: str) -> bool:
@@ -267,9 +307,8 @@ def charts_drawn(driver) -> bool:
     return all(c.find_elements(By.CSS_SELECTOR, "svg.main-svg") for c in charts)
 
 
-
-
 # --------------------------------------------------------------------------- widgets, as a user uses them
+
 
 def choose(driver, label: str, option: str, area: str = "main") -> None:
     """Open the select box (or multiselect) labelled `label` and click the option whose text starts
@@ -313,16 +352,21 @@ def selected(driver, label: str, area: str = "main") -> str:
     """The text a select box labelled `label` shows as chosen."""
     from selenium.webdriver.common.by import By
 
-    return driver.find_element(By.CSS_SELECTOR, f'{AREAS[area]}input[role="combobox"][aria-label="{label}"]'
-                               ).get_attribute("value")
+    return driver.find_element(
+        By.CSS_SELECTOR, f'{AREAS[area]}input[role="combobox"][aria-label="{label}"]'
+    ).get_attribute("value")
 
 
 def chips(driver, label: str) -> list[str]:
     """The chosen items of the multiselect labelled `label`."""
     from selenium.webdriver.common.by import By
 
-    return [c.get_attribute("aria-label") for c in driver.find_elements(
-        By.XPATH, f'//div[@data-testid="stMultiSelect"][.//input[@aria-label="{label}"]]//span[@data-tag]')]
+    return [
+        c.get_attribute("aria-label")
+        for c in driver.find_elements(
+            By.XPATH, f'//div[@data-testid="stMultiSelect"][.//input[@aria-label="{label}"]]//span[@data-tag]'
+        )
+    ]
 
 
 AREAS = {"main": '[data-testid="stMain"] ', "sidebar": '[data-testid="stSidebar"] '}
@@ -333,7 +377,9 @@ def field(driver, label: str, area: str = "main"):
     sidebar and a page can both have a "Retriever scale")."""
     from selenium.webdriver.common.by import By
 
-    return driver.find_element(By.CSS_SELECTOR, f'{AREAS[area]}input[aria-label="{label}"]:not([role="combobox"])')
+    return driver.find_element(
+        By.CSS_SELECTOR, f'{AREAS[area]}input[aria-label="{label}"]:not([role="combobox"])'
+    )
 
 
 def type_into(driver, label: str, text: str, area: str = "main") -> None:
@@ -363,13 +409,16 @@ def press(driver, text: str) -> None:
 
 def flip(driver, label: str) -> None:
     """Click the toggle labelled `label`."""
-    click_when_shown(driver, f'//*[@data-testid="stCheckbox"][.//p[normalize-space()="{label}"]]', f"the toggle {label!r}")
+    click_when_shown(
+        driver, f'//*[@data-testid="stCheckbox"][.//p[normalize-space()="{label}"]]', f"the toggle {label!r}"
+    )
 
 
 def toggled(driver, label: str) -> bool:
     """The toggle labelled `label` is on."""
-    return driver.find_element("xpath", f'//*[@data-testid="stCheckbox"][.//p[normalize-space()="{label}"]]//input'
-                               ).is_selected()
+    return driver.find_element(
+        "xpath", f'//*[@data-testid="stCheckbox"][.//p[normalize-space()="{label}"]]//input'
+    ).is_selected()
 
 
 def open_page(driver, path: str, title: str) -> None:
@@ -377,7 +426,12 @@ def open_page(driver, path: str, title: str) -> None:
     from selenium.webdriver.common.by import By
 
     driver.find_element(By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]').click()
-    wait_for(driver, lambda: showing(driver, title) and settled(driver) and charts_drawn(driver), 300, f"the {title} page")
+    wait_for(
+        driver,
+        lambda: showing(driver, title) and settled(driver) and charts_drawn(driver),
+        300,
+        f"the {title} page",
+    )
     time.sleep(1.5)  # charts are drawn by the browser after the script has finished
 
 
@@ -398,5 +452,5 @@ def metric_deltas(driver) -> list[tuple[str, str, str]]:
 
 def reddish(css: str) -> bool:
     """'rgba(255, 43, 43, 1)' is red: its red channel well above green and blue."""
-    r, g, b = (float(x) for x in css[css.index("(") + 1:].rstrip(")").split(",")[:3])
+    r, g, b = (float(x) for x in css[css.index("(") + 1 :].rstrip(")").split(",")[:3])
     return r > 150 and r > 1.6 * g and r > 1.6 * b

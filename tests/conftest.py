@@ -1,5 +1,6 @@
 """Shared fixtures. Converted models, indexes and maps go to the cache folder ($RAG_LOUPE_CACHE or
 ~/.cache/rag-loupe), so tests never write into the repository."""
+
 import contextlib
 import io
 import os
@@ -28,26 +29,43 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
 # start), which a computing module on the other worker fills. `make test` hands modules to the
 # workers in collection order (--no-loadscope-reorder), so these start first and a long one never
 # starts last while the other worker has nothing left to do.
-SLOWEST_FIRST = ["test_browser.py", "test_index_swap.py", "test_batching.py", "test_browser_journeys.py",
-                 "test_example_questions.py", "test_browser_map.py", "test_reliability.py", "test_browser_markup.py",
-                 "test_cache_faults.py", "test_ray_build.py", "test_browser_stack.py", "test_app_stack.py",
-                 "test_app_every_index.py", "test_kill.py", "test_projection.py", "test_app_pages_a.py",
-                 "test_app_pages_b.py", "test_trained_default.py"]
+SLOWEST_FIRST = [
+    "test_browser.py",
+    "test_index_swap.py",
+    "test_batching.py",
+    "test_browser_journeys.py",
+    "test_example_questions.py",
+    "test_browser_map.py",
+    "test_reliability.py",
+    "test_browser_markup.py",
+    "test_cache_faults.py",
+    "test_ray_build.py",
+    "test_browser_stack.py",
+    "test_app_stack.py",
+    "test_app_every_index.py",
+    "test_kill.py",
+    "test_projection.py",
+    "test_app_pages_a.py",
+    "test_app_pages_b.py",
+    "test_trained_default.py",
+]
 
 
 # What the warm-up below fills, in two processes side by side (the conversion is one core's work):
 # the packaged generator converted and the trained adapter merged onto it, and the default and the
 # two year indexes built.
-WARM_UP = ["from rag_core.generators.loading import smollm_folder\n"
-           "from rag_core.generators.trained import trained_folder\n"
-           "trained_folder(smollm_folder())",
-           "import torch\n"
-           "from rag_core.config import DEFAULT_ENCODER, Config\n"
-           "from rag_core.retrieval.encoders import load_encoder\n"
-           "from rag_core.pipeline import open_index\n"
-           "encoder = load_encoder(DEFAULT_ENCODER, None, torch.device('cpu'))\n"
-           "for name in (Config().index, '2016', '2018'):\n"
-           "    open_index(Config(index=name), encoder)\n"]
+WARM_UP = [
+    "from rag_core.generators.loading import smollm_folder\n"
+    "from rag_core.generators.trained import trained_folder\n"
+    "trained_folder(smollm_folder())",
+    "import torch\n"
+    "from rag_core.config import DEFAULT_ENCODER, Config\n"
+    "from rag_core.retrieval.encoders import load_encoder\n"
+    "from rag_core.pipeline import open_index\n"
+    "encoder = load_encoder(DEFAULT_ENCODER, None, torch.device('cpu'))\n"
+    "for name in (Config().index, '2016', '2018'):\n"
+    "    open_index(Config(index=name), encoder)\n",
+]
 
 
 def pytest_sessionstart(session):
@@ -57,9 +75,13 @@ def pytest_sessionstart(session):
     `ask` alone takes ~56 s, a warm one ~16 s)."""
     if os.environ.get("PYTEST_XDIST_WORKER") or not getattr(session.config.option, "numprocesses", None):
         return
-    logs = [tempfile.TemporaryFile("w+") for _ in WARM_UP]  # files, not pipes: neither process can block on a full one
-    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
-             for code, log in zip(WARM_UP, logs)]
+    logs = [
+        tempfile.TemporaryFile("w+") for _ in WARM_UP
+    ]  # files, not pipes: neither process can block on a full one
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=log)
+        for code, log in zip(WARM_UP, logs)
+    ]
     for proc, log in zip(procs, logs):
         if proc.wait():
             log.seek(0)
@@ -154,8 +176,11 @@ def base_pipeline(default_pipeline):
     from rag_core.pipeline import Models, Pipeline
 
     cfg = default_pipeline.cfg.with_(generator=BASE_GENERATOR)
-    models = Models(default_pipeline.models.encoder, load_generator(BASE_GENERATOR, torch.device("cpu")),
-                    default_pipeline.models.device)
+    models = Models(
+        default_pipeline.models.encoder,
+        load_generator(BASE_GENERATOR, torch.device("cpu")),
+        default_pipeline.models.device,
+    )
     return Pipeline(models, default_pipeline.index_name, default_pipeline.index, cfg)
 
 

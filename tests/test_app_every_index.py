@@ -1,13 +1,23 @@
 """Every page on the two year indexes (the wiki index and a user index are covered in
 test_app_pages_a/b): no exception, no error box, the page's own elements, and the passages the
 page works on come from the chosen year."""
+
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = ["ask.py", "map.py", "token_vs_sequence.py", "citations.py", "index_swap.py", "by_hand.py", "corpus.py", "eval.py"]
+PAGES = [
+    "ask.py",
+    "map.py",
+    "token_vs_sequence.py",
+    "citations.py",
+    "index_swap.py",
+    "by_hand.py",
+    "corpus.py",
+    "eval.py",
+]
 QUESTION = "Who is the President of France?"
 
 

@@ -3,6 +3,7 @@
 One AppTest (real models, the `wiki` index, the default question) is shared by the module: the first
 run loads the models, later runs reuse the cached engine and trace.
 """
+
 import math
 from pathlib import Path
 
@@ -110,7 +111,9 @@ def test_citations_drop_a_passage_remarginalises(at, trace):
     assert after["p_seq after"][1] == pytest.approx(expected, rel=1e-9)
     assert abs(after["p_seq after"][1] - p_seq0) > 1e-3
     tok = trace.answer("rag-token")
-    assert after["p_tok after"][0] == pytest.approx(math.exp(float(marginals.rag_token(lp, tok.token_logp))), rel=1e-9)
+    assert after["p_tok after"][0] == pytest.approx(
+        math.exp(float(marginals.rag_token(lp, tok.token_logp))), rel=1e-9
+    )
     assert metrics(at)["RAG-Sequence answer · p_seq"] == f"{expected:.3g}"
     at.multiselect(key="cit_drop").unselect(0).run()
 
@@ -134,13 +137,25 @@ def test_by_hand_defaults_and_validation(at):
     at.run()
     assert metrics(at)["p_seq(born Hawaii)"] == f"{0.7 * 0.6 * 0.9 + 0.3 * 0.4 * 0.1:.3g}"
     # a negative probability: one error, no traceback, the last valid numbers stay
-    at.session_state["hand_obama_cond"] = {"edited_rows": {0: {"p(word|x,z,after)": -0.5}}, "added_rows": [], "deleted_rows": []}
+    at.session_state["hand_obama_cond"] = {
+        "edited_rows": {0: {"p(word|x,z,after)": -0.5}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
     at.run()
     assert not at.exception and len(at.error) == 1 and "negative" in at.error[0].value
     assert metrics(at)["p_seq(born Hawaii)"] == "0.39"
     # a non-numeric prior and a non-numeric vector coordinate: one error each
-    at.session_state["hand_obama_prior"] = {"edited_rows": {1: {"prior p(z|x)": "lots"}}, "added_rows": [], "deleted_rows": []}
-    at.session_state["hand_pulse_vec"] = {"edited_rows": {2: {"x": "abc"}}, "added_rows": [], "deleted_rows": []}
+    at.session_state["hand_obama_prior"] = {
+        "edited_rows": {1: {"prior p(z|x)": "lots"}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
+    at.session_state["hand_pulse_vec"] = {
+        "edited_rows": {2: {"x": "abc"}},
+        "added_rows": [],
+        "deleted_rows": [],
+    }
     at.run()
     assert not at.exception and len(at.error) == 2
     assert [metrics(at)[f"p(d{i}|x)"] for i in (1, 2, 3)] == ["0.55", "0.247", "0.202"]
@@ -148,7 +163,11 @@ def test_by_hand_defaults_and_validation(at):
 
 def test_by_hand_query_sliders_move_the_prior(at):
     """The seed's first demo: move q and the three-passage softmax follows (checked by brute force)."""
-    at.session_state["hand_pulse_vec"] = {"edited_rows": {}, "added_rows": [], "deleted_rows": []}  # no bad cell
+    at.session_state["hand_pulse_vec"] = {
+        "edited_rows": {},
+        "added_rows": [],
+        "deleted_rows": [],
+    }  # no bad cell
     visit(at, "by_hand.py")
     at.slider(key="hand_q_x").set_value(0.0)
     at.slider(key="hand_q_y").set_value(1.0).run()
@@ -171,10 +190,16 @@ def test_frankenstein_detector_flags_stitched_answers_only():
     one = toys.run_toy("posterior").trace
     assert stepper.frankenstein_steps(one, one.candidates[0]) == []
     # three words drawn z1, z2, z1: two switches; the end token (all passages alike) is not evidence
-    spec = {"name": "zigzag", "question": "q", "candidates": ["a b c"],
-            "passages": [{"id": "z1", "prior": 0.5}, {"id": "z2", "prior": 0.5}],
-            "tables": {"z1": {"": {"a": 0.9}, "a": {"b": 0.1}, "a b": {"c": 0.9}},
-                       "z2": {"": {"a": 0.1}, "a": {"b": 0.9}, "a b": {"c": 0.1}}}}
+    spec = {
+        "name": "zigzag",
+        "question": "q",
+        "candidates": ["a b c"],
+        "passages": [{"id": "z1", "prior": 0.5}, {"id": "z2", "prior": 0.5}],
+        "tables": {
+            "z1": {"": {"a": 0.9}, "a": {"b": 0.1}, "a b": {"c": 0.9}},
+            "z2": {"": {"a": 0.1}, "a": {"b": 0.9}, "a b": {"c": 0.1}},
+        },
+    }
     zig = toys.run_spec(spec).trace
     assert stepper.frankenstein_steps(zig, zig.of("rag-token")[0]) == [1, 2]
 

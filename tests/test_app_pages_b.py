@@ -5,6 +5,7 @@ its K ringed passages; with the drawing cap lowered, a thinned cloud that keeps 
 Corpus: AppTest cannot upload files, so the test calls what the Build button calls
 (`rag_core.retrieval.catalog_actions`), in a throw-away cache folder, then asks a question on the new index.
 """
+
 import base64
 import json
 from pathlib import Path
@@ -88,9 +89,13 @@ def test_map_page_thins_a_large_cloud_to_its_cap(monkeypatch):
     rings = next(d for d in data if d.get("name") == "top-4 (rings)")
     assert rings["text"] == ["1", "2", "3", "4"]
     drawn = set(zip((x for d in cloud for x in values(d["x"])), (y for d in cloud for y in values(d["y"]))))
-    assert set(zip(values(rings["x"]), values(rings["y"]))) <= drawn  # the top-K stay in the cloud, however thinned
-    assert any("Drawn: 3,000 of the 12,324 passages" in c.value and "1,500 nearest the question" in c.value
-               for c in at.caption)
+    assert (
+        set(zip(values(rings["x"]), values(rings["y"]))) <= drawn
+    )  # the top-K stay in the cloud, however thinned
+    assert any(
+        "Drawn: 3,000 of the 12,324 passages" in c.value and "1,500 nearest the question" in c.value
+        for c in at.caption
+    )
 
 
 def _encoder():
@@ -103,15 +108,27 @@ def _encoder():
     return _encoder.cached
 
 
-NOTES = "\n".join(json.dumps(d) for d in [
-    {"id": "lh", "title": "Zorblax lighthouse",
-     "text": "The Zorblax lighthouse was designed by the engineer Mirela Quansah and first lit in 1911."},
-    {"title": "Quansah", "text": "Mirela Quansah was an engineer who designed lighthouses along the northern coast."},
-    {"title": "Harbour", "text": "The harbour of Zorblax handles fishing boats and a weekly ferry."},
-    {"title": "Bakery", "text": "The oldest bakery of Zorblax sells rye bread made with sea salt."},
-    "not an object",
-    {"title": "Empty"},
-]).encode() + b"\n{broken json\n"
+NOTES = (
+    "\n".join(
+        json.dumps(d)
+        for d in [
+            {
+                "id": "lh",
+                "title": "Zorblax lighthouse",
+                "text": "The Zorblax lighthouse was designed by the engineer Mirela Quansah and first lit in 1911.",
+            },
+            {
+                "title": "Quansah",
+                "text": "Mirela Quansah was an engineer who designed lighthouses along the northern coast.",
+            },
+            {"title": "Harbour", "text": "The harbour of Zorblax handles fishing boats and a weekly ferry."},
+            {"title": "Bakery", "text": "The oldest bakery of Zorblax sells rye bread made with sea salt."},
+            "not an object",
+            {"title": "Empty"},
+        ]
+    ).encode()
+    + b"\n{broken json\n"
+)
 
 
 @pytest.fixture
@@ -126,17 +143,30 @@ def user_cache(tmp_path, monkeypatch):
 
 def test_corpus_build_then_ask_on_the_new_index(user_cache):
     ferry = b"# Ferry\n\nThe Zorblax ferry leaves on Sundays."
-    up = actions.parse_uploads([("notes.jsonl", NOTES), ("ferry.md", ferry), ("bad.csv", b"title,body\nx,y\n"),
-                                ("blank.txt", b"  \n")])
+    up = actions.parse_uploads(
+        [
+            ("notes.jsonl", NOTES),
+            ("ferry.md", ferry),
+            ("bad.csv", b"title,body\nx,y\n"),
+            ("blank.txt", b"  \n"),
+        ]
+    )
     assert len(up.parsed.passages) == 5 and up.parsed.skipped == 3 and up.parsed.documents == 5
     assert len(up.errors) == 2 and "bad.csv" in up.errors[0] and "blank.txt" in up.errors[1]
     steps = []
-    idx = actions.build_user_index(up.parsed.passages, _encoder(), "pytest-notes",
-                                   progress=lambda msg, frac: steps.append(frac))
+    idx = actions.build_user_index(
+        up.parsed.passages, _encoder(), "pytest-notes", progress=lambda msg, frac: steps.append(frac)
+    )
     assert len(idx) == 5 and steps and steps[-1] == 1.0
     assert "pytest-notes" in catalog.available_indexes()
-    assert actions.user_indexes() == [{"name": "pytest-notes", "passages": 5, "encoder": idx.manifest["encoder"],
-                                       "built": idx.manifest["built_at"].replace("T", " ")}]
+    assert actions.user_indexes() == [
+        {
+            "name": "pytest-notes",
+            "passages": 5,
+            "encoder": idx.manifest["encoder"],
+            "built": idx.manifest["built_at"].replace("T", " "),
+        }
+    ]
     # a taken name is a clear error unless "replace" is ticked; bad names too
     with pytest.raises(CorpusError, match="already exists"):
         actions.build_user_index(up.parsed.passages, _encoder(), "pytest-notes")
@@ -144,7 +174,9 @@ def test_corpus_build_then_ask_on_the_new_index(user_cache):
         with pytest.raises(CorpusError):
             actions.check_name(bad)
     actions.build_user_index(up.parsed.passages, _encoder(), "pytest-notes", replace=True)
-    assert [p.name for p in (user_cache / "user-indexes").iterdir()] == ["pytest-notes"]  # no temp folders left
+    assert [p.name for p in (user_cache / "user-indexes").iterdir()] == [
+        "pytest-notes"
+    ]  # no temp folders left
 
     # the app answers on it: the sidebar lists it, the Ask page retrieves from it
     at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
@@ -169,7 +201,9 @@ def test_corpus_build_then_ask_on_the_new_index(user_cache):
     from rag_core.maps import projection
 
     # the Map page's fit above was cached on disk: fitting again loads it
-    assert projection.fit_map(idx, "pca", 2).loaded_from is not None and list((user_cache / "maps").glob("*.npz"))
+    assert projection.fit_map(idx, "pca", 2).loaded_from is not None and list(
+        (user_cache / "maps").glob("*.npz")
+    )
     actions.delete_user_index("pytest-notes")
     assert not list((user_cache / "maps").glob("*.npz"))
     assert "pytest-notes" not in catalog.available_indexes()

@@ -2,6 +2,7 @@
 here the tiny random DPR + BART stack saved to folders. Every page renders and names the stack, the
 Ask page's numbers are the CLI's for the same stack and question, and a command line that cannot
 be used says so in one line while the default stack opens."""
+
 import json
 import sys
 
@@ -15,8 +16,17 @@ from rag_core.toys.tiny_models import build_tiny_stack
 
 from conftest import ROOT, cache_sharing, run_cli, visit
 
-PAGES = ["ask.py", "map.py", "token_vs_sequence.py", "citations.py", "index_swap.py", "by_hand.py", "train.py",
-         "corpus.py", "eval.py"]
+PAGES = [
+    "ask.py",
+    "map.py",
+    "token_vs_sequence.py",
+    "citations.py",
+    "index_swap.py",
+    "by_hand.py",
+    "train.py",
+    "corpus.py",
+    "eval.py",
+]
 QUESTION = "Who built the bridge of Paris?"
 COMPARED = ["decoding", "answer", "p_tok", "p_seq"]  # the columns of each side of Ask's "Compare with"
 
@@ -28,8 +38,16 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny_flags(tiny):
-    return ["--question-encoder", str(tiny["dpr_q"]), "--ctx-encoder", str(tiny["dpr_ctx"]),
-            "--generator", str(tiny["bart"]), "--corpus", str(tiny["corpus"])]
+    return [
+        "--question-encoder",
+        str(tiny["dpr_q"]),
+        "--ctx-encoder",
+        str(tiny["dpr_ctx"]),
+        "--generator",
+        str(tiny["bart"]),
+        "--corpus",
+        str(tiny["corpus"]),
+    ]
 
 
 @pytest.fixture(autouse=True)
@@ -74,31 +92,50 @@ def test_the_ask_page_shows_the_numbers_of_the_cli_for_the_same_stack(monkeypatc
     out = run_cli("ask", QUESTION, *tiny_flags, "-k", "3", "--max-new-tokens", "6", "--json")
     assert out.returncode == 0, out.stderr
     cli = json.loads(out.stdout)
-    for label, decoding, p in (("RAG-Token", "rag-token", "p_tok"), ("RAG-Sequence", "rag-sequence", "p_seq")):
+    for label, decoding, p in (
+        ("RAG-Token", "rag-token", "p_tok"),
+        ("RAG-Sequence", "rag-sequence", "p_seq"),
+    ):
         best = cli["answers"][decoding][0]
         value, delta = cards[label]
         expected = best["answer"] if best["answer"] else "(empty)"  # the card's word for an empty answer
         assert value.replace("\\", "") == expected, (label, value, best)
-        assert delta.split(", ")[0] == f"p = {p_text(best[p])}", (label, delta, best[p])  # AppTest adds ", unchanged"
+        assert delta.split(", ")[0] == f"p = {p_text(best[p])}", (
+            label,
+            delta,
+            best[p],
+        )  # AppTest adds ", unchanged"
     (table,) = [d.value for d in at.dataframe if "prior p(z|x)" in getattr(d.value, "columns", [])][:1]
     assert list(table["title"]) == [h["title"] for h in cli["passages"]]
-    assert [round(float(x), 6) for x in table["prior p(z|x)"]] == [round(h["prior"], 6) for h in cli["passages"]]
+    assert [round(float(x), 6) for x in table["prior p(z|x)"]] == [
+        round(h["prior"], 6) for h in cli["passages"]
+    ]
 
 
-@pytest.mark.parametrize("flags, said", [
-    (["--generator", "/no/such/folder"], "model folder not found: /no/such/folder"),
-    (["--preset", "nope"], "argument --preset: invalid choice"),
-    (["--run", "/no/such/run"], "not a training output"),
-    (["--preset", "paper-token"], "is not in the local model cache; allow downloads (--allow-downloads)"),
-    pytest.param(["--device", "cuda"], "no CUDA device is available",
-                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")),
-])
-def test_a_command_line_that_cannot_be_used_says_so_once_and_the_default_stack_opens(monkeypatch, caplog, flags, said):
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--generator", "/no/such/folder"], "model folder not found: /no/such/folder"),
+        (["--preset", "nope"], "argument --preset: invalid choice"),
+        (["--run", "/no/such/run"], "not a training output"),
+        (["--preset", "paper-token"], "is not in the local model cache; allow downloads (--allow-downloads)"),
+        pytest.param(
+            ["--device", "cuda"],
+            "no CUDA device is available",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device"),
+        ),
+    ],
+)
+def test_a_command_line_that_cannot_be_used_says_so_once_and_the_default_stack_opens(
+    monkeypatch, caplog, flags, said
+):
     at = app_with(monkeypatch, flags)
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and said in errors[0].replace("\\", ""), errors
     logged = [r.getMessage() for r in caplog.records if r.name == "rag_loupe.app" and r.levelname == "ERROR"]
-    assert len(logged) == 1 and said in logged[0] and "opening the default stack" in logged[0], logged  # the server log
+    assert len(logged) == 1 and said in logged[0] and "opening the default stack" in logged[0], (
+        logged
+    )  # the server log
     assert at.session_state["stack"] == "default"
     assert model_line(at).endswith("default")
     assert [m for m in at.metric if m.label == "RAG-Token"]  # the default stack answered
@@ -107,7 +144,9 @@ def test_a_command_line_that_cannot_be_used_says_so_once_and_the_default_stack_o
 def test_a_stack_is_keyed_by_the_content_of_its_folders(tiny, tmp_path):
     from rag_core.config import Config
 
-    cfg = Config(question_encoder=str(tiny["dpr_q"]), ctx_encoder=str(tiny["dpr_ctx"]), generator=str(tiny["bart"]))
+    cfg = Config(
+        question_encoder=str(tiny["dpr_q"]), ctx_encoder=str(tiny["dpr_ctx"]), generator=str(tiny["bart"])
+    )
     before = stacks.fingerprint(cfg)
     assert stacks.fingerprint(cfg) == before
     extra = tiny["bart"] / "note.txt"
@@ -145,7 +184,11 @@ def test_switching_stacks_five_times_frees_the_other_and_shows_only_its_own_numb
         assert not at.error, [e.value for e in at.error]
         assert model_line(at).endswith("default") == (target == "default")
         cards = answer_cards(at)
-        assert cards == seen.setdefault(target, cards), (target, cards, seen)  # the same stack, the same numbers
+        assert cards == seen.setdefault(target, cards), (
+            target,
+            cards,
+            seen,
+        )  # the same stack, the same numbers
         gc.collect()
         freed.append(before() is None)
         rss.append(psutil.Process().memory_info().rss)
@@ -166,19 +209,40 @@ def train_page_run(tiny):
     from rag_core.training.output import file_sha256, read_manifest, write_manifest
     from rag_core.training.session import run_folder
 
-    base = Config(index=str(tiny["corpus"]), k=3, question_encoder=str(tiny["dpr_q"]), ctx_encoder=str(tiny["dpr_ctx"]),
-                  generator=str(tiny["bart"]))
+    base = Config(
+        index=str(tiny["corpus"]),
+        k=3,
+        question_encoder=str(tiny["dpr_q"]),
+        ctx_encoder=str(tiny["dpr_ctx"]),
+        generator=str(tiny["bart"]),
+    )
     settings = TrainSettings(part="generator", marginal="sequence", k=3, steps=20)
-    out = run_folder(caches.folder("training"), settings, file_sha256(ROOT / "assets/train/questions.jsonl"), base)
-    models = {"question_encoder": base.question_encoder, "ctx_encoder": base.ctx_encoder, "generator": base.generator}
+    out = run_folder(
+        caches.folder("training"), settings, file_sha256(ROOT / "assets/train/questions.jsonl"), base
+    )
+    models = {
+        "question_encoder": base.question_encoder,
+        "ctx_encoder": base.ctx_encoder,
+        "generator": base.generator,
+    }
     make_run(out, models, {"generator": lambda d: nudged_copy(tiny["bart"], d, BartForConditionalGeneration)})
-    write_manifest(out, {**read_manifest(out), "steps": 20, "seconds": 1.0, "device": "cpu", "losses": [2.0, 1.5],
-                         "data": {"file": "questions.jsonl", "questions": 113}})
+    write_manifest(
+        out,
+        {
+            **read_manifest(out),
+            "steps": 20,
+            "seconds": 1.0,
+            "device": "cpu",
+            "losses": [2.0, 1.5],
+            "data": {"file": "questions.jsonl", "questions": 113},
+        },
+    )
     return out
 
 
-def test_a_finished_run_of_the_train_page_opens_in_the_app_and_is_offered_by_its_settings(monkeypatch, tiny_flags, tiny,
-                                                                                         tmp_path):
+def test_a_finished_run_of_the_train_page_opens_in_the_app_and_is_offered_by_its_settings(
+    monkeypatch, tiny_flags, tiny, tmp_path
+):
     """The Train page's finished run: "Open this model in the app" makes it the session's stack (the
     sidebar's Model names it by its settings), and Ask then shows that model's numbers."""
     out = train_page_run(tiny)
@@ -186,19 +250,25 @@ def test_a_finished_run_of_the_train_page_opens_in_the_app_and_is_offered_by_its
     before = answer_cards(at)
     run_key = f"run:{out.name}"
     offered = at.selectbox(key="stack").options  # as the sidebar lists them: by settings and date
-    assert [o for o in offered if o.startswith("trained generator · sequence · K=3 · 3 steps on questions.jsonl · ")]
+    assert [
+        o
+        for o in offered
+        if o.startswith("trained generator · sequence · K=3 · 3 steps on questions.jsonl · ")
+    ]
     at.session_state["ft_part"] = "generator"
     visit(at, "train.py")
     at.button(key="ft_open").click().run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["stack"] == run_key
-    assert "trained generator · sequence · K=3 · 3 steps on questions.jsonl" in model_line(at).replace("\\", "")
+    assert "trained generator · sequence · K=3 · 3 steps on questions.jsonl" in model_line(at).replace(
+        "\\", ""
+    )
     visit(at, "ask.py")
     assert answer_cards(at) != before  # the tuned generator answers, not the base one
 
 
 def test_ask_compares_the_answer_with_another_stack_side_by_side(monkeypatch, tiny_flags, tiny):
-    """"Compare with" a fine-tuned run: its answers are the ones the run shows when opened, beside
+    """ "Compare with" a fine-tuned run: its answers are the ones the run shows when opened, beside
     the session's own, and the session's stack stays the one it was."""
     out = train_page_run(tiny)
     at = app_with(monkeypatch, tiny_flags)
@@ -210,5 +280,6 @@ def test_ask_compares_the_answer_with_another_stack_side_by_side(monkeypatch, ti
     at.selectbox(key="stack").select(f"run:{out.name}").run()
     opened = answer_cards(at)
     assert list(theirs["answer"]) == [v.replace("\\", "") for v, _ in opened.values()]
-    assert [f"p = {p}" for p in theirs["p_tok"][:1]] + [f"p = {p}" for p in theirs["p_seq"][1:]] == \
-        [d.split(", ")[0] for _, d in opened.values()]
+    assert [f"p = {p}" for p in theirs["p_tok"][:1]] + [f"p = {p}" for p in theirs["p_seq"][1:]] == [
+        d.split(", ")[0] for _, d in opened.values()
+    ]

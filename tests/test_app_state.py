@@ -1,5 +1,6 @@
 """What is on screen is what the user chose: an example picked is the question answered, a typed
 question is no longer the example, every trace page names its question and index."""
+
 from streamlit.testing.v1 import AppTest
 
 from rag_core.config import Config
@@ -34,7 +35,9 @@ def test_picking_an_example_answers_it_and_typing_leaves_the_example(default_pip
     assert at.session_state["question"] == "In which city is the Taj Mahal?"
     assert "Taj Mahal" in about_line(at) and "Moby" not in about_line(at)  # no stale answer
     want = default_pipeline.run("In which city is the Taj Mahal?", Config(max_new_tokens=8))
-    assert shown_answers(at) == [want.answer("rag-token").answer, want.answer("rag-sequence").answer] != before
+    assert (
+        shown_answers(at) == [want.answer("rag-token").answer, want.answer("rag-sequence").answer] != before
+    )
     assert at.text_input(key="diag_expected").value == "Agra"  # its expected answer, not Moby-Dick's
     at.text_input(key="question_box").input("Who painted the Mona Lisa?")
     next(b for b in at.button if b.label == "Answer").click().run()
@@ -71,7 +74,9 @@ def _failure_picker_app():
 
     from app import index_swap_views
 
-    fails = pd.DataFrame(st.session_state["rows"], columns=["position", "index", "answer", "question", "decoding"])
+    fails = pd.DataFrame(
+        st.session_state["rows"], columns=["position", "index", "answer", "question", "decoding"]
+    )
     index_swap_views.failure_actions(fails, "rag-token", {}, "pages/index_swap.py")
 
 
@@ -79,9 +84,11 @@ def test_the_failure_picked_stays_picked_when_a_live_run_adds_rows():
     """A live run adds failing rows between two reruns: the pick is the failure the user chose (by its
     label), so "Explain this failure" opens that question on that index, not whatever now sits at
     the same position in the list."""
-    row = {"a": ("France", "2016", "Obama", "Who is the President of France?", "rag-token"),
-           "b": ("Mexico", "2018", "Obama", "Who is the President of Mexico?", "rag-token"),
-           "c": ("Chile", "2016", "Obama", "Who is the President of Chile?", "rag-token")}
+    row = {
+        "a": ("France", "2016", "Obama", "Who is the President of France?", "rag-token"),
+        "b": ("Mexico", "2018", "Obama", "Who is the President of Mexico?", "rag-token"),
+        "c": ("Chile", "2016", "Obama", "Who is the President of Chile?", "rag-token"),
+    }
     at = AppTest.from_function(_failure_picker_app, default_timeout=60)
     at.session_state["rows"] = [row["a"], row["b"]]
     at.run()

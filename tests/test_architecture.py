@@ -1,5 +1,6 @@
 """The structure is a checked contract: import-linter's layers (pyproject.toml) hold, an upward or
 circular import breaks them (imports inside functions included), and the size limits hold."""
+
 import ast
 import shutil
 import subprocess
@@ -11,12 +12,21 @@ import pytest
 from conftest import ROOT
 
 LINT = Path(sys.executable).with_name("lint-imports")
-FILE_LINES, FUNCTION_LINES, PAGE_LINES = 300, 60, 150
+# Counted on ruff-formatted code, which lays a long call out one argument a line: the same code is
+# about a third longer than hand-wrapped, and these limits are the earlier 300 / 60 / 150 scaled to match.
+FILE_LINES, FUNCTION_LINES, PAGE_LINES = 400, 80, 210
+ROOT_MODULES = 12  # rag_core's root holds the core (config, marginals, trace, pipeline, ...); the rest sits in packages
 
 
 def lint(cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(LINT), "--no-cache"], cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(cwd)})
+    return subprocess.run(
+        [str(LINT), "--no-cache"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(cwd)},
+    )
 
 
 def test_the_layers_hold():
@@ -25,15 +35,27 @@ def test_the_layers_hold():
     assert "0 broken" in out.stdout
 
 
-@pytest.mark.parametrize("module,line", [
-    ("rag_core/marginals.py", "from rag_core.cli import main\n"),  # the bottom layer importing the top
-    ("rag_core/pipeline.py", "from rag_core.analysis import verdicts\n"),  # the pipeline importing analysis
-    ("app/state.py", "import pages.ask\n"),  # app importing a page
-    ("rag_core/trace.py", "import streamlit\n"),  # the engine importing Streamlit
-    ("rag_core/retrieval/index.py", "import ray\n"),  # Ray anywhere but the Ray build: the engine would need it installed
-    # a cycle hidden in a function: matching <- verdicts already, so this closes a circle
-    ("rag_core/analysis/matching.py", "def _f():\n    from rag_core.analysis import verdicts\n    return verdicts\n"),
-])
+@pytest.mark.parametrize(
+    "module,line",
+    [
+        ("rag_core/marginals.py", "from rag_core.cli import main\n"),  # the bottom layer importing the top
+        (
+            "rag_core/pipeline.py",
+            "from rag_core.analysis import verdicts\n",
+        ),  # the pipeline importing analysis
+        ("app/state.py", "import pages.ask\n"),  # app importing a page
+        ("rag_core/trace.py", "import streamlit\n"),  # the engine importing Streamlit
+        (
+            "rag_core/retrieval/index.py",
+            "import ray\n",
+        ),  # Ray anywhere but the Ray build: the engine would need it installed
+        # a cycle hidden in a function: matching <- verdicts already, so this closes a circle
+        (
+            "rag_core/analysis/matching.py",
+            "def _f():\n    from rag_core.analysis import verdicts\n    return verdicts\n",
+        ),
+    ],
+)
 def test_an_upward_or_circular_import_breaks_them(tmp_path, module, line):
     for part in ("rag_core", "app", "pages"):
         shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
@@ -49,10 +71,16 @@ def _lines(path: Path) -> int:
 
 
 def test_no_engine_file_or_function_and_no_page_is_over_the_size_limits():
-    too_long = [f"{p.relative_to(ROOT)}: {_lines(p)} lines" for p in sorted((ROOT / "rag_core").rglob("*.py"))
-                if _lines(p) > FILE_LINES]
-    too_long += [f"{p.relative_to(ROOT)}: {_lines(p)} lines" for p in sorted((ROOT / "pages").glob("*.py"))
-                 if _lines(p) > PAGE_LINES]
+    too_long = [
+        f"{p.relative_to(ROOT)}: {_lines(p)} lines"
+        for p in sorted((ROOT / "rag_core").rglob("*.py"))
+        if _lines(p) > FILE_LINES
+    ]
+    too_long += [
+        f"{p.relative_to(ROOT)}: {_lines(p)} lines"
+        for p in sorted((ROOT / "pages").glob("*.py"))
+        if _lines(p) > PAGE_LINES
+    ]
     for p in sorted((ROOT / "rag_core").rglob("*.py")):
         for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -60,3 +88,8 @@ def test_no_engine_file_or_function_and_no_page_is_over_the_size_limits():
                 if n > FUNCTION_LINES:
                     too_long.append(f"{p.relative_to(ROOT)}:{node.lineno} {node.name}(): {n} lines")
     assert not too_long, too_long
+
+
+def test_the_engine_root_holds_the_core_and_the_rest_sits_in_packages():
+    root = sorted(p.name for p in (ROOT / "rag_core").glob("*.py"))
+    assert len(root) <= ROOT_MODULES, root

@@ -1,5 +1,6 @@
 """`ask QUESTION --expected ANSWER`: the Diagnose panel's verdicts and counterfactuals on the command
 line, recomputed here from the engine's separate pieces."""
+
 import json
 
 import pytest
@@ -16,8 +17,22 @@ from conftest import run_cli
 
 def test_ask_expected_prints_the_panels_verdicts_and_counterfactuals(default_pipeline, tmp_path):
     question, expected = "Who wrote Moby-Dick?", ["Nathaniel Hawthorne"]
-    out = run_cli("ask", question, "-k", "3", "--expected", " | ".join(expected), "--json", "--sentences",
-                  "--csv", tmp_path / "t.csv", "--parquet", tmp_path / "t.parquet", "--jsonl", tmp_path / "t.jsonl")
+    out = run_cli(
+        "ask",
+        question,
+        "-k",
+        "3",
+        "--expected",
+        " | ".join(expected),
+        "--json",
+        "--sentences",
+        "--csv",
+        tmp_path / "t.csv",
+        "--parquet",
+        tmp_path / "t.parquet",
+        "--jsonl",
+        tmp_path / "t.jsonl",
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout)["diagnosis"]
     cfg = Config(k=3)
@@ -29,9 +44,15 @@ def test_ask_expected_prints_the_panels_verdicts_and_counterfactuals(default_pip
     closed = default_pipeline.closed_book(trace.query, cfg)
     deep = deep_search.deep_search(default_pipeline, trace, expected)
     d = verdicts.diagnose(trace, expected, None, forced=forced, deep=deep, closed_book=closed)
-    assert (got["decoding"], got["answer"], got["correct"], got["closed_book"]) == (d.decoding, d.answer, False, closed)
-    assert [(v["code"], v["fired"], v["summary"]) for v in got["verdicts"]] == [(v.code, v.fired, v.summary)
-                                                                               for v in d.verdicts]
+    assert (got["decoding"], got["answer"], got["correct"], got["closed_book"]) == (
+        d.decoding,
+        d.answer,
+        False,
+        closed,
+    )
+    assert [(v["code"], v["fired"], v["summary"]) for v in got["verdicts"]] == [
+        (v.code, v.fired, v.summary) for v in d.verdicts
+    ]
     assert [r["removed"] for r in got["counterfactuals"]] == [1, 2, 3]
     for row in got["counterfactuals"]:
         cf = counterfactual.counterfactual(trace, [row["removed"]], None, None, forced)
@@ -47,7 +68,9 @@ def test_ask_expected_prints_the_panels_verdicts_and_counterfactuals(default_pip
     assert [r["text"] for r in rows] == att.sentences
     assert [r["delta_logp"] for r in rows] == pytest.approx(att.delta, abs=1e-6)
     checks = report.Checks(forced, closed, deep)
-    text = report.diagnosis_text(d, checks, report.single_removals(trace, forced))  # what the command prints without --json
+    text = report.diagnosis_text(
+        d, checks, report.single_removals(trace, forced)
+    )  # what the command prints without --json
     fired = [v.title for v in d.verdicts if v.fired]
     assert fired
     assert all(f"FIRED       {title}:" in text for title in fired)
@@ -57,4 +80,5 @@ def test_ask_expected_prints_the_panels_verdicts_and_counterfactuals(default_pip
 def test_an_empty_expected_answer_is_one_error_line():
     out = run_cli("ask", "Who wrote Moby-Dick?", "--expected", " | ")
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
-        "error: --expected is empty: give the right answer (aliases separated by |)"]
+        "error: --expected is empty: give the right answer (aliases separated by |)"
+    ]

@@ -1,5 +1,6 @@
 """Several questions decoded as one batch must give what each question gives alone: every column
 of every trace, the closed-book answers, the eval results and the index-swap rows."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -51,7 +52,9 @@ def test_a_batch_gives_every_trace_column_each_question_gets_alone(default_pipel
 
 def test_closed_book_answers_of_a_batch(default_pipeline, dev_sample):
     questions = [q.question for q in dev_sample]
-    assert default_pipeline.closed_book_many(questions) == [default_pipeline.closed_book(q) for q in questions]
+    assert default_pipeline.closed_book_many(questions) == [
+        default_pipeline.closed_book(q) for q in questions
+    ]
 
 
 def test_an_eval_batch_gives_the_results_of_one_question_at_a_time(default_pipeline, dev_sample):
@@ -63,7 +66,12 @@ def test_an_eval_batch_gives_the_results_of_one_question_at_a_time(default_pipel
         assert b.modes.keys() == a.modes.keys()
         for mode in a.modes:
             mb, ma = b.modes[mode], a.modes[mode]
-            assert (mb.answer, mb.em, mb.contained, mb.verdicts) == (ma.answer, ma.em, ma.contained, ma.verdicts)
+            assert (mb.answer, mb.em, mb.contained, mb.verdicts) == (
+                ma.answer,
+                ma.em,
+                ma.contained,
+                ma.verdicts,
+            )
             for name in ("p_seq", "p_tok", "weights_share"):  # None for closed-book
                 pb, pa = getattr(mb, name), getattr(ma, name)
                 assert pb == pa if pa is None else pb == pytest.approx(pa, rel=TOL, abs=1e-9)
@@ -82,7 +90,9 @@ def test_index_swap_rows_of_a_batch_equal_each_position_alone(default_pipeline):
             assert len(b["rows"]) == len(a["rows"])
             for rb, ra in zip(b["rows"], a["rows"]):
                 assert rb["p_answer"] == pytest.approx(ra["p_answer"], rel=TOL, abs=1e-9)
-                assert {k: v for k, v in rb.items() if k != "p_answer"} == {k: v for k, v in ra.items() if k != "p_answer"}
+                assert {k: v for k, v in rb.items() if k != "p_answer"} == {
+                    k: v for k, v in ra.items() if k != "p_answer"
+                }
 
 
 def test_a_prompt_row_two_questions_share_is_prepared_once(default_pipeline, monkeypatch):

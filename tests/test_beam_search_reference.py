@@ -8,6 +8,7 @@ a large share so that runner-up end tokens, early finishes and length-cut hypoth
 - RAG-Sequence: each passage's hypotheses = `generate(num_return_sequences=B)` on its own table;
 - the search score of each returned hypothesis = transformers' `sequences_scores`.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -53,7 +54,9 @@ def table_lm(next_logp):
         config_class = PretrainedConfig
 
         def __init__(self):
-            super().__init__(PretrainedConfig(vocab_size=start + 1, eos_token_id=0, pad_token_id=0, bos_token_id=start))
+            super().__init__(
+                PretrainedConfig(vocab_size=start + 1, eos_token_id=0, pad_token_id=0, bos_token_id=start)
+            )
             self.dummy = torch.nn.Parameter(torch.zeros(1))
 
         def forward(self, input_ids=None, attention_mask=None, **kwargs):
@@ -73,9 +76,20 @@ def table_lm(next_logp):
 def generate(next_logp, beams: int, returns: int = 1):
     model, start = table_lm(next_logp)
     with torch.no_grad():
-        out = model.generate(torch.tensor([[start]]), num_beams=beams, num_return_sequences=returns, do_sample=False,
-                             max_new_tokens=MAX_NEW, early_stopping=False, length_penalty=1.0, use_cache=False,
-                             return_dict_in_generate=True, output_scores=True, eos_token_id=0, pad_token_id=0)
+        out = model.generate(
+            torch.tensor([[start]]),
+            num_beams=beams,
+            num_return_sequences=returns,
+            do_sample=False,
+            max_new_tokens=MAX_NEW,
+            early_stopping=False,
+            length_penalty=1.0,
+            use_cache=False,
+            return_dict_in_generate=True,
+            output_scores=True,
+            eos_token_id=0,
+            pad_token_id=0,
+        )
     answers = []
     for seq in out.sequences.tolist():
         ids = []
@@ -108,7 +122,8 @@ def test_rag_token_search_equals_generate(beams):
     for seed in range(CASES):
         gen, state, log_pz, k = setup(seed)
         mix = lambda prefix: torch.logsumexp(  # noqa: E731  (V,) log Σ_z p(z) p_z(.)
-            log_pz.view(k, 1) + torch.stack([gen._dist(gen.tables[f"z{z}"], prefix) for z in range(k)]), dim=0).float()
+            log_pz.view(k, 1) + torch.stack([gen._dist(gen.tables[f"z{z}"], prefix) for z in range(k)]), dim=0
+        ).float()
         ours = rag_token_decode(gen, state, log_pz, SearchSettings(beams=beams, max_new_tokens=MAX_NEW))[0]
         (ref,), (ref_score,) = generate(mix, beams)
         if ours.tokens != ref or (ref_score is not None and abs(ours.search_score - ref_score) > 1e-5):

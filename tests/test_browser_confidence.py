@@ -2,6 +2,7 @@
 "Low confidence" badge, the reason in words) and a confident one does not; the token strips name
 their categories for what they measure, with one line of explanation under each strip, and Token
 vs Sequence says whether its two strips agree. (Its own module, so it runs on its own server.)"""
+
 from app.source_views import share_line
 from rag_core.analysis.confidence import candidate_confidence
 from rag_core.analysis.token_sources import KNOWN, LABELS, MEANINGS, candidate_sources, kind, passage_texts
@@ -40,8 +41,12 @@ def engine(pipeline, question: str, decoding: str):
 
 def test_a_guess_reads_as_a_guess_and_a_confident_answer_does_not(server, browser, default_pipeline):
     browser.get(server + "/")
-    wait_for(browser, lambda: answered(browser, CONFIDENT) and "Herman Melville" in body_text(browser), 300,
-             "the default answer")
+    wait_for(
+        browser,
+        lambda: answered(browser, CONFIDENT) and "Herman Melville" in body_text(browser),
+        300,
+        "the default answer",
+    )
     sure_conf, _ = engine(default_pipeline, CONFIDENT, "rag-token")
     assert not sure_conf.low, sure_conf
     assert len(cards(browser, "sure")) == 2 and not cards(browser, "guess")
@@ -66,14 +71,18 @@ def test_a_guess_reads_as_a_guess_and_a_confident_answer_does_not(server, browse
 
 
 def test_token_sources_are_named_for_what_they_measure(server, browser, default_pipeline):
-    """"1989" is in the top passage and already known to the model: the strip says so in words, and
+    """ "1989" is in the top passage and already known to the model: the strip says so in words, and
     the line under it explains each category it shows; Token vs Sequence says how its strips relate."""
     question = "In what year did the Berlin Wall fall?"
     browser.get(server + "/")
     wait_for(browser, lambda: answered(browser, CONFIDENT), 300, "the default answer")
     type_into(browser, "Question", question)
-    wait_for(browser, lambda: answered(browser, question) and "RAG-Token: " in body_text(browser), 240,
-             "the Berlin Wall answer")
+    wait_for(
+        browser,
+        lambda: answered(browser, question) and "RAG-Token: " in body_text(browser),
+        240,
+        "the Berlin Wall answer",
+    )
     _, found = engine(default_pipeline, question, "rag-token")
     text = body_text(browser)
     assert f"RAG-Token: {share_line(found)}" in text

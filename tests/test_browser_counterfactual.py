@@ -5,6 +5,7 @@ the known answers"; the verdicts must not read "no verdict fired" before any che
 stored numbers cannot decide says it needs a model call, and the button makes it and shows the
 answer the pipeline itself gives.
 (Its own module and server: the upload goes to that server's throw-away cache.)"""
+
 import json
 import re
 
@@ -84,18 +85,35 @@ def upload_and_use(driver, url: str, folder) -> None:
     corpus = folder / "robotics.jsonl"
     corpus.write_text("".join(json.dumps(r) + "\n" for r in ROBOTICS), encoding="utf-8")
     driver.get(url + "/corpus")
-    wait_for(driver, lambda: showing(driver, "Corpus") and settled(driver)
-             and driver.find_elements(By.CSS_SELECTOR, 'input[type="file"]'), 300, "the Corpus page")
+    wait_for(
+        driver,
+        lambda: (
+            showing(driver, "Corpus")
+            and settled(driver)
+            and driver.find_elements(By.CSS_SELECTOR, 'input[type="file"]')
+        ),
+        300,
+        "the Corpus page",
+    )
     driver.find_element(By.CSS_SELECTOR, 'input[type="file"]').send_keys(str(corpus))
-    wait_for(driver, lambda: f"All {len(ROBOTICS)} passages" in body_text(driver) and settled(driver),
-             120, "the upload preview")
+    wait_for(
+        driver,
+        lambda: f"All {len(ROBOTICS)} passages" in body_text(driver) and settled(driver),
+        120,
+        "the upload preview",
+    )
     driver.find_element(By.CSS_SELECTOR, 'input[aria-label="Index name"]').send_keys(INDEX)
     press(driver, "Build the index")
-    wait_for(driver, lambda: f"Built index '{INDEX}'" in body_text(driver) and settled(driver), 240,
-             "the build")
+    wait_for(
+        driver, lambda: f"Built index '{INDEX}'" in body_text(driver) and settled(driver), 240, "the build"
+    )
     press(driver, f"Use {INDEX} now")
-    wait_for(driver, lambda: settled(driver) and selected(driver, "Index", "sidebar") == INDEX, 60,
-             "the index switch")
+    wait_for(
+        driver,
+        lambda: settled(driver) and selected(driver, "Index", "sidebar") == INDEX,
+        60,
+        "the index switch",
+    )
 
 
 def test_the_counterfactual_with_nothing_changed_is_the_real_answer(server, browser, tmp_path):
@@ -103,36 +121,64 @@ def test_the_counterfactual_with_nothing_changed_is_the_real_answer(server, brow
 
     upload_and_use(browser, server, tmp_path)
     browser.find_element(By.XPATH, '//a[@data-testid="stSidebarNavLink"][contains(., "Ask")]').click()
-    wait_for(browser, lambda: showing(browser, "Ask") and settled(browser) and cards(browser)[1]
-             and f"index {INDEX}" in body_text(browser) and f"Question: “{QUESTION}”" in body_text(browser),
-             300, "the answer on the uploaded corpus and its Diagnose panel")
+    wait_for(
+        browser,
+        lambda: (
+            showing(browser, "Ask")
+            and settled(browser)
+            and cards(browser)[1]
+            and f"index {INDEX}" in body_text(browser)
+            and f"Question: “{QUESTION}”" in body_text(browser)
+        ),
+        300,
+        "the answer on the uploaded corpus and its Diagnose panel",
+    )
     same_as_asked(browser, "greedy")
     # the verdicts before any check ran: those the stored numbers fire, or a neutral line; never
     # "no verdict fired". An expected answer a passage holds fires none of them before the checks.
     assert "no verdict fired" not in body_text(browser)
     type_into(browser, "Expected answer", "Nimbleworks")
-    wait_for(browser, lambda: settled(browser) and "expected 'Nimbleworks'" in body_text(browser), 120,
-             "the verdicts for the typed answer")
+    wait_for(
+        browser,
+        lambda: settled(browser) and "expected 'Nimbleworks'" in body_text(browser),
+        120,
+        "the verdicts for the typed answer",
+    )
     snapshot(browser, "no-checks-yet")
     text = body_text(browser)
     assert "Verdict: No checks run yet" in text and "no verdict fired" not in text, text
     press(browser, "Run the checks (one teacher-forced pass, closed-book, deeper search)")
-    wait_for(browser, lambda: settled(browser) and "Closed-book (no passage)" in body_text(browser), 300,
-             "the checks")
+    wait_for(
+        browser,
+        lambda: settled(browser) and "Closed-book (no passage)" in body_text(browser),
+        300,
+        "the checks",
+    )
     assert "No checks run yet" not in body_text(browser)
     # beam search (2 beams in the sidebar): the stored numbers never decide RAG-Token's beams under a
     # changed prior, but with nothing changed the answer is still the one just given
     set_slider(browser, "Beams", 2)
-    wait_for(browser, lambda: settled(browser) and "· 2 beams · scale 20" in body_text(browser)
-             and cards(browser)[1], 300, "the answer with 2 beams")
+    wait_for(
+        browser,
+        lambda: settled(browser) and "· 2 beams · scale 20" in body_text(browser) and cards(browser)[1],
+        300,
+        "the answer with 2 beams",
+    )
     same_as_asked(browser, "beams")
 
     # another scale: the card says it needs a model call and the button makes it; the answer it shows
     # is the one the pipeline gives when the question is asked at that scale
     type_into(browser, "Retriever scale", "15")
-    wait_for(browser, lambda: settled(browser) and field(browser, "Retriever scale").get_attribute("value")
-             == "15.00" and cards(browser)[1].get("RAG-Token", ("",))[0] == "needs a model call", 60,
-             "the undecided card")
+    wait_for(
+        browser,
+        lambda: (
+            settled(browser)
+            and field(browser, "Retriever scale").get_attribute("value") == "15.00"
+            and cards(browser)[1].get("RAG-Token", ("",))[0] == "needs a model call"
+        ),
+        60,
+        "the undecided card",
+    )
     snapshot(browser, "needs-call")
     assert "the answer needs a model call" in body_text(browser)
     press(browser, "Make the model call: decode the 5 kept passages again")
@@ -142,9 +188,16 @@ def test_the_counterfactual_with_nothing_changed_is_the_real_answer(server, brow
     computed = cards(browser)[1][label]
     assert "computed: the generator decoded the 5 kept passages again" in body_text(browser)
     type_into(browser, "Retriever scale", "15", area="sidebar")
-    wait_for(browser, lambda: settled(browser) and "· 2 beams · scale 15" in body_text(browser)
-             and cards(browser)[1].get("RAG-Token", ("",))[1].endswith(", unchanged"), 300,
-             "the answer at scale 15")
+    wait_for(
+        browser,
+        lambda: (
+            settled(browser)
+            and "· 2 beams · scale 15" in body_text(browser)
+            and cards(browser)[1].get("RAG-Token", ("",))[1].endswith(", unchanged")
+        ),
+        300,
+        "the answer at scale 15",
+    )
     top, _ = cards(browser)
     assert top["RAG-Token"][0] == computed[0], (top, computed)
     assert p_of(top["RAG-Token"][1]) == p_now(computed[1]), (top, computed)
@@ -175,5 +228,9 @@ def set_slider(driver, label: str, value: int) -> None:
     driver.execute_script("arguments[0].focus()", slider)  # the range input is hidden: focus, then keys
     now = int(slider.get_attribute("value"))
     ActionChains(driver).send_keys((Keys.RIGHT if value > now else Keys.LEFT) * abs(value - now)).perform()
-    wait_for(driver, lambda: slider.get_attribute("value") == str(value) and settled(driver), 60,
-             f"{label} at {value}")
+    wait_for(
+        driver,
+        lambda: slider.get_attribute("value") == str(value) and settled(driver),
+        60,
+        f"{label} at {value}",
+    )

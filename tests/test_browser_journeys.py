@@ -3,6 +3,7 @@ deltas, verdicts that read at a glance, symbols explained, red wrong-year answer
 way back, background runs that go on across pages. Each saves screenshots under
 test-artifacts/browser/. (Its own module, so it runs beside tests/test_browser.py on its own server;
 the Map's journeys are in tests/test_browser_map.py.)"""
+
 import json
 import re
 
@@ -36,6 +37,7 @@ from conftest import ROOT
 # Each reproduces a bug a user met (no stale state, signed deltas, red wrong-year answers, detours
 # with a way back), in the browser, with a screenshot saved.
 
+
 def answered(driver, question: str) -> bool:
     """The page's first line names `question` and the script run is over."""
     return f"Question: “{question}”" in body_text(driver) and settled(driver)
@@ -45,16 +47,32 @@ def test_counterfactuals_signed_and_reset_then_an_example_leaves_nothing_stale(s
     from selenium.webdriver.common.by import By
 
     browser.get(server + "/")
-    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser) and browser.find_elements(
-        By.CSS_SELECTOR, 'input[role="combobox"][aria-label="Remove passages"]'), 300, "the default answer and its panel")
+    wait_for(
+        browser,
+        lambda: (
+            "Herman Melville" in body_text(browser)
+            and settled(browser)
+            and browser.find_elements(By.CSS_SELECTOR, 'input[role="combobox"][aria-label="Remove passages"]')
+        ),
+        300,
+        "the default answer and its panel",
+    )
     # remove the top passage: each counterfactual's badge points the way its probability moved
     choose(browser, "Remove passages", "#1 ")
-    wait_for(browser, lambda: chips(browser, "Remove passages") and settled(browser), 60, "the counterfactual")
+    wait_for(
+        browser, lambda: chips(browser, "Remove passages") and settled(browser), 60, "the counterfactual"
+    )
     type_into(browser, "Retriever scale", "2")
-    wait_for(browser, lambda: field(browser, "Retriever scale").get_attribute("value") == "2.00" and settled(browser),
-             60, "the new scale")
+    wait_for(
+        browser,
+        lambda: field(browser, "Retriever scale").get_attribute("value") == "2.00" and settled(browser),
+        60,
+        "the new scale",
+    )
     browser.save_screenshot(str(ARTIFACTS / "journey-counterfactual.png"))
-    deltas = [d for d in metric_deltas(browser) if "→" in d[0]]  # the counterfactual badges ("-0.166 (p a → b)")
+    deltas = [
+        d for d in metric_deltas(browser) if "→" in d[0]
+    ]  # the counterfactual badges ("-0.166 (p a → b)")
     assert deltas, metric_deltas(browser)
     for text, arrow, colour in deltas:
         assert arrow == ("Down" if text.startswith("-") else "Up"), (text, arrow)
@@ -66,14 +84,20 @@ def test_counterfactuals_signed_and_reset_then_an_example_leaves_nothing_stale(s
     assert "The Citations page's “remove a passage” keeps the answers fixed" in body_text(browser)
     # a new question: the counterfactual controls start from its own defaults
     type_into(browser, "Question", "Who painted the Mona Lisa?")
-    wait_for(browser, lambda: answered(browser, "Who painted the Mona Lisa?") and "Leonardo" in body_text(browser),
-             240, "the Mona Lisa answer")
+    wait_for(
+        browser,
+        lambda: answered(browser, "Who painted the Mona Lisa?") and "Leonardo" in body_text(browser),
+        240,
+        "the Mona Lisa answer",
+    )
     assert chips(browser, "Remove passages") == []
     assert field(browser, "Retriever scale").get_attribute("value") == "20.00"
     assert field(browser, "Expected answer").get_attribute("value") != "Herman Melville"
     # picking an example asks it: the old answer, passages and expected answer are gone
     choose(browser, "Example questions", "In which city is the Taj Mahal?")
-    wait_for(browser, lambda: answered(browser, "In which city is the Taj Mahal?"), 240, "the example's answer")
+    wait_for(
+        browser, lambda: answered(browser, "In which city is the Taj Mahal?"), 240, "the example's answer"
+    )
     browser.save_screenshot(str(ARTIFACTS / "journey-example.png"))
     assert field(browser, "Question").get_attribute("value") == "In which city is the Taj Mahal?"
     assert "Leonardo" not in body_text(browser) and "Mona Lisa" not in body_text(browser)
@@ -102,22 +126,40 @@ def test_verdicts_read_at_a_glance(server, browser):
     from selenium.webdriver.common.by import By
 
     browser.get(server + "/")
-    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser), 300, "the default answer")
+    wait_for(
+        browser,
+        lambda: "Herman Melville" in body_text(browser) and settled(browser),
+        300,
+        "the default answer",
+    )
     type_into(browser, "Expected answer", "Nathaniel Hawthorne")
-    wait_for(browser, lambda: "expected 'Nathaniel Hawthorne'" in body_text(browser) and settled(browser), 120,
-             "the verdicts for the typed answer")
+    wait_for(
+        browser,
+        lambda: "expected 'Nathaniel Hawthorne'" in body_text(browser) and settled(browser),
+        120,
+        "the verdicts for the typed answer",
+    )
     press(browser, "Run the checks (one teacher-forced pass, closed-book, deeper search)")
-    wait_for(browser, lambda: settled(browser) and "Closed-book (no passage)" in body_text(browser), 300, "the checks")
+    wait_for(
+        browser,
+        lambda: settled(browser) and "Closed-book (no passage)" in body_text(browser),
+        300,
+        "the checks",
+    )
     browser.save_screenshot(str(ARTIFACTS / "journey-verdicts.png"))
     shown = [tuple(v) for v in browser.execute_script(READ_VERDICTS)]
     assert len(shown) == 6, shown  # every verdict of the diagnosis, each once
     words = [text.split(" · ")[0] for text, *_ in shown]
     assert words[0] == "Fired" and "Not this" in words, words  # a fired verdict first
-    assert words == sorted(words, key=["Fired", "Not checked", "Not this"].index), words  # fired, then unsure, then not
+    assert words == sorted(words, key=["Fired", "Not checked", "Not this"].index), (
+        words
+    )  # fired, then unsure, then not
     for text, colour, has_icon, expander, is_open, filled in shown:
         assert reddish(colour) == text.startswith("Fired"), (text, colour)  # red says fired, and only fired
         assert has_icon, text  # an icon drawn from the icon font, not an emoji
-        assert not expander or is_open == text.startswith("Fired"), text  # the fired ones open on their evidence
+        assert not expander or is_open == text.startswith("Fired"), (
+            text
+        )  # the fired ones open on their evidence
         assert not expander or filled > 0, text  # an expander opens on evidence, never on nothing
     main = browser.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]').text
     assert not EMOJI.findall(main), EMOJI.findall(main)
@@ -128,10 +170,15 @@ def test_verdicts_read_at_a_glance(server, browser):
     assert not tiny, tiny
     # ranks read as ranks: "the passage at rank 5", never "passage 2" nor "passage(s) 2"
     assert re.search(r"the passage at rank \d", main), main
-    assert not re.search(r"\bpassage(?:s|\(s\))? \d", main), re.findall(r".{40}\bpassage(?:s|\(s\))? \d.{20}", main)
+    assert not re.search(r"\bpassage(?:s|\(s\))? \d", main), re.findall(
+        r".{40}\bpassage(?:s|\(s\))? \d.{20}", main
+    )
     # the closed-book answer is a card in the same row as the two RAG answers
-    row = browser.find_element(By.XPATH, '//*[@data-testid="stMetric"][.//*[normalize-space()="Closed-book (no passage)"]]'
-                                         '/ancestor::*[@data-testid="stHorizontalBlock"][1]')
+    row = browser.find_element(
+        By.XPATH,
+        '//*[@data-testid="stMetric"][.//*[normalize-space()="Closed-book (no passage)"]]'
+        '/ancestor::*[@data-testid="stHorizontalBlock"][1]',
+    )
     labels = [e.text.strip() for e in row.find_elements(By.CSS_SELECTOR, '[data-testid="stMetricLabel"]')]
     assert labels == ["RAG-Token", "RAG-Sequence", "Closed-book (no passage)"], labels
 
@@ -158,16 +205,27 @@ def test_token_vs_sequence_and_citations_explain_every_symbol(server, browser):
     Citations: no toolbar over the heatmap's token labels, and the two kinds of "remove a passage"
     are told apart."""
     browser.get(server + "/")
-    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser), 300, "the default answer")
+    wait_for(
+        browser,
+        lambda: "Herman Melville" in body_text(browser) and settled(browser),
+        300,
+        "the default answer",
+    )
     open_page(browser, "token_vs_sequence", "Token vs Sequence")
     browser.save_screenshot(str(ARTIFACTS / "journey-tvs-words.png"))
     key = browser.execute_script(READ_STRIP_KEY)
-    assert len(key) == 5 and all(inside for _, inside in key), key  # K=5 passages, each in the key, none cut off
+    assert len(key) == 5 and all(inside for _, inside in key), (
+        key
+    )  # K=5 passages, each in the key, none cut off
     text = body_text(browser)
-    for words in ("↵ is the line break that ends an answer", "A faded box is a token no passage stands out for",
-                  "Responsibility r_i(z): of the probability RAG-Token gave this token, the share that came from passage z",
-                  "The prefix posterior p(z|x,y_≤i) is RAG-Sequence's belief",
-                  "Thorough rescoring computes each missing pair", "Fast rescoring skips them"):
+    for words in (
+        "↵ is the line break that ends an answer",
+        "A faded box is a token no passage stands out for",
+        "Responsibility r_i(z): of the probability RAG-Token gave this token, the share that came from passage z",
+        "The prefix posterior p(z|x,y_≤i) is RAG-Sequence's belief",
+        "Thorough rescoring computes each missing pair",
+        "Fast rescoring skips them",
+    ):
         assert words in text, words
     open_page(browser, "citations", "Citations")
     browser.save_screenshot(str(ARTIFACTS / "journey-citations-words.png"))
@@ -177,8 +235,16 @@ def test_token_vs_sequence_and_citations_explain_every_symbol(server, browser):
     assert "so there the answer itself can change" in body_text(browser)
     # the header follows the sidebar: another index, and the page says which
     choose(browser, "Index", "wiki", "sidebar")
-    wait_for(browser, lambda: settled(browser) and "Question: “Who wrote Moby-Dick?” · index wiki · K=5" in
-             body_text(browser) and charts_drawn(browser), 240, "Citations on the wiki index")
+    wait_for(
+        browser,
+        lambda: (
+            settled(browser)
+            and "Question: “Who wrote Moby-Dick?” · index wiki · K=5" in body_text(browser)
+            and charts_drawn(browser)
+        ),
+        240,
+        "Citations on the wiki index",
+    )
 
 
 def test_by_hand_shows_the_frankenstein_case_with_its_priors(server, browser):
@@ -189,13 +255,26 @@ def test_by_hand_shows_the_frankenstein_case_with_its_priors(server, browser):
 
     browser.get(server + "/by_hand")
     wait_for(browser, lambda: showing(browser, "By hand") and settled(browser), 300, "the By hand page")
-    click_when_shown(browser, '//*[@data-testid="stRadio"]//label[.//p[normalize-space()="A Frankenstein answer"]]',
-                     "the Frankenstein example")
-    wait_for(browser, lambda: settled(browser) and "Frankenstein: RAG-Token's" in body_text(browser), 120,
-             "the Frankenstein verdict")
+    click_when_shown(
+        browser,
+        '//*[@data-testid="stRadio"]//label[.//p[normalize-space()="A Frankenstein answer"]]',
+        "the Frankenstein example",
+    )
+    wait_for(
+        browser,
+        lambda: settled(browser) and "Frankenstein: RAG-Token's" in body_text(browser),
+        120,
+        "the Frankenstein verdict",
+    )
     browser.save_screenshot(str(ARTIFACTS / "journey-by-hand-frankenstein.png"))
     text = body_text(browser)
-    priors = [float(p) for p in re.findall(r"p\(\w+\|x\) = ([0-9.e-]+)", text.split("Priors normalised to sum to 1, as used:")[1].split("\n")[0])]
+    priors = [
+        float(p)
+        for p in re.findall(
+            r"p\(\w+\|x\) = ([0-9.e-]+)",
+            text.split("Priors normalised to sum to 1, as used:")[1].split("\n")[0],
+        )
+    ]
     assert len(priors) >= 2 and abs(sum(priors) - 1) < 2e-3, priors
     assert "RAG-Sequence keeps the answer one passage writes" in text
     assert clipped_tables(browser) == []
@@ -203,9 +282,12 @@ def test_by_hand_shows_the_frankenstein_case_with_its_priors(server, browser):
     toy = json.loads((ROOT / "assets" / "examples" / "posterior.json").read_text())
     word = toy["candidates"][0]
     joint = {p["id"]: p["prior"] * toy["tables"][p["id"]][""][word] for p in toy["passages"]}
-    shown = {m.find_element(By.CSS_SELECTOR, '[data-testid="stMetricLabel"]').text.strip():
-             m.find_element(By.CSS_SELECTOR, '[data-testid="stMetricValue"]').text.strip()
-             for m in browser.find_elements(By.CSS_SELECTOR, '[data-testid="stMetric"]')}
+    shown = {
+        m.find_element(By.CSS_SELECTOR, '[data-testid="stMetricLabel"]').text.strip(): m.find_element(
+            By.CSS_SELECTOR, '[data-testid="stMetricValue"]'
+        ).text.strip()
+        for m in browser.find_elements(By.CSS_SELECTOR, '[data-testid="stMetric"]')
+    }
     for z, j in joint.items():
         assert shown[f"p({z}|x,y)"] == f"{j / sum(joint.values()):.3g}", (z, shown)
 
@@ -214,59 +296,99 @@ def selected_step(driver) -> int | None:
     """The token the Token vs Sequence page's "Step i" slider is on (None: no slider shown)."""
     from selenium.webdriver.common.by import By
 
-    thumbs = driver.find_elements(By.XPATH, '//*[@data-testid="stSlider"][.//p[normalize-space()="Step i"]]'
-                                            '//*[@data-testid="stSliderThumbValue"]')
+    thumbs = driver.find_elements(
+        By.XPATH,
+        '//*[@data-testid="stSlider"][.//p[normalize-space()="Step i"]]'
+        '//*[@data-testid="stSliderThumbValue"]',
+    )
     return int(thumbs[0].text.split()[0]) if thumbs else None  # it reads "2 ␣Bid": the step, then the token
 
 
 def shipped_rows(question: str) -> list[dict]:
-    return [r for r in json.loads((ROOT / "assets" / "leaders_run.json").read_text())["rows"] if r["question"] == question]
+    return [
+        r
+        for r in json.loads((ROOT / "assets" / "leaders_run.json").read_text())["rows"]
+        if r["question"] == question
+    ]
 
 
 def wrong_year_row() -> dict:
     """The first row of the shipped run whose answer names the other year's holder, not its own."""
     other = {"2016": "2018", "2018": "2016"}
-    return next(r for r in json.loads((ROOT / "assets" / "leaders_run.json").read_text())["rows"]
-                if r[f"correct_{other[r['index']]}"] and not r[f"correct_{r['index']}"])
+    return next(
+        r
+        for r in json.loads((ROOT / "assets" / "leaders_run.json").read_text())["rows"]
+        if r[f"correct_{other[r['index']]}"] and not r[f"correct_{r['index']}"]
+    )
 
 
 def test_index_swap_wrong_year_in_red_and_both_detours_go_back(server, browser):
     wrong = wrong_year_row()  # the trained default answers the page's own question right on both indexes
     question = wrong["question"]
     browser.get(server + "/")  # first, a user steps through another answer on Token vs Sequence
-    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser), 300, "the default answer")
+    wait_for(
+        browser,
+        lambda: "Herman Melville" in body_text(browser) and settled(browser),
+        300,
+        "the default answer",
+    )
     open_page(browser, "token_vs_sequence", "Token vs Sequence")
     press(browser, "▶")
     wait_for(browser, lambda: settled(browser) and selected_step(browser) == 1, 60, "step 1")
     open_page(browser, "index_swap", "Index swap")
-    wait_for(browser, lambda: settled(browser) and ready(browser, "index_swap"), 300, "the index swap answers")
+    wait_for(
+        browser, lambda: settled(browser) and ready(browser, "index_swap"), 300, "the index swap answers"
+    )
     type_into(browser, "Question", question)
-    wait_for(browser, lambda: field(browser, "Question").get_attribute("value") == question and settled(browser)
-             and ready(browser, "index_swap") and "the other year's: wrong for this index" in body_text(browser), 300,
-             "the answers to the typed question")
+    wait_for(
+        browser,
+        lambda: (
+            field(browser, "Question").get_attribute("value") == question
+            and settled(browser)
+            and ready(browser, "index_swap")
+            and "the other year's: wrong for this index" in body_text(browser)
+        ),
+        300,
+        "the answers to the typed question",
+    )
     browser.save_screenshot(str(ARTIFACTS / "journey-swap.png"))
     index_before = selected(browser, "Index", "sidebar")
     # the shipped run (same settings, checked by fingerprint) says which answers name the other year's holder
-    other = [r for r in shipped_rows(question) if r[f"correct_{'2018' if r['index'] == '2016' else '2016'}"]
-             and not r[f"correct_{r['index']}"]]
+    other = [
+        r
+        for r in shipped_rows(question)
+        if r[f"correct_{'2018' if r['index'] == '2016' else '2016'}"] and not r[f"correct_{r['index']}"]
+    ]
     assert other, "the question has a wrong-year answer to show"
-    red = browser.find_elements("xpath", "//*[contains(text(), \"the other year's: wrong for this index\")]")
+    red = browser.find_elements("xpath", '//*[contains(text(), "the other year\'s: wrong for this index")]')
     assert len(red) == len(other), (len(red), other)
     assert all(reddish(e.value_of_css_property("color")) for e in red)
     # "Explain this failure": Token vs Sequence on that question and index, saying so, with a way back;
     # a failure on the other index, so that both the question and the index change
     index = "2016" if index_before == "2018" else "2018"
-    failure = next(o for o in options(browser, "A failure to explain")
-                   if f" · {index} index → " in o and not o.startswith(f"{wrong['position']} · "))
+    failure = next(
+        o
+        for o in options(browser, "A failure to explain")
+        if f" · {index} index → " in o and not o.startswith(f"{wrong['position']} · ")
+    )
     choose(browser, "A failure to explain", failure)
-    wait_for(browser, lambda: settled(browser) and selected(browser, "A failure to explain") == failure, 60,
-             "the failure picked")
+    wait_for(
+        browser,
+        lambda: settled(browser) and selected(browser, "A failure to explain") == failure,
+        60,
+        "the failure picked",
+    )
     position = failure.split(" · ")[0]
-    asked = next(r["question"] for r in json.loads((ROOT / "assets" / "leaders_run.json").read_text())["rows"]
-                 if r["position"] == position)
+    asked = next(
+        r["question"]
+        for r in json.loads((ROOT / "assets" / "leaders_run.json").read_text())["rows"]
+        if r["position"] == position
+    )
     assert asked != question, "a failure of another position, so the question changes too"
     press(browser, "Explain this failure")
-    wait_for(browser, lambda: showing(browser, "Token vs Sequence") and settled(browser), 240, "Token vs Sequence")
+    wait_for(
+        browser, lambda: showing(browser, "Token vs Sequence") and settled(browser), 240, "Token vs Sequence"
+    )
     text = body_text(browser)
     assert "Opened from Index swap" in text, text
     assert f"index {index} · K=5 · greedy · scale" in text, text  # the header names the index and settings
@@ -276,24 +398,37 @@ def test_index_swap_wrong_year_in_red_and_both_detours_go_back(server, browser):
     assert f"the question set to “{asked}” (was “Who wrote Moby-Dick?”)" in text, text
     assert f"the sidebar index set to “{index}” (was “{index_before}”)" in text, text
     press(browser, "Back to Index swap, as it was")
-    wait_for(browser, lambda: showing(browser, "Index swap") and settled(browser) and ready(browser, "index_swap"),
-             240, "back on Index swap")
+    wait_for(
+        browser,
+        lambda: showing(browser, "Index swap") and settled(browser) and ready(browser, "index_swap"),
+        240,
+        "back on Index swap",
+    )
     assert field(browser, "Question").get_attribute("value") == question
     assert "Opened from" not in body_text(browser)
     assert selected(browser, "Index", "sidebar") == index_before
     assert selected(browser, "A failure to explain") == failure  # the user's pick, as it was
     # "Diagnose this": Ask on that question and index, that index's holder as the expected answer
     press(browser, "Diagnose this")
-    wait_for(browser, lambda: showing(browser, "Ask") and settled(browser) and "Diagnose" in body_text(browser),
-             240, "the Ask page's Diagnose panel")
+    wait_for(
+        browser,
+        lambda: showing(browser, "Ask") and settled(browser) and "Diagnose" in body_text(browser),
+        240,
+        "the Ask page's Diagnose panel",
+    )
     browser.save_screenshot(str(ARTIFACTS / "journey-diagnose.png"))
-    row = next(r for r in json.loads((ROOT / "assets" / "leaders_run.json").read_text())["rows"]
-               if r["position"] == position and r["index"] == index)
+    row = next(
+        r
+        for r in json.loads((ROOT / "assets" / "leaders_run.json").read_text())["rows"]
+        if r["position"] == position and r["index"] == index
+    )
     assert field(browser, "Question").get_attribute("value") == row["question"]
     assert field(browser, "Expected answer").get_attribute("value") == row[f"holder_{index}"]
     assert selected(browser, "Index", "sidebar") == index
     press(browser, "Back to Index swap, as it was")
-    wait_for(browser, lambda: showing(browser, "Index swap") and settled(browser), 240, "back on Index swap again")
+    wait_for(
+        browser, lambda: showing(browser, "Index swap") and settled(browser), 240, "back on Index swap again"
+    )
     assert selected(browser, "Index", "sidebar") == index_before  # the sidebar index as it was
     assert field(browser, "Question").get_attribute("value") == question
 
@@ -308,24 +443,43 @@ def test_index_swap_live_run_goes_on_across_pages_and_cancels(server, browser):
     background; on another page the sidebar still shows it; back on Index swap, live rows have
     replaced shipped ones; the sidebar's Cancel stops it and keeps what it computed."""
     browser.get(server + "/index_swap")
-    wait_for(browser, lambda: showing(browser, "Index swap") and settled(browser) and ready(browser, "index_swap"),
-             300, "the index swap answers")
+    wait_for(
+        browser,
+        lambda: showing(browser, "Index swap") and settled(browser) and ready(browser, "index_swap"),
+        300,
+        "the index swap answers",
+    )
     assert "Showing the shipped reference run" in body_text(browser)
     assert "Held-out half" in body_text(browser) and "Tuning half" in body_text(browser)
     before = recomputed(browser)  # a shared cache may hold rows of an earlier, cancelled run
-    click_when_shown(browser, '//button[.//p[normalize-space()="Run the experiment" or '
-                              'normalize-space()="Resume the experiment"]]', "the run button")
-    wait_for(browser, lambda: "Index swap experiment · default:" in body_text(browser), 120, "the run's progress")
+    click_when_shown(
+        browser,
+        '//button[.//p[normalize-space()="Run the experiment" or normalize-space()="Resume the experiment"]]',
+        "the run button",
+    )
+    wait_for(
+        browser, lambda: "Index swap experiment · default:" in body_text(browser), 120, "the run's progress"
+    )
     open_page(browser, "by_hand", "By hand")
     sidebar = '//section[@data-testid="stSidebar"]'
-    wait_for(browser, lambda: "Index swap experiment · default:" in browser.find_element("xpath", sidebar).text, 60,
-             "the run in another page's sidebar")
+    wait_for(
+        browser,
+        lambda: "Index swap experiment · default:" in browser.find_element("xpath", sidebar).text,
+        60,
+        "the run in another page's sidebar",
+    )
     open_page(browser, "index_swap", "Index swap")
     wait_for(browser, lambda: recomputed(browser) > before, 300, "live rows in the tables")
     browser.save_screenshot(str(ARTIFACTS / "journey-swap-live.png"))
-    click_when_shown(browser, sidebar + '//*[@data-testid="stProgress"][contains(., "Index swap experiment · default:")]'
-                              '/following::button[.//p[normalize-space()="Cancel"]][1]', "the sidebar's Cancel")
-    wait_for(browser, lambda: settled(browser) and "The run was cancelled" in body_text(browser), 300, "the cancel")
+    click_when_shown(
+        browser,
+        sidebar + '//*[@data-testid="stProgress"][contains(., "Index swap experiment · default:")]'
+        '/following::button[.//p[normalize-space()="Cancel"]][1]',
+        "the sidebar's Cancel",
+    )
+    wait_for(
+        browser, lambda: settled(browser) and "The run was cancelled" in body_text(browser), 300, "the cancel"
+    )
     assert recomputed(browser) > before and "Held-out half" in body_text(browser)  # what it computed is kept
     assert "Resume the experiment" in body_text(browser)
 
@@ -334,17 +488,37 @@ def test_index_swap_picker_follows_the_question_typed(server, browser):
     """Type a world-leader question into the box: the picker shows that position; type a question
     of one's own: the picker says so, instead of still showing the old position."""
     browser.get(server + "/index_swap")
-    wait_for(browser, lambda: showing(browser, "Index swap") and settled(browser) and ready(browser, "index_swap"),
-             300, "the index swap answers")
+    wait_for(
+        browser,
+        lambda: showing(browser, "Index swap") and settled(browser) and ready(browser, "index_swap"),
+        300,
+        "the index swap answers",
+    )
     typed = "Who is the Vice President of the United States?"  # a position of assets/leaders.csv
     type_into(browser, "Question", typed)
-    wait_for(browser, lambda: settled(browser) and selected(browser, "A world-leader question") == typed
-             and ready(browser, "index_swap"), 300, "the picker showing the typed position")
+    wait_for(
+        browser,
+        lambda: (
+            settled(browser)
+            and selected(browser, "A world-leader question") == typed
+            and ready(browser, "index_swap")
+        ),
+        300,
+        "the picker showing the typed position",
+    )
     assert "Holder on 31 Dec 2016: Joe Biden · on 31 Dec 2018: Mike Pence" in body_text(browser)
     own = "Who won the 2018 FIFA World Cup?"
     type_into(browser, "Question", own)
-    wait_for(browser, lambda: settled(browser) and selected(browser, "A world-leader question") == "(a question of your own)"
-             and ready(browser, "index_swap"), 300, "the picker showing a question of one's own")
+    wait_for(
+        browser,
+        lambda: (
+            settled(browser)
+            and selected(browser, "A world-leader question") == "(a question of your own)"
+            and ready(browser, "index_swap")
+        ),
+        300,
+        "the picker showing a question of one's own",
+    )
     browser.save_screenshot(str(ARTIFACTS / "journey-swap-own-question.png"))
     assert "Holder on 31 Dec 2016" not in body_text(browser)
 
@@ -356,18 +530,38 @@ def test_a_background_fine_tune_cancelled_from_the_sidebar_offers_to_resume(serv
     from selenium.webdriver.common.by import By
 
     browser.get(server + "/train")
-    wait_for(browser, lambda: showing(browser, "Train") and settled(browser) and ready(browser, "train"), 300,
-             "the Train page")
+    wait_for(
+        browser,
+        lambda: showing(browser, "Train") and settled(browser) and ready(browser, "train"),
+        300,
+        "the Train page",
+    )
     press(browser, "Start fine-tuning")
-    wait_for(browser, lambda: "Fine-tuning default ·" in body_text(browser), 120, "the job's progress on the page")
-    browser.find_element(By.XPATH, '//a[@data-testid="stSidebarNavLink"][contains(@href, "/by_hand")]').click()
-    wait_for(browser, lambda: showing(browser, "By hand") and "Fine-tuning default ·" in body_text(browser), 120,
-             "the job in the sidebar of another page")
-    click_when_shown(browser, '//section[@data-testid="stSidebar"]//*[@data-testid="stProgress"][contains(., "Fine-tuning default ·")]'
-                              '/following::button[.//p[normalize-space()="Cancel"]][1]', "the sidebar's Cancel")
+    wait_for(
+        browser, lambda: "Fine-tuning default ·" in body_text(browser), 120, "the job's progress on the page"
+    )
+    browser.find_element(
+        By.XPATH, '//a[@data-testid="stSidebarNavLink"][contains(@href, "/by_hand")]'
+    ).click()
+    wait_for(
+        browser,
+        lambda: showing(browser, "By hand") and "Fine-tuning default ·" in body_text(browser),
+        120,
+        "the job in the sidebar of another page",
+    )
+    click_when_shown(
+        browser,
+        '//section[@data-testid="stSidebar"]//*[@data-testid="stProgress"][contains(., "Fine-tuning default ·")]'
+        '/following::button[.//p[normalize-space()="Cancel"]][1]',
+        "the sidebar's Cancel",
+    )
     browser.find_element(By.XPATH, '//a[@data-testid="stSidebarNavLink"][contains(@href, "/train")]').click()
-    wait_for(browser, lambda: "Resume from the checkpoint" in body_text(browser) and settled(browser), 300,
-             "the offer to resume")
+    wait_for(
+        browser,
+        lambda: "Resume from the checkpoint" in body_text(browser) and settled(browser),
+        300,
+        "the offer to resume",
+    )
     browser.save_screenshot(str(ARTIFACTS / "journey-cancel.png"))
     assert "Fine-tuning default ·" not in body_text(browser)  # nothing runs any more
     assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')

@@ -1,6 +1,7 @@
 """Every page at the two widths a laptop shows it (1280 and 1400 px): no table header is cut by its
 column, and the Sankey's labels read against the links they lie across. Screenshots of each page
 at each width go under test-artifacts/browser/layout-*.png."""
+
 import time
 
 from browser_kit import (  # noqa: F401
@@ -28,22 +29,38 @@ def test_no_table_header_is_cut_and_the_sankey_reads_at_1280_and_1400_px(server,
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     browser.get(server + "/")
-    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser), 300, "the default answer")
+    wait_for(
+        browser,
+        lambda: "Herman Melville" in body_text(browser) and settled(browser),
+        300,
+        "the default answer",
+    )
     cut, faint = {}, {}
     for path, title in PAGES:
         if path:  # the sidebar link, as a user goes (a new URL would start a new session)
-            browser.find_element(By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]').click()
-        wait_for(browser, lambda: showing(browser, title) and settled(browser) and ready(browser, path), 300,
-                 f"the {title} page")
+            browser.find_element(
+                By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]'
+            ).click()
+        wait_for(
+            browser,
+            lambda: showing(browser, title) and settled(browser) and ready(browser, path),
+            300,
+            f"the {title} page",
+        )
         for width in WIDTHS:
             browser.set_window_size(width, 1600)
             time.sleep(1.5)  # the grids and charts lay themselves out again at the new width
-            wait_for(browser, lambda: settled(browser) and charts_drawn(browser), 60, f"{title} at {width} px")
+            wait_for(
+                browser, lambda: settled(browser) and charts_drawn(browser), 60, f"{title} at {width} px"
+            )
             browser.save_screenshot(str(ARTIFACTS / f"layout-{path or 'ask'}-{width}.png"))
             cut[(title, width)] = clipped_headers(browser) + clipped_tables(browser)  # and no sideways scroll
             faint[(title, width)] = faint_sankey_labels(browser)
         browser.set_window_size(WIDTHS[0], 1600)
-    found = {"cut headers": {k: v for k, v in cut.items() if v}, "faint labels": {k: v for k, v in faint.items() if v}}
+    found = {
+        "cut headers": {k: v for k, v in cut.items() if v},
+        "faint labels": {k: v for k, v in faint.items() if v},
+    }
     assert found == {"cut headers": {}, "faint labels": {}}
     # the check saw the Sankey at all: the Eval page compares two runs from the first start
     assert browser.find_elements(By.CSS_SELECTOR, '[data-testid="stPlotlyChart"] .sankey .node-label')

@@ -4,6 +4,7 @@ moves the query (the rings follow it, the zoom frames it and is kept across page
 page after such a click still starts from the question's own query unless asked, its log p(y|x)
 chart drawing a negligible change as a flat line. Screenshots go under test-artifacts/browser/.
 (Its own module, so it runs beside the other browser modules on its own server.)"""
+
 import tempfile
 import time
 from pathlib import Path
@@ -51,7 +52,9 @@ def map_drawn(driver) -> bool:
 
 
 def pick_layout(driver, name: str) -> None:
-    click_when_shown(driver, f'//*[@data-testid="stRadio"]//label[.//p[normalize-space()="{name}"]]', f"the {name} choice")
+    click_when_shown(
+        driver, f'//*[@data-testid="stRadio"]//label[.//p[normalize-space()="{name}"]]', f"the {name} choice"
+    )
 
 
 def zoomed_marks(driver) -> dict:
@@ -59,8 +62,12 @@ def zoomed_marks(driver) -> dict:
     marks once the zoomed map is drawn."""
     if not toggled(driver, "Zoom to the question"):
         flip(driver, "Zoom to the question")
-    wait_for(driver, lambda: toggled(driver, "Zoom to the question") and settled(driver) and charts_drawn(driver), 120,
-             "the zoomed map")
+    wait_for(
+        driver,
+        lambda: toggled(driver, "Zoom to the question") and settled(driver) and charts_drawn(driver),
+        120,
+        "the zoomed map",
+    )
     time.sleep(1.5)  # plotly draws after the script has finished
     return driver.execute_script(READ_MARKS)
 
@@ -71,13 +78,22 @@ def test_rank_numbers_stay_clear_of_the_question_with_the_zoom_on(server, browse
     sit centred on their rings, and ranks 1-3 hid under the star). Two questions: the default one,
     then an example picked on the Ask page."""
     browser.get(server + "/")
-    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser), 300, "the default answer")
+    wait_for(
+        browser,
+        lambda: "Herman Melville" in body_text(browser) and settled(browser),
+        300,
+        "the default answer",
+    )
     for question in ("Who wrote Moby-Dick?", "Who created the video game Tetris?"):
         if question != "Who wrote Moby-Dick?":
             open_page(browser, "", "Ask")
             choose(browser, "Example questions", question)
-            wait_for(browser, lambda: f"Question: “{question}”" in body_text(browser) and settled(browser), 240,
-                     "the example's answer")
+            wait_for(
+                browser,
+                lambda: f"Question: “{question}”" in body_text(browser) and settled(browser),
+                240,
+                "the example's answer",
+            )
         open_page(browser, "map", "Map")
         marks = zoomed_marks(browser)
         browser.save_screenshot(str(ARTIFACTS / f"map-zoomed-{question.split()[-1].strip('?')}.png"))
@@ -88,8 +104,11 @@ def test_rank_numbers_stay_clear_of_the_question_with_the_zoom_on(server, browse
         crowded = [(a, b) for a in labels for b in labels if a < b and overlap(labels[a], labels[b])]
         assert not crowded, f"{question}: rank numbers drawn on each other: {crowded}: {labels}"
         plot = marks["plot"]
-        outside = [t for t, b in labels.items() if b[0] < plot[0] - 1 or b[2] > plot[2] + 1 or b[1] < plot[1] - 1
-                   or b[3] > plot[3] + 1]
+        outside = [
+            t
+            for t, b in labels.items()
+            if b[0] < plot[0] - 1 or b[2] > plot[2] + 1 or b[1] < plot[1] - 1 or b[3] > plot[3] + 1
+        ]
         assert not outside, f"{question}: rank numbers {outside} cut off by the zoom: {labels}, plot {plot}"
 
 
@@ -102,7 +121,9 @@ def test_the_status_names_the_layout_and_what_was_done(server, browser):
     browser.get(server + "/map")
     wait_for(browser, lambda: map_drawn(browser), 300, "the map")
     choose(browser, "Index", "wiki", "sidebar")
-    wait_for(browser, lambda: settled(browser) and "UMAP map of" in body_text(browser), 300, "the wiki index's map")
+    wait_for(
+        browser, lambda: settled(browser) and "UMAP map of" in body_text(browser), 300, "the wiki index's map"
+    )
     text = body_text(browser)
     assert "the shipped base layout" in text and "fitted in 0.0 s" not in text, text
     pick_layout(browser, "PCA")
@@ -111,15 +132,22 @@ def test_the_status_names_the_layout_and_what_was_done(server, browser):
     assert "UMAP map of" not in body_text(browser)
 
     # A new process has none of the first one's memory: the PCA map comes from the cache folder.
-    with running_server(throwaway_cache(Path(tempfile.mkdtemp(prefix="browser-cache-"))), "server-2.log") as (url, _):
+    with running_server(throwaway_cache(Path(tempfile.mkdtemp(prefix="browser-cache-"))), "server-2.log") as (
+        url,
+        _,
+    ):
         second = new_browser("1280,1400")
         try:
             second.get(url + "/map")
             wait_for(second, lambda: map_drawn(second), 300, "the second server's map")
             choose(second, "Index", "wiki", "sidebar")
-            wait_for(second, lambda: settled(second) and "UMAP map of" in body_text(second), 300, "its wiki map")
+            wait_for(
+                second, lambda: settled(second) and "UMAP map of" in body_text(second), 300, "its wiki map"
+            )
             pick_layout(second, "PCA")
-            wait_for(second, lambda: settled(second) and "PCA map of" in body_text(second), 120, "its PCA map")
+            wait_for(
+                second, lambda: settled(second) and "PCA map of" in body_text(second), 120, "its PCA map"
+            )
             second.save_screenshot(str(ARTIFACTS / "journey-map-loaded.png"))
             line = next(t for t in body_text(second).splitlines() if "PCA map of" in t)
             assert line.endswith("loaded from the cache"), line
@@ -187,8 +215,12 @@ def move_the_query(driver, share: float) -> None:
     action.pointer_action.pause(0.5)  # plotly finds the point under the pointer as it hovers
     action.pointer_action.click()
     action.perform()
-    wait_for(driver, lambda: "The query, moved by hand" in body_text(driver) and map_drawn(driver), 120,
-             "the moved query")
+    wait_for(
+        driver,
+        lambda: "The query, moved by hand" in body_text(driver) and map_drawn(driver),
+        120,
+        "the moved query",
+    )
     time.sleep(1.5)  # plotly draws after the script has finished
 
 
@@ -215,16 +247,23 @@ def test_the_rings_follow_a_moved_query_the_zoom_frames_it_and_stays_on(server, 
 
     flip(browser, "Zoom to the question")
     for visit in ("zoomed", "back from the Train page"):
-        wait_for(browser, lambda: toggled(browser, "Zoom to the question") and map_drawn(browser), 120,
-                 f"the zoomed map, {visit}")
+        wait_for(
+            browser,
+            lambda: toggled(browser, "Zoom to the question") and map_drawn(browser),
+            120,
+            f"the zoomed map, {visit}",
+        )
         time.sleep(1.5)
         zoomed = browser.execute_script(READ_MAP)
         browser.save_screenshot(str(ARTIFACTS / f"map-moved-{visit.split()[0]}.png"))
         assert (zoomed["moved"]["x"][0], zoomed["moved"]["y"][0]) == star
         assert titles(zoomed) == titles(after)
         assert inside(*star, zoomed), f"{visit}: the open star at {star} is outside the view {zoomed}"
-        out = [t for t, x, y in zip(titles(zoomed), zoomed["rings"]["x"], zoomed["rings"]["y"])
-               if not inside(x, y, zoomed)]
+        out = [
+            t
+            for t, x, y in zip(titles(zoomed), zoomed["rings"]["x"], zoomed["rings"]["y"])
+            if not inside(x, y, zoomed)
+        ]
         assert not out, f"{visit}: rings outside the view: {out}"
         if visit == "zoomed":
             open_page(browser, "train", "Train")
@@ -254,8 +293,12 @@ def test_train_starts_from_the_question_after_a_click_on_the_map(server, browser
 
     flip(browser, FROM_MOVED)
     for visit in ("turned on", "back from the Map"):
-        wait_for(browser, lambda: toggled(browser, FROM_MOVED) and train_drawn(browser), 600,
-                 f"the walk from the moved query, {visit}")
+        wait_for(
+            browser,
+            lambda: toggled(browser, FROM_MOVED) and train_drawn(browser),
+            600,
+            f"the walk from the moved query, {visit}",
+        )
         time.sleep(1.5)
         walk = browser.execute_script(READ_WALK)
         browser.save_screenshot(str(ARTIFACTS / f"train-from-moved-{visit.split()[0]}.png"))

@@ -6,6 +6,7 @@ The DOM must hold none of that markup as live elements, and nothing may overflow
 The server runs on a throw-away cache (models and the shipped indexes shared with the real one),
 so the uploaded index never reaches a user's cache.
 """
+
 import csv
 import json
 
@@ -29,17 +30,29 @@ from browser_kit import (
 EVIL = "evil.example"
 LONG_WORD = "Zorblaxfjordpneumonoultramicroscopicsilicovolcanoconiosis" * 6  # 348 letters, no break
 ROWS = [
-    {"title": f"Zorblax fjord [click me](http://{EVIL}/a) ![pic](http://{EVIL}/p.png)",
-     "text": f"The Zorblax fjord ferry is run by Mirela Quansah. <b id=\"inj-b\">bold</b> <i>it</i> "
-             f"<script>window.injected=1</script> <img id=\"inj-img\" src=\"http://{EVIL}/x.png\"> **strong** "
-             f"[a link](http://{EVIL}/b) <https://{EVIL}/auto> <a href=\"http://{EVIL}/c\">anchor</a> $x^2$ "
-             ":red[red] <span style=\"color:red\">styled</span> %{x} {{template}}"},
-    {"title": "Zorblax ferry \u05e9\u05dc\u05d5\u05dd \u202eroverride\u202c",
-     "text": "The Zorblax fjord ferry sails daily. \u05d4\u05de\u05e2\u05d1\u05d5\u05e8\u05ea \u05e9\u05dc "
-             "\u05d6\u05d5\u05e8\u05d1\u05dc\u05e7\u05e1 zero\u200bwidth\u200djoiner\ufeffbom " + LONG_WORD},
-    {"title": "<h1>Fjord heading</h1> & 'quotes'", "text": "# Not a heading\n\n> not a quote\n\n- not a list. The Zorblax fjord is deep."},
+    {
+        "title": f"Zorblax fjord [click me](http://{EVIL}/a) ![pic](http://{EVIL}/p.png)",
+        "text": f'The Zorblax fjord ferry is run by Mirela Quansah. <b id="inj-b">bold</b> <i>it</i> '
+        f'<script>window.injected=1</script> <img id="inj-img" src="http://{EVIL}/x.png"> **strong** '
+        f'[a link](http://{EVIL}/b) <https://{EVIL}/auto> <a href="http://{EVIL}/c">anchor</a> $x^2$ '
+        ':red[red] <span style="color:red">styled</span> %{x} {{template}}',
+    },
+    {
+        "title": "Zorblax ferry \u05e9\u05dc\u05d5\u05dd \u202eroverride\u202c",
+        "text": "The Zorblax fjord ferry sails daily. \u05d4\u05de\u05e2\u05d1\u05d5\u05e8\u05ea \u05e9\u05dc "
+        "\u05d6\u05d5\u05e8\u05d1\u05dc\u05e7\u05e1 zero\u200bwidth\u200djoiner\ufeffbom " + LONG_WORD,
+    },
+    {
+        "title": "<h1>Fjord heading</h1> & 'quotes'",
+        "text": "# Not a heading\n\n> not a quote\n\n- not a list. The Zorblax fjord is deep.",
+    },
 ]
-CSV_ROWS = [{"title": "=HYPERLINK(\"http://evil.example\",\"formula\")", "text": "=1+1 @SUM(A1) +cmd -2 The Zorblax fjord tolls."}]
+CSV_ROWS = [
+    {
+        "title": '=HYPERLINK("http://evil.example","formula")',
+        "text": "=1+1 @SUM(A1) +cmd -2 The Zorblax fjord tolls.",
+    }
+]
 QUESTION = "Who runs the Zorblax fjord ferry?"
 
 # Every live element the text above could have produced, and every element wider than its column.
@@ -88,7 +101,10 @@ def corpus_files(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def throwaway_server(tmp_path_factory):
-    with running_server(throwaway_cache(tmp_path_factory.mktemp("markup-cache")), "server-markup.log") as (url, _):
+    with running_server(throwaway_cache(tmp_path_factory.mktemp("markup-cache")), "server-markup.log") as (
+        url,
+        _,
+    ):
         yield url
 
 
@@ -109,34 +125,61 @@ def test_markup_in_a_corpus_stays_text_on_every_page(throwaway_server, corpus_fi
     d = new_browser("1280,1600")
     try:
         d.get(throwaway_server + "/corpus")
-        wait_for(d, lambda: showing(d, "Corpus") and settled(d)
-                 and d.find_elements(By.CSS_SELECTOR, 'input[type="file"]'), 300, "the Corpus page")
+        wait_for(
+            d,
+            lambda: (
+                showing(d, "Corpus") and settled(d) and d.find_elements(By.CSS_SELECTOR, 'input[type="file"]')
+            ),
+            300,
+            "the Corpus page",
+        )
         d.find_element(By.CSS_SELECTOR, 'input[type="file"]').send_keys("\n".join(map(str, corpus_files)))
         wait_for(d, lambda: "All 4 passages" in body_text(d) and settled(d), 120, "the upload preview")
         check_page(d, "corpus-preview")
         name = d.find_element(By.CSS_SELECTOR, 'input[aria-label="Index name"]')
         name.send_keys("markup-test")
         d.find_element(By.XPATH, '//button[.//p[text()="Build the index"]]').click()
-        wait_for(d, lambda: "Built index 'markup-test'" in body_text(d) and settled(d), 240, "the background build")
+        wait_for(
+            d, lambda: "Built index 'markup-test'" in body_text(d) and settled(d), 240, "the background build"
+        )
         use = '//button[.//p[text()="Use markup-test now"]]'
         wait_for(d, lambda: d.find_elements(By.XPATH, use), 60, "the new index in the list")
         d.find_element(By.XPATH, use).click()
-        wait_for(d, lambda: settled(d) and selected(d, "Index", "sidebar") == "markup-test", 60, "the index switch")
+        wait_for(
+            d, lambda: settled(d) and selected(d, "Index", "sidebar") == "markup-test", 60, "the index switch"
+        )
 
         d.find_element(By.XPATH, '//a[@data-testid="stSidebarNavLink"][contains(., "Ask")]').click()
         # the page's question answered on the new index: answers copied from these passages are text too
-        wait_for(d, lambda: showing(d, "Ask") and settled(d) and "index markup-test" in body_text(d)
-                 and "The 4 passages" in body_text(d), 300, "the Ask page on the new index")
+        wait_for(
+            d,
+            lambda: (
+                showing(d, "Ask")
+                and settled(d)
+                and "index markup-test" in body_text(d)
+                and "The 4 passages" in body_text(d)
+            ),
+            300,
+            "the Ask page on the new index",
+        )
         check_page(d, "ask-first")
         box = d.find_element(By.CSS_SELECTOR, 'input[aria-label="Question"]')
         box.send_keys(Keys.CONTROL, "a")
         box.send_keys(QUESTION)
         box.send_keys(Keys.ENTER)
-        wait_for(d, lambda: settled(d) and f"Question: “{QUESTION}”" in body_text(d) and "The 4 passages" in body_text(d),
-                 300, "the passages retrieved")
+        wait_for(
+            d,
+            lambda: (
+                settled(d) and f"Question: “{QUESTION}”" in body_text(d) and "The 4 passages" in body_text(d)
+            ),
+            300,
+            "the passages retrieved",
+        )
         check_page(d, "ask")
         for path, title in PAGES[1:]:
-            d.find_element(By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]').click()
+            d.find_element(
+                By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]'
+            ).click()
             wait_for(d, lambda: showing(d, title) and settled(d) and ready(d, path), 300, f"the {title} page")
             wait_for(d, lambda: charts_drawn(d), 60, f"the charts of {title}")
             check_page(d, path)

@@ -4,6 +4,7 @@ really searched; a drill-down from Eval says what it changed on the page it land
 there; a run names the index it uses before it starts. Each test is a user's steps from issue 36;
 each saves a screenshot under test-artifacts/browser/. (Its own module: its own server, whose
 throw-away cache keeps the uploaded corpus from a user's cache.)"""
+
 import json
 
 import pytest
@@ -31,9 +32,14 @@ from browser_kit import (  # noqa: F401
 )
 
 NAME = "nimbleworks"
-ROWS = [{"title": f"Nimbleworks Robotics, part {i}",
-         "text": f"Nimbleworks Robotics builds warehouse arm number {i}. The arm was designed by engineer "
-                 f"Kadri Lepik in workshop {i} and lifts {10 * i} kilograms."} for i in range(1, 9)]
+ROWS = [
+    {
+        "title": f"Nimbleworks Robotics, part {i}",
+        "text": f"Nimbleworks Robotics builds warehouse arm number {i}. The arm was designed by engineer "
+        f"Kadri Lepik in workshop {i} and lifts {10 * i} kilograms.",
+    }
+    for i in range(1, 9)
+]
 # A pasted paragraph whose question comes last, past the limit: the part a cut loses.
 SENTENCE = "The harbour crane number {} was inspected on a grey morning and found in good order. "
 PARAGRAPH = "".join(SENTENCE.format(i) for i in range(1, 40))[:2480] + " Who wrote Moby-Dick?"
@@ -50,7 +56,8 @@ def rescoring(driver) -> str:
     """The sidebar's RAG-Sequence rescoring choice, as the radio shows it."""
     return driver.execute_script(
         "const r = [...document.querySelectorAll('[data-testid=\"stSidebar\"] input[type=radio]')]"
-        ".find(i => i.checked); return r ? r.closest('label').innerText.trim() : '';")
+        ".find(i => i.checked); return r ? r.closest('label').innerText.trim() : '';"
+    )
 
 
 def paste(driver, label: str, text: str) -> None:
@@ -75,8 +82,14 @@ def corpus(server, tmp_path_factory):
     d = new_browser("1280,1600")
     try:
         d.get(server + "/corpus")
-        wait_for(d, lambda: showing(d, "Corpus") and settled(d)
-                 and d.find_elements(By.CSS_SELECTOR, 'input[type="file"]'), 300, "the Corpus page")
+        wait_for(
+            d,
+            lambda: (
+                showing(d, "Corpus") and settled(d) and d.find_elements(By.CSS_SELECTOR, 'input[type="file"]')
+            ),
+            300,
+            "the Corpus page",
+        )
         d.find_element(By.CSS_SELECTOR, 'input[type="file"]').send_keys(str(path))
         wait_for(d, lambda: "All 8 passages" in body_text(d) and settled(d), 120, "the upload preview")
         d.find_element(By.CSS_SELECTOR, 'input[aria-label="Index name"]').send_keys(NAME)
@@ -90,11 +103,19 @@ def corpus(server, tmp_path_factory):
 def on_index(driver, server: str, name: str) -> None:
     """A new session on the Ask page, the sidebar's Index set to `name`, its answer shown."""
     driver.get(server + "/")
-    wait_for(driver, lambda: showing(driver, "Ask") and settled(driver) and "Question:" in body_text(driver),
-             300, "the Ask page")
+    wait_for(
+        driver,
+        lambda: showing(driver, "Ask") and settled(driver) and "Question:" in body_text(driver),
+        300,
+        "the Ask page",
+    )
     choose(driver, "Index", name, area="sidebar")
-    wait_for(driver, lambda: settled(driver) and f"index {name} ·" in body_text(driver), 300,
-             f"the answer on {name}")
+    wait_for(
+        driver,
+        lambda: settled(driver) and f"index {name} ·" in body_text(driver),
+        300,
+        f"the answer on {name}",
+    )
 
 
 def cut_notice_shown(text: str) -> str:
@@ -102,9 +123,11 @@ def cut_notice_shown(text: str) -> str:
     its length, where the cut falls, the last characters kept and the first left out."""
     used = " ".join(text.split())
     kept, left = used[:MAX_QUESTION_CHARS].rstrip(), used[MAX_QUESTION_CHARS:].lstrip()
-    return (f"The question was {len(used):,} characters long; only the first {MAX_QUESTION_CHARS:,} were "
-            f"used, ending “…{kept[-QUOTED:]}”; the last {len(used) - MAX_QUESTION_CHARS:,}, from "
-            f"“{left[:QUOTED]}…”, were left out.")
+    return (
+        f"The question was {len(used):,} characters long; only the first {MAX_QUESTION_CHARS:,} were "
+        f"used, ending “…{kept[-QUOTED:]}”; the last {len(used) - MAX_QUESTION_CHARS:,}, from "
+        f"“{left[:QUOTED]}…”, were left out."
+    )
 
 
 def test_a_long_paste_is_kept_whole_and_the_answer_says_where_it_was_cut(server, browser):
@@ -112,22 +135,38 @@ def test_a_long_paste_is_kept_whole_and_the_answer_says_where_it_was_cut(server,
     Ask's field. Before, the field (limit 2,000) dropped the paste whole and stayed empty, with no
     message; typed text stopped at 2,000 while only 1,000 were read. Index swap's field the same."""
     browser.get(server + "/")
-    wait_for(browser, lambda: "Herman Melville" in body_text(browser) and settled(browser), 300,
-             "the default answer")
+    wait_for(
+        browser,
+        lambda: "Herman Melville" in body_text(browser) and settled(browser),
+        300,
+        "the default answer",
+    )
     paste(browser, "Question", PARAGRAPH)
     used = " ".join(PARAGRAPH.split())[:MAX_QUESTION_CHARS]  # what the model reads
-    wait_for(browser, lambda: settled(browser) and f"Question: “{used}”" in body_text(browser), 300,
-             "the pasted question answered")
+    wait_for(
+        browser,
+        lambda: settled(browser) and f"Question: “{used}”" in body_text(browser),
+        300,
+        "the pasted question answered",
+    )
     browser.save_screenshot(str(ARTIFACTS / "notices-long-paste.png"))
     assert field(browser, "Question").get_attribute("value") == PARAGRAPH  # the paste, whole
     assert cut_notice_shown(PARAGRAPH) in body_text(browser), body_text(browser)  # where the answer is
     # Index swap's question field: the same
     browser.find_element("xpath", NAV_LINK.format('contains(@href, "/index_swap")')).click()
-    wait_for(browser, lambda: showing(browser, "Index swap") and field(browser, "Question"), 300,
-             "Index swap's field")
+    wait_for(
+        browser,
+        lambda: showing(browser, "Index swap") and field(browser, "Question"),
+        300,
+        "Index swap's field",
+    )
     paste(browser, "Question", PARAGRAPH)
-    wait_for(browser, lambda: settled(browser) and ready(browser, "index_swap")
-             and "were left out" in body_text(browser), 300, "the pasted question answered on both indexes")
+    wait_for(
+        browser,
+        lambda: settled(browser) and ready(browser, "index_swap") and "were left out" in body_text(browser),
+        300,
+        "the pasted question answered on both indexes",
+    )
     browser.save_screenshot(str(ARTIFACTS / "notices-long-paste-swap.png"))
     assert field(browser, "Question").get_attribute("value") == PARAGRAPH
     assert cut_notice_shown(PARAGRAPH) in body_text(browser), body_text(browser)
@@ -142,11 +181,19 @@ def test_an_uploaded_index_is_credited_as_itself_and_a_miss_names_its_real_depth
     assert shown in credit, credit
     assert "Wikipedia Level-4" not in credit, credit
     type_into(browser, "Expected answer", "Herman Melville")  # in none of its passages
-    wait_for(browser, lambda: "expected 'Herman Melville'" in body_text(browser) and settled(browser), 120,
-             "the verdicts for the typed answer")
+    wait_for(
+        browser,
+        lambda: "expected 'Herman Melville'" in body_text(browser) and settled(browser),
+        120,
+        "the verdicts for the typed answer",
+    )
     press(browser, "Run the checks (one teacher-forced pass, closed-book, deeper search)")
-    wait_for(browser, lambda: settled(browser) and "Closed-book (no passage)" in body_text(browser), 300,
-             "the checks")
+    wait_for(
+        browser,
+        lambda: settled(browser) and "Closed-book (no passage)" in body_text(browser),
+        300,
+        "the checks",
+    )
     browser.save_screenshot(str(ARTIFACTS / "notices-retrieval-miss.png"))
     text = body_text(browser)
     assert f"nor any of the {len(ROWS)} passages of the whole index" in text, text
@@ -170,8 +217,12 @@ def test_eval_names_its_index_and_its_drill_down_says_what_it_changed_once(serve
     browser.save_screenshot(str(ARTIFACTS / "notices-eval-run.png"))
     question = selected(browser, "Question")  # the drill-down's first question of the shipped run
     press(browser, "Open on the Ask page")
-    wait_for(browser, lambda: showing(browser, "Ask") and settled(browser)
-             and "Opened from Eval" in body_text(browser), 300, "the Ask page, opened from Eval")
+    wait_for(
+        browser,
+        lambda: showing(browser, "Ask") and settled(browser) and "Opened from Eval" in body_text(browser),
+        300,
+        "the Ask page, opened from Eval",
+    )
     browser.save_screenshot(str(ARTIFACTS / "notices-eval-open.png"))
     text = body_text(browser)
     assert f"the question set to “{question}”" in text, text
@@ -185,14 +236,22 @@ def test_eval_names_its_index_and_its_drill_down_says_what_it_changed_once(serve
     assert f"Runs on the index “{corpus}” with the model " in body_text(browser)
     assert ", fast rescoring." in body_text(browser), body_text(browser)
     press(browser, "Open on the Ask page")
-    wait_for(browser, lambda: showing(browser, "Ask") and settled(browser)
-             and "Opened from Eval" in body_text(browser), 300, "the Ask page, opened from Eval again")
+    wait_for(
+        browser,
+        lambda: showing(browser, "Ask") and settled(browser) and "Opened from Eval" in body_text(browser),
+        300,
+        "the Ask page, opened from Eval again",
+    )
     # the notice belongs to the page it landed on: not on the next page, not on Ask again
     open_page(browser, "train", "Train")
     assert "Opened from" not in body_text(browser)
     assert "retrieving from the index “2018”" in body_text(browser)  # the fine-tune names its index
     browser.find_element("xpath", NAV_LINK.format('contains(., "Ask")')).click()
-    wait_for(browser, lambda: showing(browser, "Ask") and settled(browser)
-             and "Question:" in body_text(browser), 300, "back on Ask")
+    wait_for(
+        browser,
+        lambda: showing(browser, "Ask") and settled(browser) and "Question:" in body_text(browser),
+        300,
+        "back on Ask",
+    )
     assert "Opened from" not in body_text(browser)
     assert selected(browser, "Index", "sidebar") == "2018"  # the change stays, said once

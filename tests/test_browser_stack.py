@@ -1,6 +1,7 @@
 """The tiny random DPR + BART stack on the real server's command line (`streamlit run app/main.py
 -- --question-encoder DIR ...`), in headless Chromium: Ask, Map, Token vs Sequence and Citations
 render with no exception and each names the stack in its first line, as a user reads it."""
+
 import time
 
 import pytest
@@ -26,9 +27,20 @@ SEEN = ("map", "token_vs_sequence", "citations")
 @pytest.fixture(scope="module")
 def tiny_server(tmp_path_factory):
     tiny = build_tiny_stack(tmp_path_factory.mktemp("tiny-browser"))
-    flags = ("--question-encoder", str(tiny["dpr_q"]), "--ctx-encoder", str(tiny["dpr_ctx"]),
-             "--generator", str(tiny["bart"]), "--corpus", str(tiny["corpus"]))
-    with running_server(throwaway_cache(tmp_path_factory.mktemp("cache")), "server-tiny.log", flags) as (url, _):
+    flags = (
+        "--question-encoder",
+        str(tiny["dpr_q"]),
+        "--ctx-encoder",
+        str(tiny["dpr_ctx"]),
+        "--generator",
+        str(tiny["bart"]),
+        "--corpus",
+        str(tiny["corpus"]),
+    )
+    with running_server(throwaway_cache(tmp_path_factory.mktemp("cache")), "server-tiny.log", flags) as (
+        url,
+        _,
+    ):
         yield url
 
 
@@ -38,11 +50,18 @@ def test_the_pages_name_the_stack_of_the_command_line(tiny_server):
     driver = new_browser("1280,1600")
     try:
         driver.get(tiny_server + "/")
-        wait_for(driver, lambda: "RAG-Sequence" in body_text(driver) and settled(driver), 300, "the tiny stack's answer")
+        wait_for(
+            driver,
+            lambda: "RAG-Sequence" in body_text(driver) and settled(driver),
+            300,
+            "the tiny stack's answer",
+        )
         named = "Model: command line: question encoder: "
         for path, title in [("", "Ask")] + [p for p in PAGES if p[0] in SEEN]:
             if path:
-                driver.find_element(By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]').click()
+                driver.find_element(
+                    By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]'
+                ).click()
                 wait_for(driver, lambda: showing(driver, title) and settled(driver), 300, f"the {title} page")
                 time.sleep(1.5)  # charts are drawn by the browser after the script has finished
                 wait_for(driver, lambda: charts_drawn(driver), 60, f"the charts of {title}")

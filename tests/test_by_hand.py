@@ -5,6 +5,7 @@ toy's rules (generators/toy.py: a table maps the words so far to next-word proba
 over goes to "<other>"; after a prefix with no row the answer ends with "</s>"), never through
 `rag_core.marginals`.
 """
+
 import copy
 import math
 
@@ -21,6 +22,7 @@ FRANK = toys.load_spec("frankenstein")
 
 
 # ---------------------------------------------------------------------------- brute force
+
 
 def vocab(tables: dict) -> set[str]:
     return {w for table in tables.values() for dist in table.values() for w in dist}
@@ -103,6 +105,7 @@ def frames(spec: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 # ---------------------------------------------------------------------------- (a) two answers
 
+
 def test_shipped_two_answer_toy_matches_brute_force():
     spec = by_hand.two_answer_spec(OBAMA, *frames(OBAMA))
     assert spec["tables"] == OBAMA["tables"] and priors(spec) == pytest.approx([0.7, 0.3])
@@ -126,10 +129,14 @@ def test_the_frankenstein_preset_is_won_by_a_stitched_answer():
     assert max(b, key=lambda a: b[a]["p_tok"]) == "Chicago Hawaii"  # by brute force over the candidates
     assert max(b, key=lambda a: b[a]["p_seq"]) == "Chicago Illinois"
     assert b["Chicago Hawaii"]["per_doc"]["z1"] < b["born Hawaii"]["per_doc"]["z1"]  # z1 writes "born Hawaii"
-    assert b["Chicago Hawaii"]["per_doc"]["z2"] < b["Chicago Illinois"]["per_doc"]["z2"]  # z2 writes "Chicago Illinois"
+    assert (
+        b["Chicago Hawaii"]["per_doc"]["z2"] < b["Chicago Illinois"]["per_doc"]["z2"]
+    )  # z2 writes "Chicago Illinois"
     dec = {d: result.decoded.answer(d) for d in ("rag-token", "rag-sequence")}
     assert dec["rag-token"].answer == "Chicago Hawaii" and dec["rag-sequence"].answer == "Chicago Illinois"
-    assert stepper.frankenstein_steps(result.decoded, dec["rag-token"]) == [1]  # the passage changes at word 2
+    assert stepper.frankenstein_steps(result.decoded, dec["rag-token"]) == [
+        1
+    ]  # the passage changes at word 2
 
 
 def test_edited_tables_are_parsed_and_recomputed():
@@ -137,12 +144,29 @@ def test_edited_tables_are_parsed_and_recomputed():
     prior_in["prior p(z|x)"] = [0.2, 0.6]  # normalised to 0.25 / 0.75
     cond = cond_in.copy()
     cond.loc[0, "p(word|x,z,after)"] = 0.3  # z1: p(born) 0.8 -> 0.3
-    extra = pd.DataFrame([
-        {"passage": "z1", "after": by_hand.START, "next word": "born", "p(word|x,z,after)": 0.25},  # adds up: 0.55
-        {"passage": "z2", "after": "  born ", "next word": " Hawaii", "p(word|x,z,after)": 0.3},  # 0.1 + 0.3
-        {"passage": None, "after": None, "next word": None, "p(word|x,z,after)": None},  # a blank row: skipped
-        {"passage": "z2", "after": "born Hawaii", "next word": "today", "p(word|x,z,after)": 0.5},
-    ])
+    extra = pd.DataFrame(
+        [
+            {
+                "passage": "z1",
+                "after": by_hand.START,
+                "next word": "born",
+                "p(word|x,z,after)": 0.25,
+            },  # adds up: 0.55
+            {
+                "passage": "z2",
+                "after": "  born ",
+                "next word": " Hawaii",
+                "p(word|x,z,after)": 0.3,
+            },  # 0.1 + 0.3
+            {
+                "passage": None,
+                "after": None,
+                "next word": None,
+                "p(word|x,z,after)": None,
+            },  # a blank row: skipped
+            {"passage": "z2", "after": "born Hawaii", "next word": "today", "p(word|x,z,after)": 0.5},
+        ]
+    )
     spec = by_hand.two_answer_spec(OBAMA, prior_in, pd.concat([cond, extra], ignore_index=True))
     expected = copy.deepcopy(OBAMA["tables"])
     expected["z1"][""]["born"] = 0.3 + 0.25
@@ -172,7 +196,9 @@ def test_a_word_no_table_knows_counts_as_other():
     prior_in, cond_in = frames(OBAMA)
     cond = cond_in[cond_in["next word"] != "Chicago"]  # now "Chicago Hawaii" starts with an unknown word
     spec = by_hand.two_answer_spec(OBAMA, prior_in, cond)
-    assert "Chicago" not in spec["tables"]["z1"][""] and "Chicago" in spec["tables"]["z1"]  # the prefix rows stay
+    assert (
+        "Chicago" not in spec["tables"]["z1"][""] and "Chicago" in spec["tables"]["z1"]
+    )  # the prefix rows stay
     rows = by_hand.answer_rows(toys.run_spec(spec))
     check_rows(spec, spec["tables"], rows, shown=["born Hawaii", "<other> Hawaii"])  # the toy's own tokens
     chicago = rows[1]
@@ -181,19 +207,29 @@ def test_a_word_no_table_knows_counts_as_other():
     assert chicago["p_seq"] == 0.0 and chicago["p_tok"] == 0.0
 
 
-@pytest.mark.parametrize("row, value, message", [
-    (0, -0.5, "a probability cannot be negative (row 1)"),
-    (2, 1.5, "a probability cannot be above 1 (row 3)"),
-    (1, "lots", "every probability needs a number (row 2 does not)"),
-    (3, float("inf"), "every probability needs a number"),
-    (4, 0.9, "under z1 the next-word probabilities after “Chicago” add up to more than 1"),
-])
+@pytest.mark.parametrize(
+    "row, value, message",
+    [
+        (0, -0.5, "a probability cannot be negative (row 1)"),
+        (2, 1.5, "a probability cannot be above 1 (row 3)"),
+        (1, "lots", "every probability needs a number (row 2 does not)"),
+        (3, float("inf"), "every probability needs a number"),
+        (4, 0.9, "under z1 the next-word probabilities after “Chicago” add up to more than 1"),
+    ],
+)
 def test_bad_probabilities_are_refused_with_the_row(row, value, message):
     prior_in, cond_in = frames(OBAMA)
     cond = cond_in.astype({"p(word|x,z,after)": object})
     if row == 4:  # a second "Chicago" row under z1 pushes that table over 1 (0.5 + 0.9)
-        cond = pd.concat([cond, pd.DataFrame([{"passage": "z1", "after": "Chicago", "next word": "Hawaii",
-                                               "p(word|x,z,after)": value}])], ignore_index=True)
+        cond = pd.concat(
+            [
+                cond,
+                pd.DataFrame(
+                    [{"passage": "z1", "after": "Chicago", "next word": "Hawaii", "p(word|x,z,after)": value}]
+                ),
+            ],
+            ignore_index=True,
+        )
     else:
         cond.loc[row, "p(word|x,z,after)"] = value
     with pytest.raises(by_hand.BadInput, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -219,7 +255,10 @@ def test_bad_prior_is_refused():
 
 # ---------------------------------------------------------------------------- (b) the retriever
 
-def brute_softmax(query: list[float], vectors: list[list[float]], scale: float) -> tuple[list[float], list[float]]:
+
+def brute_softmax(
+    query: list[float], vectors: list[list[float]], scale: float
+) -> tuple[list[float], list[float]]:
     scores = []
     for v in vectors:
         s = 0.0
@@ -270,6 +309,7 @@ def test_a_bad_coordinate_is_refused():
 
 # ---------------------------------------------------------------------------- (c) the posterior
 
+
 def brute_posterior(pz: list[float], p_word: list[float]) -> list[float]:
     joint = [a * b * 1.0 for a, b in zip(pz, p_word)]  # the end token after the word: no row, p = 1
     total = 0.0
@@ -278,7 +318,9 @@ def brute_posterior(pz: list[float], p_word: list[float]) -> list[float]:
     return [j / total for j in joint]
 
 
-@pytest.mark.parametrize("prior, p_word", [([0.7, 0.3], [0.9, 0.2]), ([0.9, 0.1], [0.05, 0.8]), ([0.2, 0.6], [0.5, 0.5])])
+@pytest.mark.parametrize(
+    "prior, p_word", [([0.7, 0.3], [0.9, 0.2]), ([0.9, 0.1], [0.05, 0.8]), ([0.2, 0.6], [0.5, 0.5])]
+)
 def test_posterior_is_bayes(prior, p_word):
     frame = by_hand.posterior_table(POST)
     assert list(frame.columns) == ["passage", "prior p(z|x)", "p(Hawaii|x,z)"]

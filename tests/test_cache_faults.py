@@ -1,5 +1,6 @@
 """Damaged cache entries heal: each kind is truncated or garbled in a throw-away cache folder, and
 the next use detects it and rebuilds it (or falls back to what is intact), never a traceback."""
+
 import json
 import logging
 import shutil
@@ -46,7 +47,9 @@ def test_a_damaged_named_index_is_rebuilt(cache, encoder, damaged):
     folder = catalog.named_folder("wiki", encoder)
     garble(folder / damaged, keep=10)
     again = catalog.load_named("wiki", encoder)
-    assert len(again) == len(first) and [p.id for p in again.passages[:50]] == [p.id for p in first.passages[:50]]
+    assert len(again) == len(first) and [p.id for p in again.passages[:50]] == [
+        p.id for p in first.passages[:50]
+    ]
     assert json.loads((folder / "manifest.json").read_text())["count"] == len(first)
 
 
@@ -70,8 +73,12 @@ def test_damaged_index_swap_results_fall_back_to_the_intact_rows(cache):
     by_position = {}
     for r in shipped.rows:
         by_position.setdefault(r["position"], []).append(r)
-    lines = [json.dumps({"position": c["position"], "rows": by_position[c["position"]], "closed": c, "seconds": 1.0})
-             for c in shipped.closed]
+    lines = [
+        json.dumps(
+            {"position": c["position"], "rows": by_position[c["position"]], "closed": c, "seconds": 1.0}
+        )
+        for c in shipped.closed
+    ]
     (folder / "rows.jsonl").write_text("\n".join(lines) + '\n{"position": "torn li', encoding="utf-8")
     (folder / "result.json").write_text('{"rows": [', encoding="utf-8")  # a half-written result
     result = index_swap_cache.cached_result(cfg)
@@ -95,11 +102,17 @@ def test_a_killed_or_damaged_generator_conversion_heals(cache, caplog, monkeypat
     SIGKILL while it writes leaves no converted model. A garbled safetensors file (here a copy of
     the real cache's converted model, garbled) gives one warning line, then a fresh conversion that
     also tidies the killed one's temporary folder, and the model answers with the same weights."""
-    convert = [sys.executable, "-c", "from rag_core.generators.loading import smollm_folder; print(smollm_folder())"]
+    convert = [
+        sys.executable,
+        "-c",
+        "from rag_core.generators.loading import smollm_folder; print(smollm_folder())",
+    ]
     proc = subprocess.Popen(convert, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     models = caches.folder("models")
     kill_when(proc, lambda: any(p.name.startswith(".") for p in models.iterdir()))
-    assert not [p for p in models.iterdir() if not p.name.startswith(".")]  # no half-made model: the old state
+    assert not [
+        p for p in models.iterdir() if not p.name.startswith(".")
+    ]  # no half-made model: the old state
     assert [p for p in models.iterdir() if p.name.startswith(".")]  # the killed run's temporary folder
 
     monkeypatch.setenv("RAG_LOUPE_CACHE", str(REAL_CACHE))  # the converted model every other test uses
@@ -116,6 +129,8 @@ def test_a_killed_or_damaged_generator_conversion_heals(cache, caplog, monkeypat
         again = load_generator(BASE_GENERATOR, torch.device("cpu"))
     notes = [r.getMessage() for r in caplog.records]
     assert len(notes) == 1 and "could not be read" in notes[0] and "converting it again" in notes[0]
-    assert [p.name for p in models.iterdir()] == [folder.name]  # converted afresh; the killed run's folder is gone
+    assert [p.name for p in models.iterdir()] == [
+        folder.name
+    ]  # converted afresh; the killed run's folder is gone
     assert again.encode_answer("Paris") == ids
     assert torch.equal(dict(again.model.named_parameters())[name].detach(), before)

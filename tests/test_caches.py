@@ -40,11 +40,16 @@ def test_list_and_clear(tmp_path):
 
 def test_bad_kinds_are_one_line_errors(tmp_path):
     env = {"RAG_LOUPE_CACHE": str(tmp_path)}
-    for args, fragment in ((["cache", "clear", "everything"], "invalid choice"), (["cache", "clear"], "needs a KIND"),
-                           (["cache", "list", "maps"], "takes no KIND")):
+    for args, fragment in (
+        (["cache", "clear", "everything"], "invalid choice"),
+        (["cache", "clear"], "needs a KIND"),
+        (["cache", "list", "maps"], "takes no KIND"),
+    ):
         out = cli(*args, env=env)
         lines = out.stderr.strip().splitlines()
-        assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0], out.stderr
+        assert (
+            out.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0]
+        ), out.stderr
 
 
 def test_clear_swaps_the_folder_whole(tmp_path, monkeypatch):
@@ -84,7 +89,9 @@ def test_saved_maps_stay_within_their_limit(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     for n in (40, 41, 42):  # three indexes, three PCA maps saved
         passages = [Passage(f"p{n}-{i}", "t", "x", "") for i in range(n)]
-        projection.fit_map(PassageIndex.build(rng.normal(size=(n, 8)).astype(np.float32), passages, "enc"), "pca", 2)
+        projection.fit_map(
+            PassageIndex.build(rng.normal(size=(n, 8)).astype(np.float32), passages, "enc"), "pca", 2
+        )
     saved = sorted((tmp_path / "maps").glob("*.npz"), key=lambda p: p.stat().st_mtime)
     assert len(saved) == 2
     assert np.load(saved[-1])["coords"].shape == (42, 2)  # the newest map is kept

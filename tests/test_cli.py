@@ -1,4 +1,5 @@
 """The command line on the real default stack and on toys: outputs, CSV invariants, errors."""
+
 import json
 import os
 import subprocess
@@ -19,15 +20,24 @@ def cli(*args):
 
 def cli_process(*args, timeout=600):
     """The command as a user runs it, in a fresh interpreter (the end-to-end check)."""
-    return subprocess.run([sys.executable, "-m", "rag_core", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "rag_core", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ),
+    )
 
 
-@pytest.mark.parametrize("name,expected", [
-    ("obama", ["born Hawaii\tp_seq=0.516\tp_tok=0.449", "Chicago Hawaii\tp_seq=0.065\tp_tok=0.090"]),
-    ("softmax", ["0.550 0.247 0.202"]),
-    ("posterior", ["0.913 0.087"]),
-])
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        ("obama", ["born Hawaii\tp_seq=0.516\tp_tok=0.449", "Chicago Hawaii\tp_seq=0.065\tp_tok=0.090"]),
+        ("softmax", ["0.550 0.247 0.202"]),
+        ("posterior", ["0.913 0.087"]),
+    ],
+)
 def test_toy_prints_the_seed_numbers(name, expected):
     out = cli("toy", name)
     assert out.returncode == 0, out.stderr
@@ -56,17 +66,20 @@ def test_ask_answers_moby_dick_and_writes_a_valid_csv(tmp_path):
     assert frame["doc_rank"].max() == 5
 
 
-@pytest.mark.parametrize("args,message", [
-    (["ask", "   "], "empty"),
-    (["ask", "q", "-k", "0"], "at least 1"),
-    (["ask", "q", "-k", "five"], "whole number"),
-    (["ask", "q", "--index", "1999"], "unknown index"),
-    (["ask", "q", "--generator", "./no/such/folder"], "not found"),
-    (["ask", "q", "--scale", "-3"], "positive"),
-    (["toy", "missing"], "no toy example"),
-    (["bench", "--only", "nonsense"], "invalid choice"),
-    (["build-index", "/no/such.jsonl", "--out", "/tmp/rag-loupe-test-no-such-index"], "not found"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["ask", "   "], "empty"),
+        (["ask", "q", "-k", "0"], "at least 1"),
+        (["ask", "q", "-k", "five"], "whole number"),
+        (["ask", "q", "--index", "1999"], "unknown index"),
+        (["ask", "q", "--generator", "./no/such/folder"], "not found"),
+        (["ask", "q", "--scale", "-3"], "positive"),
+        (["toy", "missing"], "no toy example"),
+        (["bench", "--only", "nonsense"], "invalid choice"),
+        (["build-index", "/no/such.jsonl", "--out", "/tmp/rag-loupe-test-no-such-index"], "not found"),
+    ],
+)
 def test_user_errors_exit_2_with_one_line(args, message):
     out = cli(*args)
     assert out.returncode == 2
@@ -101,6 +114,7 @@ def test_the_trace_schema_document_lists_exactly_the_exported_columns():
 
     assert listed(trace_part) == COLUMNS
     assert listed(eval_part) == CSV_COLUMNS
+
 
 def test_the_index_swap_answers_to_its_first_name_too(monkeypatch):
     ran = []

@@ -5,6 +5,7 @@ pipeline path), and each thread gets exactly the answers it gets alone.
 Every generator call that runs the model is watched, the heaviest included: the prompt pass
 (`prepare_rows`, also the closed-book pass's), the packed teacher forcing of thorough rescoring and
 of the gold answers (`teacher_force_packed`), and the decoding steps."""
+
 import threading
 import time
 
@@ -57,8 +58,10 @@ def test_eval_and_index_swap_from_several_threads(default_pipeline):
     pipe = Pipeline(models, default_pipeline.index_name, default_pipeline.index, default_pipeline.cfg)
     pipes = index_swap_run.year_pipelines(lambda: pipe)
     cfg = Config(k=2, max_new_tokens=4)
-    questions = [EvalQuestion("Who wrote Moby-Dick?", ["Herman Melville"]),
-                 EvalQuestion("Who painted the Mona Lisa?", ["Leonardo da Vinci"])]
+    questions = [
+        EvalQuestion("Who wrote Moby-Dick?", ["Herman Melville"]),
+        EvalQuestion("Who painted the Mona Lisa?", ["Leonardo da Vinci"]),
+    ]
     leaders = leaders_frame(2).to_dict("records")
 
     def eval_answers(q):

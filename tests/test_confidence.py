@@ -1,5 +1,6 @@
 """The low-confidence rule (rag_core/analysis/confidence.py): its boundaries, its three numbers
 against the toy's hand-computed ones, and `ask --json` carrying exactly the engine's verdict."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,15 +32,18 @@ def test_a_near_tie_is_a_runner_up_more_than_half_as_likely(p_runner, tie):
     assert ("“Chicago”" in got.summary()) is tie
 
 
-@pytest.mark.parametrize("support,p,unsupported", [
-    (1e-9, 0.3, False),            # a passage that makes the answer any more likely supports it
-    (0.0, 0.3, True),              # one that makes it exactly as likely as the model alone does not
-    (0.0, 0.5, False),             # unsupported but at even odds: a fact the model knows, not a guess
-    (0.0, 0.4999, True),
-    (-5.0, 0.3, True),             # the passages make it less likely than the model alone
-    (float("nan"), 0.3, True),     # not computable: no support
-    (float("-inf"), 0.3, True),    # no passage gives the answer any probability
-])
+@pytest.mark.parametrize(
+    "support,p,unsupported",
+    [
+        (1e-9, 0.3, False),  # a passage that makes the answer any more likely supports it
+        (0.0, 0.3, True),  # one that makes it exactly as likely as the model alone does not
+        (0.0, 0.5, False),  # unsupported but at even odds: a fact the model knows, not a guess
+        (0.0, 0.4999, True),
+        (-5.0, 0.3, True),  # the passages make it less likely than the model alone
+        (float("nan"), 0.3, True),  # not computable: no support
+        (float("-inf"), 0.3, True),  # no passage gives the answer any probability
+    ],
+)
 def test_unsupported_needs_no_passage_raising_it_and_less_than_even_odds(support, p, unsupported):
     got = cf.assess(p, support=support)
     assert (cf.UNSUPPORTED in got.codes) is unsupported
@@ -54,13 +58,22 @@ def test_without_a_closed_book_row_the_support_rule_is_left_out():
 def test_the_reasons_read_as_one_sentence_and_the_json_holds_the_numbers():
     got = cf.assess(0.068, support=-0.5, runner_up="Nimbleworks", p_runner_up=0.05)
     assert got.codes == (cf.GUESSING, cf.NEAR_TIE, cf.UNSUPPORTED)
-    assert got.summary() == ("the model is guessing: p = 0.068, and a near tie: the runner-up “Nimbleworks” "
-                             "has p = 0.05, and no retrieved passage makes this answer more likely than the "
-                             "model alone")
-    assert got.to_json() == {"low": True, "codes": ["guessing", "near-tie", "unsupported"],
-                             "reasons": list(got.reasons),
-                             "p": 0.068, "runner_up": "Nimbleworks", "p_runner_up": 0.05,
-                             "margin": pytest.approx(0.018, abs=1e-15), "support": -0.5, "supported": False}
+    assert got.summary() == (
+        "the model is guessing: p = 0.068, and a near tie: the runner-up “Nimbleworks” "
+        "has p = 0.05, and no retrieved passage makes this answer more likely than the "
+        "model alone"
+    )
+    assert got.to_json() == {
+        "low": True,
+        "codes": ["guessing", "near-tie", "unsupported"],
+        "reasons": list(got.reasons),
+        "p": 0.068,
+        "runner_up": "Nimbleworks",
+        "p_runner_up": 0.05,
+        "margin": pytest.approx(0.018, abs=1e-15),
+        "support": -0.5,
+        "supported": False,
+    }
 
 
 # ------------------------------------------------------------------------------ on a trace (the toy)
@@ -115,7 +128,7 @@ def test_the_same_closed_book_row_fails_only_the_marginal_below_even_odds(obama)
 
 
 def test_a_runner_up_that_is_the_same_answer_is_no_rival(obama):
-    """"born, Hawaii!" normalises to the answer itself: the runner-up is the next different answer."""
+    """ "born, Hawaii!" normalises to the answer itself: the runner-up is the next different answer."""
     seq = obama.answer("rag-sequence")
     twin = dataclasses.replace(seq, rank=1, answer="Born, Hawaii!", token_logp=seq.token_logp * 1.01)
     obama.candidates.insert(obama.candidates.index(seq) + 1, twin)
@@ -146,17 +159,41 @@ def test_ask_json_carries_the_engines_confidence_for_each_answer(tmp_path, monke
 
     monkeypatch.setenv("RAG_LOUPE_CACHE", str(cache_sharing(tmp_path / "cache")))
     stack = build_tiny_stack(tmp_path / "stack")
-    flags = ["--question-encoder", str(stack["dpr_q"]), "--ctx-encoder", str(stack["dpr_ctx"]),
-             "--generator", str(stack["bart"]), "--corpus", str(stack["corpus"])]
+    flags = [
+        "--question-encoder",
+        str(stack["dpr_q"]),
+        "--ctx-encoder",
+        str(stack["dpr_ctx"]),
+        "--generator",
+        str(stack["bart"]),
+        "--corpus",
+        str(stack["corpus"]),
+    ]
     question = "Who built the old bridge of Paris?"
     out = run_cli("ask", question, "-k", "3", "--beams", "2", "--max-new-tokens", "5", "--json", *flags)
     assert out.returncode == 0, out.stderr
     shown = json.loads(out.stdout)
-    assert set(shown) == {"query", "index", "k", "scale", "settings", "closed_book", "answers", "passages",
-                          "confidence"}
+    assert set(shown) == {
+        "query",
+        "index",
+        "k",
+        "scale",
+        "settings",
+        "closed_book",
+        "answers",
+        "passages",
+        "confidence",
+    }
 
-    cfg = Config(question_encoder=str(stack["dpr_q"]), ctx_encoder=str(stack["dpr_ctx"]),
-                 generator=str(stack["bart"]), corpus=str(stack["corpus"]), k=3, beams=2, max_new_tokens=5)
+    cfg = Config(
+        question_encoder=str(stack["dpr_q"]),
+        ctx_encoder=str(stack["dpr_ctx"]),
+        generator=str(stack["bart"]),
+        corpus=str(stack["corpus"]),
+        k=3,
+        beams=2,
+        max_new_tokens=5,
+    )
     pipe = load_pipeline(cfg)
     trace = pipe.run(question, cfg)
     for decoding, p_key in (("rag-token", "p_tok"), ("rag-sequence", "p_seq")):
@@ -165,8 +202,9 @@ def test_ask_json_carries_the_engines_confidence_for_each_answer(tmp_path, monke
         want = cf.candidate_confidence(trace, c, closed).to_json()
         got = shown["confidence"][decoding]
         assert got["support"] is not None
-        assert {k: got[k] for k in ("low", "codes", "reasons", "runner_up", "supported")} == \
-            {k: want[k] for k in ("low", "codes", "reasons", "runner_up", "supported")}
+        assert {k: got[k] for k in ("low", "codes", "reasons", "runner_up", "supported")} == {
+            k: want[k] for k in ("low", "codes", "reasons", "runner_up", "supported")
+        }
         for k in ("p", "p_runner_up", "margin", "support"):
             assert (got[k] is None) == (want[k] is None), k
             if got[k] is not None:

@@ -33,13 +33,16 @@ def test_csv_and_text_uploads():
     assert [len(p.text.split()) for p in md.passages] == [100, 50] and md.passages[0].title == "notes"
 
 
-@pytest.mark.parametrize("name,data,message", [
-    ("e.txt", b"", "empty"),
-    ("b.txt", b"\x00\x01\x02binary", "binary"),
-    ("l.txt", "café".encode("latin-1"), "UTF-8"),
-    ("x.pdf", b"%PDF-1.4", "unsupported"),
-    ("c.csv", b"name,body\na,b\n", "'text' column"),
-])
+@pytest.mark.parametrize(
+    "name,data,message",
+    [
+        ("e.txt", b"", "empty"),
+        ("b.txt", b"\x00\x01\x02binary", "binary"),
+        ("l.txt", "café".encode("latin-1"), "UTF-8"),
+        ("x.pdf", b"%PDF-1.4", "unsupported"),
+        ("c.csv", b"name,body\na,b\n", "'text' column"),
+    ],
+)
 def test_unreadable_files_are_clear_errors(name, data, message):
     with pytest.raises(CorpusError, match=message):
         parse_corpus_bytes(name, data)

@@ -4,6 +4,7 @@ numbers cannot decide "needs a model call", and that call (`counterfactual.rerun
 decoding the kept passages again gives. The Diagnose panel shows each state, and says the verdicts
 have not run until they have. Toy models: exact and fast (the real model:
 tests/test_counterfactual_model.py; a real browser: tests/test_browser_counterfactual.py)."""
+
 import math
 import threading
 from types import SimpleNamespace
@@ -22,14 +23,22 @@ from rag_core.marginals import p_text
 # Passage 1 prefers "a", passage 2 "b"; with one stored alternative per step, the bound on "b" under
 # passage 1 (its top value, 0.5) is too loose to prove that "a" (0.42) beats "b" (0.38) at step 0,
 # even under the trace's own prior, while the best of the known answers is "b" (p_tok 0.38 > 0.252).
-UNDECIDED = [("first", 0.6, {"": {"a": 0.5, "b": 0.3, "c": 0.2}, "a": {"x": 0.6, "y": 0.4}}),
-             ("second", 0.4, {"": {"b": 0.5, "a": 0.3, "c": 0.2}, "a": {"x": 0.6, "y": 0.4}})]
+UNDECIDED = [
+    ("first", 0.6, {"": {"a": 0.5, "b": 0.3, "c": 0.2}, "a": {"x": 0.6, "y": 0.4}}),
+    ("second", 0.4, {"": {"b": 0.5, "a": 0.3, "c": 0.2}, "a": {"x": 0.6, "y": 0.4}}),
+]
 ONE_ALTERNATIVE = Config(beams=1, max_new_tokens=8, top_alternatives=1)
-SETTINGS = [GREEDY, ONE_ALTERNATIVE, Config(beams=2, max_new_tokens=8),
-            Config(beams=3, max_new_tokens=8, rescore="fast"),
-            Config(beams=2, max_new_tokens=8, top_alternatives=1, decode="token")]
-LOG_P = {"rag-token": lambda c, lpz: marginals.rag_token(lpz, c.token_logp),
-         "rag-sequence": lambda c, lpz: marginals.rag_sequence(lpz, c.token_logp)}
+SETTINGS = [
+    GREEDY,
+    ONE_ALTERNATIVE,
+    Config(beams=2, max_new_tokens=8),
+    Config(beams=3, max_new_tokens=8, rescore="fast"),
+    Config(beams=2, max_new_tokens=8, top_alternatives=1, decode="token"),
+]
+LOG_P = {
+    "rag-token": lambda c, lpz: marginals.rag_token(lpz, c.token_logp),
+    "rag-sequence": lambda c, lpz: marginals.rag_sequence(lpz, c.token_logp),
+}
 
 
 def test_the_undecided_toy_is_what_the_old_fallback_got_wrong():
@@ -62,12 +71,17 @@ def test_nothing_changed_gives_the_traces_own_answers_exactly(passages, cfg):
 def toy_pipe(gen, cfg, hits=()):
     """What the panel's model calls read of a Pipeline, over a toy generator: its settings, the
     shared generator under its lock, a closed-book answer and a retriever over `hits`."""
+
     def closed_book(question, cfg=None):
         best = closed_book_decode(gen, gen.prepare(question, None), SearchSettings(max_new_tokens=8))
         return gen.decode(best.tokens)
 
-    return SimpleNamespace(cfg=cfg, models=SimpleNamespace(generator=gen, lock=threading.RLock()),
-                           closed_book=closed_book, retrieve=lambda question, k: list(hits)[:k])
+    return SimpleNamespace(
+        cfg=cfg,
+        models=SimpleNamespace(generator=gen, lock=threading.RLock()),
+        closed_book=closed_book,
+        retrieve=lambda question, k: list(hits)[:k],
+    )
 
 
 def test_a_step_the_stored_numbers_cannot_decide_needs_a_model_call():
@@ -83,7 +97,8 @@ def test_a_step_the_stored_numbers_cannot_decide_needs_a_model_call():
     for d in LOG_P:
         assert full.answer(d).token_ids == again.answer(d).token_ids
         assert float(LOG_P[d](full.answer(d), full.log_prior)) == pytest.approx(
-            float(LOG_P[d](again.answer(d), again.log_prior)), abs=1e-12)
+            float(LOG_P[d](again.answer(d), again.log_prior)), abs=1e-12
+        )
     shown = counterfactual.with_computed(cf, full).answers["rag-token"]
     assert (shown.answer, shown.computed, shown.exact) == ("a x", True, True)
     assert shown.log_p == pytest.approx(again.answer("rag-token").log_p_tok(again.log_prior), abs=1e-12)
@@ -159,8 +174,10 @@ def test_the_panel_shows_the_traces_answers_then_needs_a_call_then_the_computed_
 def test_the_verdict_line_says_no_checks_ran_until_they_have(monkeypatch):
     at, trace = _app(monkeypatch, UNDECIDED, ONE_ALTERNATIVE, "Which word?", "second")  # passage 2 holds it
     (line,) = [m.value for m in at.markdown if m.value.startswith("**Verdict:**")]
-    assert line == ("**Verdict:** No checks run yet: only the stored numbers were read; “Run the checks” "
-                    "above runs the rest.")
+    assert line == (
+        "**Verdict:** No checks run yet: only the stored numbers were read; “Run the checks” "
+        "above runs the rest."
+    )
     at.button(key="diag_run_button").click().run()
     assert not at.exception, [e.value for e in at.exception]
     (line,) = [m.value for m in at.markdown if m.value.startswith("**Verdict:**")]

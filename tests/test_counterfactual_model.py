@@ -3,6 +3,7 @@ counterfactual is the trace itself (same tokens, same probability) for both deco
 and beam search, over the Ask page's example questions and over an uploaded corpus; and the model
 call of a counterfactual is the pipeline's own run of the question with fewer passages or another
 scale. (Toy models: tests/test_counterfactual.py.)"""
+
 import json
 
 import pytest
@@ -16,24 +17,49 @@ from rag_core.retrieval.index import PassageIndex
 # A small uploaded corpus about a firm the Wikipedia questions know nothing of: "Who wrote
 # Moby-Dick?" on it is answered from the passages at a low probability, where the stored top tokens
 # are least able to prove the greedy choice.
-ROBOTICS = [{"title": title, "text": text} for title, text in [
-    ("Nimbleworks Robotics", "Nimbleworks Robotics is a robotics company founded in 2014 in Tartu, "
-     "Estonia, by the engineer Kadri Lepik. It builds small warehouse robots that sort parcels."),
-    ("Kadri Lepik", "Kadri Lepik is an Estonian engineer and the chief executive of Nimbleworks "
-     "Robotics. She studied mechatronics and wrote a book on robot grippers."),
-    ("Nimbleworks Sorter", "The Sorter is the first product of Nimbleworks Robotics: a wheeled robot "
-     "that carries up to 30 kilograms and sorts parcels by their labels."),
-    ("Nimbleworks funding", "In 2019 Nimbleworks Robotics raised 12 million euros from investors to open a "
-     "factory near Tallinn."),
-    ("Nimbleworks factory", "The Nimbleworks factory near Tallinn opened in 2021 and employs about 200 "
-     "people who assemble robot arms."),
-    ("Gripper design", "The soft grippers of Nimbleworks robots were designed by Marten Saar, who joined the "
-     "company in 2016."),
-    ("Nimbleworks customers", "Nimbleworks Robotics sells its robots to parcel carriers in Finland, "
-     "Latvia and Poland."),
-    ("Robot safety", "Every Nimbleworks robot stops when a person comes within one metre, using a "
-     "laser scanner."),
-]]
+ROBOTICS = [
+    {"title": title, "text": text}
+    for title, text in [
+        (
+            "Nimbleworks Robotics",
+            "Nimbleworks Robotics is a robotics company founded in 2014 in Tartu, "
+            "Estonia, by the engineer Kadri Lepik. It builds small warehouse robots that sort parcels.",
+        ),
+        (
+            "Kadri Lepik",
+            "Kadri Lepik is an Estonian engineer and the chief executive of Nimbleworks "
+            "Robotics. She studied mechatronics and wrote a book on robot grippers.",
+        ),
+        (
+            "Nimbleworks Sorter",
+            "The Sorter is the first product of Nimbleworks Robotics: a wheeled robot "
+            "that carries up to 30 kilograms and sorts parcels by their labels.",
+        ),
+        (
+            "Nimbleworks funding",
+            "In 2019 Nimbleworks Robotics raised 12 million euros from investors to open a "
+            "factory near Tallinn.",
+        ),
+        (
+            "Nimbleworks factory",
+            "The Nimbleworks factory near Tallinn opened in 2021 and employs about 200 "
+            "people who assemble robot arms.",
+        ),
+        (
+            "Gripper design",
+            "The soft grippers of Nimbleworks robots were designed by Marten Saar, who joined the "
+            "company in 2016.",
+        ),
+        (
+            "Nimbleworks customers",
+            "Nimbleworks Robotics sells its robots to parcel carriers in Finland, Latvia and Poland.",
+        ),
+        (
+            "Robot safety",
+            "Every Nimbleworks robot stops when a person comes within one metre, using a laser scanner.",
+        ),
+    ]
+]
 CORPUS_QUESTIONS = ["Who wrote Moby-Dick?", "Who founded Nimbleworks Robotics?", "Who designed the grippers?"]
 SETTINGS = [Config(), Config(beams=2, rescore="fast"), Config(beams=4)]  # greedy, beams; both rescorings
 EXAMPLES = ASSETS / "examples" / "questions.json"
@@ -73,8 +99,10 @@ def test_nothing_changed_is_the_trace_for_every_decoding_and_beam_setting(traces
         own_tok = trace.answer("rag-token")
         undecided += cfg.beams == 1 and counterfactual._greedy_check(own_tok, trace.log_prior)[0] != "same"
         # the panel's untouched controls: no passage removed, K as retrieved, the trace's scale
-        for cf in (counterfactual.counterfactual(trace, [], trace.k, float(trace.scale)),
-                   counterfactual.counterfactual(trace)):
+        for cf in (
+            counterfactual.counterfactual(trace, [], trace.k, float(trace.scale)),
+            counterfactual.counterfactual(trace),
+        ):
             assert cf.unchanged and not cf.needs_model_call
             assert sorted(cf.answers) == ["rag-sequence", "rag-token"]
             for d, a in cf.answers.items():
@@ -104,7 +132,9 @@ def test_the_model_call_is_the_pipelines_own_run_with_fewer_passages_or_another_
             assert got.token_ids == want.token_ids, (change, d)
             p = float(LOG_P[d](full.log_prior, got.token_logp))
             want_p = float(LOG_P[d](fresh.log_prior, want.token_logp))
-            assert p == pytest.approx(want_p, abs=2e-5)  # rows batched differently (docs/results.md: within 2e-5)
+            assert p == pytest.approx(
+                want_p, abs=2e-5
+            )  # rows batched differently (docs/results.md: within 2e-5)
             a = shown.answers[d]
             assert a.answer == want.answer, (change, d, a.note)  # decided or computed, never another answer
             assert a.computed == cf.answers[d].needs_model_call

@@ -1,4 +1,5 @@
 """Decoding on toy models, where every probability is known and brute force is possible."""
+
 import itertools
 import math
 
@@ -76,7 +77,9 @@ def test_thorough_and_fast_rescoring_differ_where_a_passage_never_produced_the_a
     assert set(t) == set(f) == {"born Hawaii", "Chicago <other>"}
     # "born Hawaii" came from z1's beam only: fast counts p(y|x,z2) = 0
     assert math.exp(float(marginals.rag_sequence(lpz, t["born Hawaii"].token_logp))) == pytest.approx(0.516)
-    assert math.exp(float(marginals.rag_sequence(lpz, f["born Hawaii"].token_logp))) == pytest.approx(0.7 * 0.72)
+    assert math.exp(float(marginals.rag_sequence(lpz, f["born Hawaii"].token_logp))) == pytest.approx(
+        0.7 * 0.72
+    )
     assert torch.isnan(f["born Hawaii"].token_logp[1]).all()
     assert f["born Hawaii"].sources == {0}
 
@@ -84,7 +87,9 @@ def test_thorough_and_fast_rescoring_differ_where_a_passage_never_produced_the_a
 def _same(a, b):
     assert a.tokens == b.tokens and a.finished == b.finished and a.sources == b.sources
     assert torch.equal(a.token_logp.isnan(), b.token_logp.isnan())
-    assert torch.allclose(torch.nan_to_num(a.token_logp, nan=9.0), torch.nan_to_num(b.token_logp, nan=9.0), atol=1e-12)
+    assert torch.allclose(
+        torch.nan_to_num(a.token_logp, nan=9.0), torch.nan_to_num(b.token_logp, nan=9.0), atol=1e-12
+    )
 
 
 RUNNER_UP_END = {"z": {"": {"a": 0.6, "</s>": 0.4}, "a": {"b": 0.5, "c": 0.5}}}
@@ -113,12 +118,21 @@ def test_a_length_cut_answer_is_marked_unfinished():
 
 @pytest.mark.parametrize("beams", [1, 3])
 @pytest.mark.parametrize("rescore", ["thorough", "fast"])
-@pytest.mark.parametrize("tables,prior", [
-    (OBAMA, (0.7, 0.3)),
-    ({"a": {"": {"x": 0.6}, "x": {"y": 0.7}, "x y": {"z": 0.9}}, "b": {"": {"w": 0.9}, "w": {"x": 0.8}},
-      "c": {"": {"x": 0.5, "w": 0.4}, "x": {"w": 0.6}}}, (0.5, 0.2, 0.3)),
-    (RUNNER_UP_END, (1.0,)),
-])
+@pytest.mark.parametrize(
+    "tables,prior",
+    [
+        (OBAMA, (0.7, 0.3)),
+        (
+            {
+                "a": {"": {"x": 0.6}, "x": {"y": 0.7}, "x y": {"z": 0.9}},
+                "b": {"": {"w": 0.9}, "w": {"x": 0.8}},
+                "c": {"": {"x": 0.5, "w": 0.4}, "x": {"w": 0.6}},
+            },
+            (0.5, 0.2, 0.3),
+        ),
+        (RUNNER_UP_END, (1.0,)),
+    ],
+)
 def test_decoding_both_at_once_equals_each_alone(tables, prior, rescore, beams):
     """decode_both shares rows between the searches; its answers, sources and every stored
     log-probability equal those of the searches run separately."""

@@ -19,6 +19,7 @@ our answer is the argmax of the exact marginal p(y|x) over every answer token, t
 definition (generate() passes True, which drops the first step when every candidate starts with
 `<s>`; `test_paper_stack.py::test_exclude_bos_drops_the_first_step` pins that relation down).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -69,7 +70,11 @@ def biased_bart(src: Path, folder: Path, seed: int, eos_bias: float, forced_bos:
     return folder
 
 
-@pytest.fixture(scope="module", params=SEEDS, ids=[f"seed{s}{'-forced-bos' if b is not None else ''}" for s, _, b in SEEDS])
+@pytest.fixture(
+    scope="module",
+    params=SEEDS,
+    ids=[f"seed{s}{'-forced-bos' if b is not None else ''}" for s, _, b in SEEDS],
+)
 def seeded(request, stack, tmp_path_factory):
     """One seed's generator, as the engine loads it and as transformers' RAG classes hold it."""
     from transformers import (
@@ -81,7 +86,9 @@ def seeded(request, stack, tmp_path_factory):
     )
 
     seed, eos_bias, forced_bos = request.param
-    folder = biased_bart(stack.paths["bart"], tmp_path_factory.mktemp(f"bart{seed}"), seed, eos_bias, forced_bos)
+    folder = biased_bart(
+        stack.paths["bart"], tmp_path_factory.mktemp(f"bart{seed}"), seed, eos_bias, forced_bos
+    )
     gen = load_generator(str(folder), CPU)
     q_model = DPRQuestionEncoder.from_pretrained(stack.paths["dpr_q"]).eval()
     bart = BartForConditionalGeneration.from_pretrained(folder).eval()
@@ -94,10 +101,21 @@ def seeded(request, stack, tmp_path_factory):
 def generate_kwargs(gen, beams: int) -> dict:
     """The settings both sides decode with, spelled out so no config default differs."""
     # max_length counts the decoder start token; RagTokenForGeneration.generate ignores max_new_tokens
-    return dict(num_beams=beams, max_length=1 + MAX_NEW, early_stopping=False, length_penalty=1.0, do_sample=False,
-                forced_bos_token_id=gen.forced_bos_id, forced_eos_token_id=sorted(gen.forced_eos_ids)[0],
-                decoder_start_token_id=gen.start_id, eos_token_id=sorted(gen.eos_ids)[0],
-                pad_token_id=gen.pad_id, bos_token_id=0, no_repeat_ngram_size=0, min_length=0)
+    return dict(
+        num_beams=beams,
+        max_length=1 + MAX_NEW,
+        early_stopping=False,
+        length_penalty=1.0,
+        do_sample=False,
+        forced_bos_token_id=gen.forced_bos_id,
+        forced_eos_token_id=sorted(gen.forced_eos_ids)[0],
+        decoder_start_token_id=gen.start_id,
+        eos_token_id=sorted(gen.eos_ids)[0],
+        pad_token_id=gen.pad_id,
+        bos_token_id=0,
+        no_repeat_ngram_size=0,
+        min_length=0,
+    )
 
 
 def contexts(gen, question, hits):
@@ -122,7 +140,9 @@ def questions(stack) -> list[str]:
     """The tiny stack's questions and a few more of the same shape about its corpus."""
     from rag_core.toys.tiny_models import PLACES, THINGS, VERBS
 
-    more = [f"Who {v} the {t} of {p}?" for v, t, p in zip(VERBS, THINGS[3:] + THINGS[:3], PLACES[5:] + PLACES[:5])]
+    more = [
+        f"Who {v} the {t} of {p}?" for v, t, p in zip(VERBS, THINGS[3:] + THINGS[:3], PLACES[5:] + PLACES[:5])
+    ]
     return list(stack.paths["questions"]) + more
 
 
@@ -132,8 +152,15 @@ def cases(stack, gen):
         hits = stack.retriever.retrieve(question, K)
         scores = torch.tensor([h.score for h in hits], dtype=torch.float32)  # (K,) s(z), DPR's scale is 1
         log_pz = marginals.log_prior(scores, 1.0)  # (K,)
-        out.append(SimpleNamespace(question=question, hits=hits, scores=scores, log_pz=log_pz,
-                                   state0=gen.prepare(question, [h.passage for h in hits])))
+        out.append(
+            SimpleNamespace(
+                question=question,
+                hits=hits,
+                scores=scores,
+                log_pz=log_pz,
+                state0=gen.prepare(question, [h.passage for h in hits]),
+            )
+        )
     return out
 
 
@@ -141,8 +168,15 @@ def reference_token(seeded, case, beams: int) -> tuple[list[int], float | None]:
     gen = seeded.gen
     ids, mask = contexts(gen, case.question, case.hits)
     with torch.no_grad():
-        out = seeded.token.generate(context_input_ids=ids, context_attention_mask=mask, doc_scores=case.scores.view(1, K),
-                                    n_docs=K, return_dict_in_generate=True, output_scores=True, **generate_kwargs(gen, beams))
+        out = seeded.token.generate(
+            context_input_ids=ids,
+            context_attention_mask=mask,
+            doc_scores=case.scores.view(1, K),
+            n_docs=K,
+            return_dict_in_generate=True,
+            output_scores=True,
+            **generate_kwargs(gen, beams),
+        )
     score = float(out.sequences_scores[0]) if beams > 1 else None
     return answer_of(gen, out.sequences[0]), score
 
@@ -154,8 +188,12 @@ def reference_sequence(seeded, case, beams: int) -> list[int]:
     with torch.no_grad():
         for z in range(K):
             keep = mask[z].bool()
-            seqs = seeded.bart.generate(input_ids=ids[z : z + 1, keep], attention_mask=mask[z : z + 1, keep],
-                                        num_return_sequences=beams, **generate_kwargs(gen, beams))
+            seqs = seeded.bart.generate(
+                input_ids=ids[z : z + 1, keep],
+                attention_mask=mask[z : z + 1, keep],
+                num_return_sequences=beams,
+                **generate_kwargs(gen, beams),
+            )
             for s in seqs:
                 union.setdefault(tuple(answer_of(gen, s)), s)
         answers = list(union)
@@ -164,9 +202,15 @@ def reference_sequence(seeded, case, beams: int) -> list[int]:
         for n, a in enumerate(answers):
             labels[n, : 1 + len(a)] = torch.tensor([gen.start_id] + list(a))
         n = len(answers)
-        loss = seeded.sequence(context_input_ids=ids.repeat(n, 1), context_attention_mask=mask.repeat(n, 1),
-                               doc_scores=case.scores.view(1, K).repeat(n, 1), labels=labels, n_docs=K,
-                               exclude_bos_score=False, reduce_loss=False).loss  # (N,)
+        loss = seeded.sequence(
+            context_input_ids=ids.repeat(n, 1),
+            context_attention_mask=mask.repeat(n, 1),
+            doc_scores=case.scores.view(1, K).repeat(n, 1),
+            labels=labels,
+            n_docs=K,
+            exclude_bos_score=False,
+            reduce_loss=False,
+        ).loss  # (N,)
     return list(answers[int((-loss).argmax())])
 
 
@@ -197,7 +241,9 @@ def test_the_seeds_reach_both_endings(stack, tmp_path_factory, beams):
     settings = SearchSettings(beams=beams, max_new_tokens=MAX_NEW)
     early = cut = 0
     for seed, eos_bias, forced_bos in SEEDS:
-        folder = biased_bart(stack.paths["bart"], tmp_path_factory.mktemp(f"ends{seed}"), seed, eos_bias, forced_bos)
+        folder = biased_bart(
+            stack.paths["bart"], tmp_path_factory.mktemp(f"ends{seed}"), seed, eos_bias, forced_bos
+        )
         gen = load_generator(str(folder), CPU)
         for case in cases(stack, gen):
             ours = rag_token_decode(gen, case.state0, case.log_pz, settings)[0]

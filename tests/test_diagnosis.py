@@ -1,5 +1,6 @@
 """Diagnosis verdicts on hand-made toy models where each must (and must not) fire, and
 counterfactuals checked against a full recomputation. No real model: all exact and fast."""
+
 import math
 import random
 import threading
@@ -26,8 +27,10 @@ def toy(passages, closed=None, cfg=GREEDY, question="q?"):
     tables = {f"z{i + 1}": table for i, (_, _, table) in enumerate(passages)}
     gen = ToyGenerator(tables, closed)
     total = sum(p for _, p, _ in passages)
-    hits = [Hit(i + 1, Passage(f"z{i + 1}", f"T{i + 1}", text, "toy"), math.log(p / total))
-            for i, (text, p, _) in enumerate(passages)]
+    hits = [
+        Hit(i + 1, Passage(f"z{i + 1}", f"T{i + 1}", text, "toy"), math.log(p / total))
+        for i, (text, p, _) in enumerate(passages)
+    ]
     log_pz = marginals.log_prior(torch.tensor([h.score for h in hits]), 1.0)
     state0 = gen.prepare(question, [h.passage for h in hits])
     trace = analyse(gen, question, hits, log_pz, cfg, "toy", 1.0, state0)
@@ -38,22 +41,32 @@ def toy(passages, closed=None, cfg=GREEDY, question="q?"):
 
 
 def diagnose(gen, trace, state0, expected, deep=None, decoding=None):
-    forced = scoring.score_texts(gen, trace, [expected] if isinstance(expected, str) else expected, state0) if expected else None
+    forced = (
+        scoring.score_texts(gen, trace, [expected] if isinstance(expected, str) else expected, state0)
+        if expected
+        else None
+    )
     return verdicts.diagnose(trace, expected, decoding, forced=forced, deep=deep)
 
 
 # ------------------------------------------------------------------------------ retrieval miss
 class FakeRetriever:
     def __init__(self, texts):
-        self.hits = [Hit(i + 1, Passage(f"d{i}", f"D{i}", t, "toy"), 1.0 - 0.01 * i) for i, t in enumerate(texts)]
+        self.hits = [
+            Hit(i + 1, Passage(f"d{i}", f"D{i}", t, "toy"), 1.0 - 0.01 * i) for i, t in enumerate(texts)
+        ]
 
     def retrieve(self, question, k):
         return self.hits[:k]
 
 
 def test_retrieval_miss_fires_with_the_rank_and_score_gap_of_the_best_passage():
-    gen, trace, st = toy([("Italy is in Europe.", 0.6, {"": {"Rome": 0.9}}), ("Milan is big.", 0.4, {"": {"Rome": 0.5}})])
-    deep = deep_search.deep_search(FakeRetriever(["x"] * 6 + ["Interpol sits in Lyon."] + ["y"] * 93), trace, ["Lyon"])
+    gen, trace, st = toy(
+        [("Italy is in Europe.", 0.6, {"": {"Rome": 0.9}}), ("Milan is big.", 0.4, {"": {"Rome": 0.5}})]
+    )
+    deep = deep_search.deep_search(
+        FakeRetriever(["x"] * 6 + ["Interpol sits in Lyon."] + ["y"] * 93), trace, ["Lyon"]
+    )
     d = diagnose(gen, trace, st, "Lyon", deep)
     v = d.verdict("retrieval-miss")
     assert v.fired is True and d.correct is False
@@ -65,12 +78,16 @@ def test_retrieval_miss_fires_with_the_rank_and_score_gap_of_the_best_passage():
 
 def test_retrieval_miss_reports_an_answer_found_nowhere():
     gen, trace, st = toy([("Rome.", 1.0, {"": {"Rome": 0.9}})])
-    d = diagnose(gen, trace, st, "Lyon", deep_search.deep_search(FakeRetriever(["nothing"] * 100), trace, ["Lyon"]))
+    d = diagnose(
+        gen, trace, st, "Lyon", deep_search.deep_search(FakeRetriever(["nothing"] * 100), trace, ["Lyon"])
+    )
     assert d.verdict("retrieval-miss").fired and d.verdict("retrieval-miss").evidence["rank"] is None
 
 
 def test_retrieval_miss_does_not_fire_when_a_passage_has_the_answer():
-    gen, trace, st = toy([("Interpol is in Lyon.", 0.5, {"": {"Paris": 0.9}}), ("Paris.", 0.5, {"": {"Paris": 0.9}})])
+    gen, trace, st = toy(
+        [("Interpol is in Lyon.", 0.5, {"": {"Paris": 0.9}}), ("Paris.", 0.5, {"": {"Paris": 0.9}})]
+    )
     d = diagnose(gen, trace, st, "Lyon")
     assert d.verdict("retrieval-miss").fired is False
     assert d.verdict("retrieval-miss").evidence["containing_ranks"] == [1]
@@ -78,19 +95,31 @@ def test_retrieval_miss_does_not_fire_when_a_passage_has_the_answer():
 
 # ------------------------------------------------------------------------------ evidence ignored
 def test_evidence_ignored_fires_when_the_generator_prefers_another_answer_under_the_evidence():
-    gen, trace, st = toy([("Paris is the capital of France.", 0.6, {"": {"Lyon": 0.7, "Paris": 0.2}}),
-                          ("Lyon is a city.", 0.4, {"": {"Lyon": 0.9}})])
+    gen, trace, st = toy(
+        [
+            ("Paris is the capital of France.", 0.6, {"": {"Lyon": 0.7, "Paris": 0.2}}),
+            ("Lyon is a city.", 0.4, {"": {"Lyon": 0.9}}),
+        ]
+    )
     d = diagnose(gen, trace, st, "Paris")
     assert d.answer == "Lyon"
     v = d.verdict("evidence-ignored")
     assert v.fired is True
     row = v.evidence["passages"][0]
-    assert row["rank"] == 1 and row["p_expected"] == pytest.approx(0.2) and row["p_produced"] == pytest.approx(0.7)
+    assert (
+        row["rank"] == 1
+        and row["p_expected"] == pytest.approx(0.2)
+        and row["p_produced"] == pytest.approx(0.7)
+    )
 
 
 def test_evidence_ignored_does_not_fire_when_the_evidence_passage_prefers_the_expected_answer():
-    gen, trace, st = toy([("Paris is the capital of France.", 0.3, {"": {"Paris": 0.5, "Lyon": 0.45}}),
-                          ("Lyon is a city in France.", 0.7, {"": {"Lyon": 0.99}})])
+    gen, trace, st = toy(
+        [
+            ("Paris is the capital of France.", 0.3, {"": {"Paris": 0.5, "Lyon": 0.45}}),
+            ("Lyon is a city in France.", 0.7, {"": {"Lyon": 0.99}}),
+        ]
+    )
     d = diagnose(gen, trace, st, "Paris")
     assert d.answer == "Lyon"
     assert d.verdict("evidence-ignored").fired is False
@@ -105,18 +134,23 @@ def test_evidence_ignored_needs_the_teacher_forced_pass():
 
 # ------------------------------------------------------------------------------ parametric
 def test_parametric_fires_for_a_flat_answer_that_closed_book_gives_too():
-    gen, trace, st = toy([("Paris is in France.", 0.7, {"": {"Rome": 0.6}}), ("Lyon.", 0.3, {"": {"Rome": 0.6}})],
-                         closed={"": {"Rome": 0.7}})
+    gen, trace, st = toy(
+        [("Paris is in France.", 0.7, {"": {"Rome": 0.6}}), ("Lyon.", 0.3, {"": {"Rome": 0.6}})],
+        closed={"": {"Rome": 0.7}},
+    )
     d = diagnose(gen, trace, st, "Paris")
     v = d.verdict("parametric")
     assert v.fired is True and v.evidence["ratio"] == pytest.approx(1.0)
     assert v.evidence["closed_book"] == "Rome"
 
 
-@pytest.mark.parametrize("tables,closed", [
-    ([{"": {"Rome": 0.6}}, {"": {"Rome": 0.6}}], {"": {"Milan": 0.7}}),  # flat, but closed-book disagrees
-    ([{"": {"Rome": 0.9}}, {"": {"Rome": 0.02, "Paris": 0.9}}], {"": {"Rome": 0.7}}),  # passages move it
-])
+@pytest.mark.parametrize(
+    "tables,closed",
+    [
+        ([{"": {"Rome": 0.6}}, {"": {"Rome": 0.6}}], {"": {"Milan": 0.7}}),  # flat, but closed-book disagrees
+        ([{"": {"Rome": 0.9}}, {"": {"Rome": 0.02, "Paris": 0.9}}], {"": {"Rome": 0.7}}),  # passages move it
+    ],
+)
 def test_parametric_does_not_fire(tables, closed):
     gen, trace, st = toy([("a", 0.5, tables[0]), ("b", 0.5, tables[1])], closed=closed)
     d = diagnose(gen, trace, st, "Lyon", decoding="rag-sequence")
@@ -130,8 +164,10 @@ def test_parametric_without_closed_book_cannot_be_decided():
 
 
 # ------------------------------------------------------------------------------ Frankenstein
-STITCH = [("first passage", 0.5, {"": {"A": 0.9, "B": 0.1}, "A": {"x": 0.6, "y": 0.4}, "B": {"y": 1.0}}),
-          ("second passage", 0.5, {"": {"A": 0.2, "B": 0.8}, "A": {"y": 0.9, "x": 0.1}, "B": {"x": 1.0}})]
+STITCH = [
+    ("first passage", 0.5, {"": {"A": 0.9, "B": 0.1}, "A": {"x": 0.6, "y": 0.4}, "B": {"y": 1.0}}),
+    ("second passage", 0.5, {"": {"A": 0.2, "B": 0.8}, "A": {"y": 0.9, "x": 0.1}, "B": {"x": 1.0}}),
+]
 
 
 def test_frankenstein_fires_when_rag_token_stitches_two_passages():
@@ -145,12 +181,26 @@ def test_frankenstein_fires_when_rag_token_stitches_two_passages():
     v = d.verdict("frankenstein")
     assert v.fired is True and v.evidence["sources"] == [1, 2]
     assert [s["rank"] for s in v.evidence["steps"] if s["decided"]] == [1, 2]  # the end token decides nothing
-    assert verdicts.diagnose(trace, None, "rag-token").verdict("frankenstein").fired is True  # no expected answer needed
+    assert (
+        verdicts.diagnose(trace, None, "rag-token").verdict("frankenstein").fired is True
+    )  # no expected answer needed
 
 
 def test_frankenstein_does_not_fire_when_both_decodings_agree_or_the_answer_is_right():
-    gen, trace, st = toy([("p", 0.7, {"": {"born": 0.8, "Chicago": 0.1}, "born": {"Hawaii": 0.9}, "Chicago": {"Hawaii": 0.5}}),
-                          ("q", 0.3, {"": {"born": 0.4, "Chicago": 0.5}, "born": {"Hawaii": 0.1}, "Chicago": {"Hawaii": 0.2}})])
+    gen, trace, st = toy(
+        [
+            (
+                "p",
+                0.7,
+                {"": {"born": 0.8, "Chicago": 0.1}, "born": {"Hawaii": 0.9}, "Chicago": {"Hawaii": 0.5}},
+            ),
+            (
+                "q",
+                0.3,
+                {"": {"born": 0.4, "Chicago": 0.5}, "born": {"Hawaii": 0.1}, "Chicago": {"Hawaii": 0.2}},
+            ),
+        ]
+    )
     assert trace.answer("rag-token").answer == trace.answer("rag-sequence").answer == "born Hawaii"
     assert verdicts.diagnose(trace, None, "rag-token").verdict("frankenstein").fired is False
     gen, trace, st = toy(STITCH)
@@ -160,8 +210,12 @@ def test_frankenstein_does_not_fire_when_both_decodings_agree_or_the_answer_is_r
 
 def test_frankenstein_does_not_fire_for_an_answer_from_one_passage():
     # RAG-Token and RAG-Sequence differ, but every decided token of RAG-Token's answer comes from passage 1.
-    gen, trace, st = toy([("p", 0.5, {"": {"A": 0.6, "B": 0.4}, "A": {"x": 0.9}, "B": {"y": 0.9}}),
-                          ("q", 0.5, {"": {"A": 0.45, "B": 0.55}, "A": {"x": 0.1, "w": 0.9}, "B": {"y": 1.0}})])
+    gen, trace, st = toy(
+        [
+            ("p", 0.5, {"": {"A": 0.6, "B": 0.4}, "A": {"x": 0.9}, "B": {"y": 0.9}}),
+            ("q", 0.5, {"": {"A": 0.45, "B": 0.55}, "A": {"x": 0.1, "w": 0.9}, "B": {"y": 1.0}}),
+        ]
+    )
     assert (trace.answer("rag-token").answer, trace.answer("rag-sequence").answer) == ("A x", "B y")
     v = verdicts.diagnose(trace, None, "rag-token").verdict("frankenstein")
     assert v.fired is False and v.evidence["sources"] == [1]
@@ -170,8 +224,12 @@ def test_frankenstein_does_not_fire_for_an_answer_from_one_passage():
 
 # ------------------------------------------------------------------------------ misleading passage
 def test_misleading_passage_fires_when_the_top_posterior_passage_says_the_wrong_answer():
-    gen, trace, st = toy([("Paris is the capital of France.", 0.7, {"": {"Paris": 0.9}}),
-                          ("Interpol is headquartered in Lyon.", 0.3, {"": {"Lyon": 0.9}})])
+    gen, trace, st = toy(
+        [
+            ("Paris is the capital of France.", 0.7, {"": {"Paris": 0.9}}),
+            ("Interpol is headquartered in Lyon.", 0.3, {"": {"Lyon": 0.9}}),
+        ]
+    )
     d = diagnose(gen, trace, st, "Lyon")
     assert d.answer == "Paris"
     v = d.verdict("misleading-passage")
@@ -180,8 +238,12 @@ def test_misleading_passage_fires_when_the_top_posterior_passage_says_the_wrong_
 
 
 def test_misleading_passage_does_not_fire_when_the_top_passage_holds_the_expected_answer():
-    gen, trace, st = toy([("Paris; Interpol later moved to Lyon.", 0.7, {"": {"Paris": 0.9}}),
-                          ("Interpol is headquartered in Lyon.", 0.3, {"": {"Lyon": 0.9}})])
+    gen, trace, st = toy(
+        [
+            ("Paris; Interpol later moved to Lyon.", 0.7, {"": {"Paris": 0.9}}),
+            ("Interpol is headquartered in Lyon.", 0.3, {"": {"Lyon": 0.9}}),
+        ]
+    )
     d = diagnose(gen, trace, st, "Lyon")
     assert d.verdict("misleading-passage").fired is False
     assert d.verdict("evidence-ignored").fired is True  # passage 1 has Lyon, the generator says Paris
@@ -193,8 +255,13 @@ def test_a_correct_answer_fires_nothing_and_no_expected_answer_leaves_three_verd
     assert d.correct and d.fired == []
     d = verdicts.diagnose(trace, None)
     assert d.correct is None
-    assert {v.code for v in d.verdicts if v.fired is None} == {"retrieval-miss", "evidence-ignored", "misleading-passage",
-                                                                "search-error", "parametric"}  # K=1: flatness means nothing
+    assert {v.code for v in d.verdicts if v.fired is None} == {
+        "retrieval-miss",
+        "evidence-ignored",
+        "misleading-passage",
+        "search-error",
+        "parametric",
+    }  # K=1: flatness means nothing
 
 
 def test_expected_aliases_split_on_bars_and_forced_scores_match_decoding():
@@ -204,7 +271,9 @@ def test_expected_aliases_split_on_bars_and_forced_scores_match_decoding():
     got = next(a for a in forced.expected if a.text == "A y")
     assert torch.allclose(got.token_logp, tok.token_logp.double())
     # re-preparing the prompts (the app's path, no stored state) gives the same numbers, one more call
-    again = scoring.force_answers(SimpleNamespace(models=SimpleNamespace(generator=gen, lock=threading.RLock())), trace, ["A y"])
+    again = scoring.force_answers(
+        SimpleNamespace(models=SimpleNamespace(generator=gen, lock=threading.RLock())), trace, ["A y"]
+    )
     assert again.calls == forced.calls + 1
     assert torch.allclose(again.expected[0].token_logp, got.token_logp)
     d = verdicts.diagnose(trace, "A  y | B x", "rag-token", forced=forced)
@@ -214,18 +283,30 @@ def test_expected_aliases_split_on_bars_and_forced_scores_match_decoding():
 # ------------------------------------------------------------------------------ search error
 def test_search_error_fires_when_the_model_prefers_the_expected_answer_greedy_missed():
     # Greedy takes "A" (0.6) and then "w" (0.4): p("A w") = 0.24 < p("B") = 0.4.
-    gen, trace, st = toy([("B is the answer here.", 1.0, {"": {"A": 0.6, "B": 0.4}, "A": {"x": 0.3, "y": 0.3, "w": 0.4}})])
+    gen, trace, st = toy(
+        [("B is the answer here.", 1.0, {"": {"A": 0.6, "B": 0.4}, "A": {"x": 0.3, "y": 0.3, "w": 0.4}})]
+    )
     d = diagnose(gen, trace, st, "B")
     assert d.answer == "A w"
     v = d.verdict("search-error")
-    assert v.fired is True and v.evidence["p_expected"] == pytest.approx(0.4) and v.evidence["p_produced"] == pytest.approx(0.24)
-    beam = toy([("B", 1.0, {"": {"A": 0.6, "B": 0.4}, "A": {"x": 0.3, "y": 0.3, "w": 0.4}})], cfg=Config(beams=2))[1]
+    assert (
+        v.fired is True
+        and v.evidence["p_expected"] == pytest.approx(0.4)
+        and v.evidence["p_produced"] == pytest.approx(0.24)
+    )
+    beam = toy(
+        [("B", 1.0, {"": {"A": 0.6, "B": 0.4}, "A": {"x": 0.3, "y": 0.3, "w": 0.4}})], cfg=Config(beams=2)
+    )[1]
     assert beam.answer("rag-sequence").answer == "B"  # ...and a wider search finds it
 
 
 def test_search_error_does_not_fire_when_the_model_prefers_the_produced_answer():
-    gen, trace, st = toy([("Paris is the capital of France.", 0.6, {"": {"Lyon": 0.7, "Paris": 0.2}}),
-                          ("Lyon is a city.", 0.4, {"": {"Lyon": 0.9}})])
+    gen, trace, st = toy(
+        [
+            ("Paris is the capital of France.", 0.6, {"": {"Lyon": 0.7, "Paris": 0.2}}),
+            ("Lyon is a city.", 0.4, {"": {"Lyon": 0.9}}),
+        ]
+    )
     assert diagnose(gen, trace, st, "Paris").verdict("search-error").fired is False
 
 
@@ -298,7 +379,13 @@ def test_counterfactuals_equal_a_full_recomputation():
             cf = counterfactual.counterfactual(trace, **v)
             check_against_rerun(gen, trace, cf, cfg)
             note = cf.answers["rag-token"].note
-            exact.append("exact" if cf.answers["rag-token"].exact else "diverges" if "now wins" in note else "uncertain")
+            exact.append(
+                "exact"
+                if cf.answers["rag-token"].exact
+                else "diverges"
+                if "now wins" in note
+                else "uncertain"
+            )
     counts = {k: exact.count(k) for k in ("exact", "diverges", "uncertain")}
     print(counts)
     assert counts["exact"] >= 30 and counts["diverges"] >= 10, counts
@@ -328,10 +415,14 @@ def _toy_trace(question: str = "Which letters?"):
     from rag_core.generators.toy import ToyGenerator
     from rag_core.trace import Hit
 
-    tables = {"z1": {"": {"A": 0.9, "B": 0.1}, "A": {"x": 0.6, "y": 0.4}, "B": {"y": 1.0}},
-              "z2": {"": {"A": 0.2, "B": 0.8}, "A": {"y": 0.9, "x": 0.1}, "B": {"x": 1.0}}}
-    hits = [Hit(1, Passage("z1", "First", "A x is here.", "toy"), math.log(0.5)),
-            Hit(2, Passage("z2", "Second", "B x is here.", "toy"), math.log(0.5))]
+    tables = {
+        "z1": {"": {"A": 0.9, "B": 0.1}, "A": {"x": 0.6, "y": 0.4}, "B": {"y": 1.0}},
+        "z2": {"": {"A": 0.2, "B": 0.8}, "A": {"y": 0.9, "x": 0.1}, "B": {"x": 1.0}},
+    }
+    hits = [
+        Hit(1, Passage("z1", "First", "A x is here.", "toy"), math.log(0.5)),
+        Hit(2, Passage("z2", "Second", "B x is here.", "toy"), math.log(0.5)),
+    ]
     lpz = marginals.log_prior(torch.tensor([h.score for h in hits]), 1.0)
     return analyse(ToyGenerator(tables), question, hits, lpz, Config(beams=1, max_new_tokens=8), "toy", 1.0)
 
@@ -370,13 +461,18 @@ def test_the_diagnose_panel_shows_verdicts_and_counterfactuals_without_model_cal
     (line,) = [m.value for m in at.markdown if m.value.startswith("**Verdict:**")]
     assert ":red[**Frankenstein answer**]" in line, line
     calls = ForwardCounter.count
-    at.multiselect(key=cf_key(trace, "drop")).select(2).run()  # remove passage 2: RAG-Sequence -> "A x", exactly
+    at.multiselect(key=cf_key(trace, "drop")).select(
+        2
+    ).run()  # remove passage 2: RAG-Sequence -> "A x", exactly
     assert not at.exception, [e.value for e in at.exception]
     shown = {m.label: m for m in at.metric}
     assert shown["RAG-Sequence"].value == "A x" and shown["RAG-Token"].value == "needs a model call"
     # the badge is the signed change of p against the answer before, so a fall reads as a fall
     before = trace.answer("rag-sequence").log_p_seq(trace.log_prior)
-    assert shown["RAG-Sequence"].delta == f"{0.9 * 0.6 - math.exp(before):+.3f} (p {math.exp(before):.3g} → 0.54)"
+    assert (
+        shown["RAG-Sequence"].delta
+        == f"{0.9 * 0.6 - math.exp(before):+.3f} (p {math.exp(before):.3g} → 0.54)"
+    )
     at.multiselect(key=cf_key(trace, "drop")).unselect(2).run()
     at.slider(key=cf_key(trace, "k")).set_value(1).run()
     assert {m.label: m.value for m in at.metric}["RAG-Sequence"] == "A x"

@@ -4,6 +4,7 @@ Our MiniLM encoder runs the packaged all-MiniLM-L6-v2 directly (Transformer -> m
 normalise, length-sorted batches) to avoid sentence-transformers' slow import. Here the real
 `SentenceTransformer.encode` is the reference: same vectors for questions and passages, texts of
 very different lengths batched together (padding must not leak into the mean)."""
+
 import numpy as np
 import torch
 

@@ -1,5 +1,6 @@
 """Evaluation: SQuAD normalisation, the questions file, a run on a toy pipeline (exact, no model),
 and the `eval` command on the real default stack (one small run) and on user errors."""
+
 import math
 from types import SimpleNamespace
 
@@ -21,18 +22,21 @@ from rag_core.trace import Hit
 from conftest import ROOT, run_cli
 
 
-@pytest.mark.parametrize("text,norm", [
-    ("The Hobbit", "hobbit"),
-    ("  Herman   Melville. ", "herman melville"),
-    ("AT&T", "att"),
-    ("Secker & Warburg", "secker warburg"),
-    ("An apple a day", "apple day"),
-    ("Theatre of the Absurd", "theatre of absurd"),  # "the" only as a whole word
-    ("“Guernica”", "guernica"),  # typographic quotes are punctuation too
-    ("8,848.86 m", "884886 m"),
-    ("Beuve-Méry", "beuveméry"),
-    ("", ""),
-])
+@pytest.mark.parametrize(
+    "text,norm",
+    [
+        ("The Hobbit", "hobbit"),
+        ("  Herman   Melville. ", "herman melville"),
+        ("AT&T", "att"),
+        ("Secker & Warburg", "secker warburg"),
+        ("An apple a day", "apple day"),
+        ("Theatre of the Absurd", "theatre of absurd"),  # "the" only as a whole word
+        ("“Guernica”", "guernica"),  # typographic quotes are punctuation too
+        ("8,848.86 m", "884886 m"),
+        ("Beuve-Méry", "beuveméry"),
+        ("", ""),
+    ],
+)
 def test_squad_normalisation(text, norm):
     assert matching.normalize_answer(text) == norm
 
@@ -48,14 +52,21 @@ def test_exact_match_and_contained_against_any_answer():
 
 def test_read_questions_skips_and_counts_malformed_lines(tmp_path):
     path = tmp_path / "q.jsonl"
-    path.write_bytes(b'{"question": "Who?", "answers": ["Ann", "a"]}\n\nnot json\n{"question": "Q?", "answers": []}\n'
-                     b'[1, 2]\n{"question": "Where?", "answers": "B", "title": "T"}\n\xff\xfe\n')
+    path.write_bytes(
+        b'{"question": "Who?", "answers": ["Ann", "a"]}\n\nnot json\n{"question": "Q?", "answers": []}\n'
+        b'[1, 2]\n{"question": "Where?", "answers": "B", "title": "T"}\n\xff\xfe\n'
+    )
     rows, skipped = question_file.read_questions(path)
-    assert [(r.question, r.answers, r.line) for r in rows] == [("Who?", ["Ann", "a"], 1), ("Where?", ["B"], 6)]
+    assert [(r.question, r.answers, r.line) for r in rows] == [
+        ("Who?", ["Ann", "a"], 1),
+        ("Where?", ["B"], 6),
+    ]
     assert skipped == 4
 
 
-@pytest.mark.parametrize("content,message", [(None, "not found"), (b"\n  \n", "empty"), (b"x\n{}\n", "no usable question")])
+@pytest.mark.parametrize(
+    "content,message", [(None, "not found"), (b"\n  \n", "empty"), (b"x\n{}\n", "no usable question")]
+)
 def test_read_questions_errors(tmp_path, content, message):
     path = tmp_path / "q.jsonl"
     if content is not None:
@@ -71,11 +82,18 @@ class ToyPipe:
 
     index_name = "toy"
     run, run_settings, closed_book_scores = Pipeline.run, Pipeline.run_settings, Pipeline.closed_book_scores
-    query, run_many, batch_size, closed_book_many = Pipeline.query, Pipeline.run_many, Pipeline.batch_size, Pipeline.closed_book_many
+    query, run_many, batch_size, closed_book_many = (
+        Pipeline.query,
+        Pipeline.run_many,
+        Pipeline.batch_size,
+        Pipeline.closed_book_many,
+    )
 
     def __init__(self, retrieval, tables, closed):
         self.retrieval = retrieval
-        self.models = Models(SimpleNamespace(id="toy-retriever"), ToyGenerator(tables, closed), torch.device("cpu"))
+        self.models = Models(
+            SimpleNamespace(id="toy-retriever"), ToyGenerator(tables, closed), torch.device("cpu")
+        )
         self.cfg = Config(beams=1, max_new_tokens=6)
 
     def retrieve(self, question, k, query_vector=None):
@@ -94,17 +112,30 @@ class ToyPipe:
 def toy_pipe():
     P = lambda i, text: Passage(f"p{i}", f"T{i}", text, "toy")  # noqa: E731
     retrieval = {
-        "Where is Interpol?": [(P(1, "Interpol is headquartered in Lyon."), 0.7), (P(2, "Paris is in France."), 0.3)],
-        "Where is the Shroud?": [(P(3, "Rome is old."), 0.6), (P(4, "Milan is big."), 0.4),
-                                 (P(5, "The Shroud is kept in Turin."), 0.01)],
+        "Where is Interpol?": [
+            (P(1, "Interpol is headquartered in Lyon."), 0.7),
+            (P(2, "Paris is in France."), 0.3),
+        ],
+        "Where is the Shroud?": [
+            (P(3, "Rome is old."), 0.6),
+            (P(4, "Milan is big."), 0.4),
+            (P(5, "The Shroud is kept in Turin."), 0.01),
+        ],
     }
-    tables = {"p1": {"": {"Lyon": 0.9}}, "p2": {"": {"Paris": 0.9}}, "p3": {"": {"Rome": 0.8}},
-              "p4": {"": {"Rome": 0.8}}, "p5": {"": {"Turin": 0.9}}}
+    tables = {
+        "p1": {"": {"Lyon": 0.9}},
+        "p2": {"": {"Paris": 0.9}},
+        "p3": {"": {"Rome": 0.8}},
+        "p4": {"": {"Rome": 0.8}},
+        "p5": {"": {"Turin": 0.9}},
+    }
     return ToyPipe(retrieval, tables, closed={"": {"Rome": 0.9}})
 
 
-QUESTIONS = [question_file.EvalQuestion("Where is Interpol?", ["Lyon"], "Interpol"),
-             question_file.EvalQuestion("Where is the Shroud?", ["Turin", "Torino"], "Shroud")]
+QUESTIONS = [
+    question_file.EvalQuestion("Where is Interpol?", ["Lyon"], "Interpol"),
+    question_file.EvalQuestion("Where is the Shroud?", ["Turin", "Torino"], "Shroud"),
+]
 
 
 def test_a_run_on_a_toy_pipeline_scores_modes_recall_and_verdicts(tmp_path):
@@ -125,8 +156,12 @@ def test_a_run_on_a_toy_pipeline_scores_modes_recall_and_verdicts(tmp_path):
     assert [r.modes["rag-sequence"].weights_share for r in run.results] == [0.0, 1.0]
     assert s["weights_share"]["rag-token"] == {"right": 0.0, "wrong": 1.0}
     assert s["retrieval"] == {"hit@1": 0.5, "recall@2": 0.5, "MRR@2": 0.5, "nDCG@2": 0.5}
-    assert s["split"]["rag-sequence"] == {"right, passage read": 1, "read but wrong": 0, "retrieval miss": 1,
-                                          "right from the weights": 0}
+    assert s["split"]["rag-sequence"] == {
+        "right, passage read": 1,
+        "read but wrong": 0,
+        "retrieval miss": 1,
+        "right from the weights": 0,
+    }
     assert [r.answer_ranks for r in run.results] == [[1], []]
     frame = run.frame()
     assert list(frame.columns[:5]) == ["question", "mode", "answer", "em", "contained"]
@@ -155,8 +190,14 @@ def test_sweep_over_stored_traces_reproduces_the_run(tmp_path):
 
 
 def test_csv_cells_are_spreadsheet_safe(tmp_path):
-    run = ev.EvalRun([ev.QuestionResult("=cmd()", ["+1"], "", {"closed-book": ev.ModeResult("@x", False, False)},
-                                        False, None)], {"k": 5})
+    run = ev.EvalRun(
+        [
+            ev.QuestionResult(
+                "=cmd()", ["+1"], "", {"closed-book": ev.ModeResult("@x", False, False)}, False, None
+            )
+        ],
+        {"k": 5},
+    )
     run.to_csv(tmp_path / "r.csv")
     row = pd.read_csv(tmp_path / "r.csv").iloc[0]
     assert row["question"] == "'=cmd()" and row["answer"] == "'@x" and row["answers"] == "'+1"
@@ -169,11 +210,25 @@ def cli(*args):
 
 def test_eval_command_on_three_questions(tmp_path):
     qs = tmp_path / "three.jsonl"
-    qs.write_text('{"question": "Who wrote Moby-Dick?", "answers": ["Herman Melville", "Melville"]}\n'
-                  '{"question": "In which city is the Taj Mahal?", "answers": ["Agra"]}\n'
-                  'this line is broken\n'
-                  '{"question": "How many keys does a modern piano have?", "answers": ["88"]}\n', encoding="utf-8")
-    out = cli(str(qs), "-k", "3", "--scale", "20", "--csv", str(tmp_path / "r.csv"), "--no-save", "--traces", str(tmp_path / "tr"))
+    qs.write_text(
+        '{"question": "Who wrote Moby-Dick?", "answers": ["Herman Melville", "Melville"]}\n'
+        '{"question": "In which city is the Taj Mahal?", "answers": ["Agra"]}\n'
+        "this line is broken\n"
+        '{"question": "How many keys does a modern piano have?", "answers": ["88"]}\n',
+        encoding="utf-8",
+    )
+    out = cli(
+        str(qs),
+        "-k",
+        "3",
+        "--scale",
+        "20",
+        "--csv",
+        str(tmp_path / "r.csv"),
+        "--no-save",
+        "--traces",
+        str(tmp_path / "tr"),
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "3 questions" in out.stdout and "1 malformed lines skipped" in out.stdout
     for mode in ev.MODES:
@@ -187,22 +242,36 @@ def test_eval_command_on_three_questions(tmp_path):
     rag = frame[frame["mode"] == "rag-sequence"]
     assert rag["em"].sum() >= 2  # Melville, Agra, 88: RAG should get most of these right
     # the sweep over the stored traces at the run's own K and scale reproduces the run, no model call
-    out = cli(str(qs), "--sweep", "--traces", str(tmp_path / "tr"), "--sweep-k", "1", "3", "--sweep-scale", "20",
-              "--csv", str(tmp_path / "sweep.csv"))
+    out = cli(
+        str(qs),
+        "--sweep",
+        "--traces",
+        str(tmp_path / "tr"),
+        "--sweep-k",
+        "1",
+        "3",
+        "--sweep-scale",
+        "20",
+        "--csv",
+        str(tmp_path / "sweep.csv"),
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     sw = pd.read_csv(tmp_path / "sweep.csv").set_index("k")
     assert sw.loc[3, "rag-sequence EM"] == pytest.approx(rag["em"].mean())
     assert sw.loc[3, "rag-token EM"] == pytest.approx(frame[frame["mode"] == "rag-token"]["em"].mean())
 
 
-@pytest.mark.parametrize("args,message", [
-    (["/no/such/file.jsonl"], "not found"),
-    (["EMPTY"], "empty"),
-    (["BAD"], "no usable question"),
-    (["BAD", "-k", "0"], "at least 1"),
-    (["GOOD", "--index", "1999"], "unknown index"),
-    ([], "required"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["/no/such/file.jsonl"], "not found"),
+        (["EMPTY"], "empty"),
+        (["BAD"], "no usable question"),
+        (["BAD", "-k", "0"], "at least 1"),
+        (["GOOD", "--index", "1999"], "unknown index"),
+        ([], "required"),
+    ],
+)
 def test_eval_user_errors_exit_2_with_one_line(tmp_path, args, message):
     files = {"EMPTY": "\n", "BAD": "nope\n[1]\n", "GOOD": '{"question": "Q?", "answers": ["Lyon"]}\n'}
     real = []

@@ -49,7 +49,9 @@ def test_each_split_has_enough_rows(split_rows):
 
 def test_the_test_split_is_disjoint_from_dev(dev_rows):
     test_rows = _rows(TEST_PATH)
-    assert not {r["question"].strip().lower() for r in dev_rows} & {r["question"].strip().lower() for r in test_rows}
+    assert not {r["question"].strip().lower() for r in dev_rows} & {
+        r["question"].strip().lower() for r in test_rows
+    }
     assert not {r["title"] for r in dev_rows} & {r["title"] for r in test_rows}  # not even the same articles
 
 

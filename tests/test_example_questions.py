@@ -8,6 +8,7 @@ test here (one module, so one worker computes them).
   prompt state (the prompt pass is deterministic; sharing it keeps the test short).
 - The diagnosis panel's verdicts on them agree with facts each test checks itself.
 """
+
 import json
 
 import pytest
@@ -32,14 +33,26 @@ def test_every_decode_mode_gives_the_same_greedy_answers(default_pipeline, examp
     for ex, run in example_runs:
         both = run.trace
         with default_pipeline.models.lock:
-            runs = {mode: analyse(gen, both.query, both.hits, both.log_prior, cfg.with_(decode=mode), "t", both.scale,
-                                  run.state0)
-                    for mode in ("token", "sequence")}
+            runs = {
+                mode: analyse(
+                    gen,
+                    both.query,
+                    both.hits,
+                    both.log_prior,
+                    cfg.with_(decode=mode),
+                    "t",
+                    both.scale,
+                    run.state0,
+                )
+                for mode in ("token", "sequence")
+            }
         for decoding, alone in (("rag-token", "token"), ("rag-sequence", "sequence")):
             a, b = runs[alone].answer(decoding), both.answer(decoding)
             assert a.token_ids == b.token_ids, (ex["question"], decoding, a.answer, b.answer)
             assert a.finished == b.finished
-            assert torch.allclose(a.token_logp.nan_to_num(9.0), b.token_logp.nan_to_num(9.0), atol=1e-4)  # rows batched differently: float32 sums in another order (within 1e-4)
+            assert torch.allclose(
+                a.token_logp.nan_to_num(9.0), b.token_logp.nan_to_num(9.0), atol=1e-4
+            )  # rows batched differently: float32 sums in another order (within 1e-4)
         assert runs["token"].answer("rag-sequence") is None and runs["sequence"].answer("rag-token") is None
 
 

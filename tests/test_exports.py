@@ -1,5 +1,6 @@
 """Every export format round-trips through pandas with the documented columns and the trace's
 invariants, and names its schema."""
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -26,7 +27,9 @@ def test_a_trace_round_trips_in_every_format(tmp_path, fmt):
     assert list(back.columns) == COLUMNS
     check_trace_invariants(back)
     for col in ("prior", "p_token_doc", "p_token_mix", "posterior_step", "posterior_prefix"):
-        assert np.allclose(back[col].to_numpy(float), frame[col].to_numpy(float), rtol=0, atol=1e-12, equal_nan=True)
+        assert np.allclose(
+            back[col].to_numpy(float), frame[col].to_numpy(float), rtol=0, atol=1e-12, equal_nan=True
+        )
     assert list(back["answer"]) == list(frame["answer"])
     if fmt == "parquet":
         assert exports.schema_of(path) == f"trace/{exports.SCHEMAS['trace']}"
@@ -36,8 +39,10 @@ def test_a_trace_round_trips_in_every_format(tmp_path, fmt):
 def test_eval_rows_round_trip_and_csv_alone_neutralises_formulas(tmp_path, fmt):
     m = ModeResult("=cmd()", False, False, 0.25, 0.5, ["evidence-ignored"], 0.5)
     closed = ModeResult("Lyon", False, False)  # closed-book: no recall, no probabilities (empty cells)
-    run = EvalRun([QuestionResult("@q", ["+1"], "T", {"closed-book": closed, "rag-sequence": m}, True, 2, 0.0, [2])],
-                  {"k": 5})
+    run = EvalRun(
+        [QuestionResult("@q", ["+1"], "T", {"closed-book": closed, "rag-sequence": m}, True, 2, 0.0, [2])],
+        {"k": 5},
+    )
     path = tmp_path / f"r.{fmt}"
     run.export(path)
     back = exports.read_frame(path)
@@ -59,9 +64,28 @@ def test_an_unknown_suffix_is_a_clear_error(tmp_path):
 
 
 # The trace's columns of schema 2, in order: scripts written against them must keep working.
-SCHEMA_2_COLUMNS = ["query", "index", "decoding", "candidate", "answer", "step", "token", "token_id",
-                    "doc_rank", "doc_id", "doc_title", "doc_score", "prior", "p_token_doc", "p_token_mix",
-                    "posterior_step", "posterior_prefix", "logp_prefix_doc", "finished", "forced"]
+SCHEMA_2_COLUMNS = [
+    "query",
+    "index",
+    "decoding",
+    "candidate",
+    "answer",
+    "step",
+    "token",
+    "token_id",
+    "doc_rank",
+    "doc_id",
+    "doc_title",
+    "doc_score",
+    "prior",
+    "p_token_doc",
+    "p_token_mix",
+    "posterior_step",
+    "posterior_prefix",
+    "logp_prefix_doc",
+    "finished",
+    "forced",
+]
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +96,7 @@ def tiny(tmp_path_factory):
 
 
 def test_schema_3_appends_its_columns_after_the_old_ones_unchanged():
-    assert COLUMNS[:len(SCHEMA_2_COLUMNS)] == SCHEMA_2_COLUMNS
+    assert COLUMNS[: len(SCHEMA_2_COLUMNS)] == SCHEMA_2_COLUMNS
     assert exports.SCHEMAS["trace"] == 3
     frame = toys.run_toy("obama").trace.to_frame()
     assert list(frame.columns) == COLUMNS
@@ -105,15 +129,25 @@ def test_whole_answer_probabilities_equal_the_marginals_of_the_rows(tiny):
 
 
 def test_settings_columns_and_parquet_metadata_are_the_config_used(tiny, tmp_path):
-    cfg = Config(k=2, beams=3, max_new_tokens=4, length_penalty=0.5, rescore="fast", decode="sequence",
-                 scale=7.5)
+    cfg = Config(
+        k=2, beams=3, max_new_tokens=4, length_penalty=0.5, rescore="fast", decode="sequence", scale=7.5
+    )
     trace = tiny.run("Who wrote Hamlet?", cfg)
     frame = trace.to_frame()
     gen = tiny.models.generator
-    want = {"k": 2, "scale": 7.5, "decode": "sequence", "beams": 3, "length_penalty": 0.5,
-            "max_new_tokens": 4, "early_stopping": cfg.early_stopping, "rescore": "fast",
-            "encoder": tiny.models.encoder.id, "generator": gen.id,
-            "prompt_fingerprint": prompt_fingerprint(gen.id)}
+    want = {
+        "k": 2,
+        "scale": 7.5,
+        "decode": "sequence",
+        "beams": 3,
+        "length_penalty": 0.5,
+        "max_new_tokens": 4,
+        "early_stopping": cfg.early_stopping,
+        "rescore": "fast",
+        "encoder": tiny.models.encoder.id,
+        "generator": gen.id,
+        "prompt_fingerprint": prompt_fingerprint(gen.id),
+    }
     for col, value in want.items():
         assert frame[col].tolist() == [value] * len(frame), col
     texts = {h.rank: h.passage.text for h in trace.hits}
@@ -130,8 +164,10 @@ def test_settings_columns_and_parquet_metadata_are_the_config_used(tiny, tmp_pat
 
 
 def test_a_passage_starting_like_a_formula_is_neutralised_in_csv_alone(tiny, tmp_path):
-    passages = [Passage("p1", "=Formula", '=HYPERLINK("http://x.example","a") Paris is the capital.'),
-                Passage("p2", "@Other", "+1 Berlin is the capital of Germany.")]
+    passages = [
+        Passage("p1", "=Formula", '=HYPERLINK("http://x.example","a") Paris is the capital.'),
+        Passage("p2", "@Other", "+1 Berlin is the capital of Germany."),
+    ]
     enc = tiny.models.encoder
     evil = tiny.with_index("evil", PassageIndex.build(enc.encode_passages(passages), passages, enc.id))
     frame = evil.run("What is the capital of France?", Config(k=2, max_new_tokens=3)).to_frame()

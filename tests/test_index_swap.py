@@ -4,6 +4,7 @@ Real models, kept fast: K=3, short answers, RAG-Token only. The toggle test comp
 positions of leaders.csv with the same settings the CLI test asks for, so the CLI reads them from
 the experiment cache (it still computes them when run alone).
 """
+
 from __future__ import annotations
 
 import csv
@@ -23,28 +24,37 @@ SAMPLE = ["President of the United States", "President of Chile", "Prime Ministe
 
 # ------------------------------------------------------------------------------------------ judge
 
-@pytest.mark.parametrize("answer, name, other, expected", [
-    ("Donald Trump", "Donald Trump", "Barack Obama", True),
-    ("Trump", "Donald Trump", "Barack Obama", True),  # the surname alone
-    ("DONALD TRUMP.", "Donald Trump", None, True),  # case and punctuation
-    ("Barack Obama", "Donald Trump", "Barack Obama", False),  # the wrong holder
-    ("a trumpet player", "Donald Trump", None, False),  # whole words only
-    ("", "Donald Trump", None, False),
-    ("Sebastian Pinera", "Sebastián Piñera", None, True),  # accents either way
-    ("Milo Đukanović", "Milo Dukanovic", None, True),
-    ("Aleksandar Vucic", "Aleksandar Vučić", "Tomislav Nikolić", True),
-    ("Andrés Manuel López Obrador", "Andrés Manuel López Obrador", None, True),  # multi-word surname
-    ("López Obrador", "Andrés Manuel López Obrador", None, True),
-    ("Enrique Peña Nieto", "Andrés Manuel López Obrador", "Enrique Peña Nieto", False),
-    ("Peña Nieto", "Enrique Peña Nieto", None, True),
-    ("John King", "John King Jr.", "John B. King", True),  # suffix dropped
-    ("Moon Jae-in", "Moon Jae-in", "Hwang Kyo-ahn", True),  # family name first: full name
-    ("Jacob Zuma", "Nkosazana Dlamini-Zuma", "Moussa Faki", False),  # a hyphenated name is one word
-    ("Dlamini-Zuma", "Nkosazana Dlamini-Zuma", "Moussa Faki", True),
-    ("Pravind Jugnauth", "Anerood Jugnauth", "Pravind Jugnauth", False),  # shared surname: first name decides
-    ("Pravind Jugnauth", "Pravind Jugnauth", "Anerood Jugnauth", True),
-    ("Jugnauth", "Pravind Jugnauth", "Anerood Jugnauth", False),
-])
+
+@pytest.mark.parametrize(
+    "answer, name, other, expected",
+    [
+        ("Donald Trump", "Donald Trump", "Barack Obama", True),
+        ("Trump", "Donald Trump", "Barack Obama", True),  # the surname alone
+        ("DONALD TRUMP.", "Donald Trump", None, True),  # case and punctuation
+        ("Barack Obama", "Donald Trump", "Barack Obama", False),  # the wrong holder
+        ("a trumpet player", "Donald Trump", None, False),  # whole words only
+        ("", "Donald Trump", None, False),
+        ("Sebastian Pinera", "Sebastián Piñera", None, True),  # accents either way
+        ("Milo Đukanović", "Milo Dukanovic", None, True),
+        ("Aleksandar Vucic", "Aleksandar Vučić", "Tomislav Nikolić", True),
+        ("Andrés Manuel López Obrador", "Andrés Manuel López Obrador", None, True),  # multi-word surname
+        ("López Obrador", "Andrés Manuel López Obrador", None, True),
+        ("Enrique Peña Nieto", "Andrés Manuel López Obrador", "Enrique Peña Nieto", False),
+        ("Peña Nieto", "Enrique Peña Nieto", None, True),
+        ("John King", "John King Jr.", "John B. King", True),  # suffix dropped
+        ("Moon Jae-in", "Moon Jae-in", "Hwang Kyo-ahn", True),  # family name first: full name
+        ("Jacob Zuma", "Nkosazana Dlamini-Zuma", "Moussa Faki", False),  # a hyphenated name is one word
+        ("Dlamini-Zuma", "Nkosazana Dlamini-Zuma", "Moussa Faki", True),
+        (
+            "Pravind Jugnauth",
+            "Anerood Jugnauth",
+            "Pravind Jugnauth",
+            False,
+        ),  # shared surname: first name decides
+        ("Pravind Jugnauth", "Pravind Jugnauth", "Anerood Jugnauth", True),
+        ("Jugnauth", "Pravind Jugnauth", "Anerood Jugnauth", False),
+    ],
+)
 def test_names_holder(answer, name, other, expected):
     assert judge.names_holder(answer, name, other) is expected
 
@@ -52,19 +62,39 @@ def test_names_holder(answer, name, other, expected):
 def test_judge_both_years():
     assert judge.judge("Barack Obama", "Barack Obama", "Donald Trump") == (True, False, False)
     # naming both holders is ambiguous: right in neither cell
-    assert judge.judge("Donald Trump, after Barack Obama", "Barack Obama", "Donald Trump") == (False, False, True)
+    assert judge.judge("Donald Trump, after Barack Obama", "Barack Obama", "Donald Trump") == (
+        False,
+        False,
+        True,
+    )
     assert judge.judge("Hillary Clinton", "Barack Obama", "Donald Trump") == (False, False, False)
 
 
 def test_table_and_summary_from_rows():
     """The 2×2 table is the mean of the judged cells: rows = index, columns = leaders' year."""
     rows = []
-    for idx, c16, c18 in (("2016", True, False), ("2016", True, False), ("2018", False, True), ("2018", True, False)):
-        rows.append({c: "" for c in results.ROW_COLUMNS} | {"index": idx, "decoding": "rag-token", "correct_2016": c16,
-                                                        "correct_2018": c18, "passages_name_2016": 1,
-                                                        "passages_name_2018": 1, "position": f"p{len(rows) % 2}"})
-    closed = [{"position": "p0", "correct_2016": False, "correct_2018": True},
-              {"position": "p1", "correct_2016": False, "correct_2018": False}]
+    for idx, c16, c18 in (
+        ("2016", True, False),
+        ("2016", True, False),
+        ("2018", False, True),
+        ("2018", True, False),
+    ):
+        rows.append(
+            {c: "" for c in results.ROW_COLUMNS}
+            | {
+                "index": idx,
+                "decoding": "rag-token",
+                "correct_2016": c16,
+                "correct_2018": c18,
+                "passages_name_2016": 1,
+                "passages_name_2018": 1,
+                "position": f"p{len(rows) % 2}",
+            }
+        )
+    closed = [
+        {"position": "p0", "correct_2016": False, "correct_2018": True},
+        {"position": "p1", "correct_2016": False, "correct_2018": False},
+    ]
     r = results.ExperimentResult(rows, closed, {}, "k", complete=True)
     t = r.table("rag-token")
     assert t.loc["index 2016", "leaders 2016"] == 1.0 and t.loc["index 2016", "leaders 2018"] == 0.0
@@ -73,17 +103,22 @@ def test_table_and_summary_from_rows():
     assert r.override("rag-token")["other_year"] == 1 and len(r.failures("rag-token")) == 1
     assert not r.goal_met("rag-token")
     # the one wrong answer names the 2016 holder, which a retrieved passage names and closed-book does not
-    assert r.finding("rag-token").startswith("1 of 4 answers") and "copy the other holder from the retrieved passages" in r.finding("rag-token")
+    assert r.finding("rag-token").startswith(
+        "1 of 4 answers"
+    ) and "copy the other holder from the retrieved passages" in r.finding("rag-token")
     closed[1]["correct_2016"] = True  # now the closed-book model gives that same holder: one each way
-    assert "Neither copying from the passages nor the model's memory" in \
-        results.ExperimentResult(rows, closed, {}, "k", complete=True).finding("rag-token")
+    assert "Neither copying from the passages nor the model's memory" in results.ExperimentResult(
+        rows, closed, {}, "k", complete=True
+    ).finding("rag-token")
     for row in rows:  # drop the passages' names: only memory is left
         row["passages_name_2016"] = row["passages_name_2018"] = 0
-    assert "the model's memory overrides the passages" in \
-        results.ExperimentResult(rows, closed, {}, "k", complete=True).finding("rag-token")
+    assert "the model's memory overrides the passages" in results.ExperimentResult(
+        rows, closed, {}, "k", complete=True
+    ).finding("rag-token")
 
 
 # ------------------------------------------------------------------------------------------ the indexes
+
 
 @pytest.fixture(scope="module")
 def named():
@@ -100,7 +135,11 @@ def test_every_position_has_passages_in_both_indexes(named):
         folded = [t.lower() for t in texts]
         for row in leaders.itertuples():
             holder, other = getattr(row, f"holder_{year}"), getattr(row, f"holder_{4034 - int(year)}")
-            has = [t for t, f in zip(texts, folded) if row.position.lower() in f and judge.names_holder(t, holder, other)]
+            has = [
+                t
+                for t, f in zip(texts, folded)
+                if row.position.lower() in f and judge.names_holder(t, holder, other)
+            ]
             assert has, f"index {year}: no passage on {row.position} naming {holder}"
 
 
@@ -109,10 +148,13 @@ def test_indexes_differ_only_in_snapshots(named):
     base16 = {i for i in ids["2016"] if not i.startswith("l2016-")}
     base18 = {i for i in ids["2018"] if not i.startswith("l2018-")}
     assert base16 == base18  # the same base passages (stale ones removed from both)
-    assert not any(i.startswith("l2018-") for i in ids["2016"]) and not any(i.startswith("l2016-") for i in ids["2018"])
+    assert not any(i.startswith("l2018-") for i in ids["2016"]) and not any(
+        i.startswith("l2016-") for i in ids["2018"]
+    )
 
 
 # ------------------------------------------------------------------------------------------ real models
+
 
 @pytest.fixture(scope="module")
 def pipes(default_pipeline):
@@ -150,7 +192,9 @@ def test_toggle_changes_passages_and_answer(pipes):
         old, new = frame[(position, "2016")], frame[(position, "2018")]
         assert set(old["passages"]) != set(new["passages"]), position
         for r in (old, new):
-            assert (r["correct_2016"], r["correct_2018"], r["ambiguous"]) == judge.judge(r["answer"], r["holder_2016"], r["holder_2018"])
+            assert (r["correct_2016"], r["correct_2018"], r["ambiguous"]) == judge.judge(
+                r["answer"], r["holder_2016"], r["holder_2018"]
+            )
         changed += old["answer"] != new["answer"]
         right += bool(old["correct_2016"]) + bool(new["correct_2018"])
     shown = [(p, frame[(p, "2016")]["answer"], frame[(p, "2018")]["answer"]) for p in SAMPLE]
@@ -167,10 +211,16 @@ def test_the_shipped_run_is_this_code_and_data(pipes):
     assert shipped is not None, "the shipped run is stale: rerun `python -m rag_core index-swap --ship`"
     assert shipped.complete and shipped.positions == len(cache.leaders_frame())
     positions = list(cache.leaders_frame()["position"])
-    sample = [positions[0]] + [next(p for p in positions if results.position_split(p) == s) for s in results.SPLITS]
+    sample = [positions[0]] + [
+        next(p for p in positions if results.position_split(p) == s) for s in results.SPLITS
+    ]
     live = index_swap_run.run_experiment(cfg, lambda: pipes, positions=sample, use_cache=False)
     keep = ("answer", "correct_2016", "correct_2018", "ambiguous", "passages")
-    want = {(r["position"], r["index"], r["decoding"]): {k: r[k] for k in keep} for r in shipped.rows if r["position"] in sample}
+    want = {
+        (r["position"], r["index"], r["decoding"]): {k: r[k] for k in keep}
+        for r in shipped.rows
+        if r["position"] in sample
+    }
     got = {(r["position"], r["index"], r["decoding"]): {k: r[k] for k in keep} for r in live.rows}
     assert got == want
 
@@ -185,16 +235,28 @@ def test_cli_limit_csv(tmp_path, capsys):
     with open(out, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     # each printed cell is the accuracy measured in the CSV's rows, beside the paper's figure
-    block = printed[next(i for i, x in enumerate(printed) if "all positions" in x):]
+    block = printed[next(i for i, x in enumerate(printed) if "all positions" in x) :]
     for idx in results.YEARS:
         line = next(x for x in block if x.strip().startswith(f"index {idx}"))
         for year in results.YEARS:
             part = [r for r in rows if r["index"] == idx]
             measured = sum(r[f"correct_{year}"] == "True" for r in part) / len(part)
-            assert f"{leaders_cli._pct(measured)} | {leaders_cli._pct(results.PAPER[(idx, year)])}" in line, (line, measured)
+            assert f"{leaders_cli._pct(measured)} | {leaders_cli._pct(results.PAPER[(idx, year)])}" in line, (
+                line,
+                measured,
+            )
     assert any(x.startswith("closed-book (no passage)") for x in printed)
     assert len(rows) == 2 * 2  # 2 positions × 2 indexes × 1 decoding
-    for col in ("position", "holder_2016", "holder_2018", "index", "decoding", "answer", "correct_2016", "correct_2018"):
+    for col in (
+        "position",
+        "holder_2016",
+        "holder_2018",
+        "index",
+        "decoding",
+        "answer",
+        "correct_2016",
+        "correct_2018",
+    ):
         assert col in rows[0], col
     assert {r["index"] for r in rows} == {"2016", "2018"} and {r["decoding"] for r in rows} == {"rag-token"}
 
@@ -209,6 +271,7 @@ def test_cli_bad_flag_is_one_line_error(capsys):
 
 # ------------------------------------------------------------------------------------------ the page
 
+
 def _fake_result(question: str, wrong_2018: str | None = None) -> results.ExperimentResult:
     """A cached-looking result with one failure on the 2016 index, for the page's table and button
     (and, with `wrong_2018`, that RAG-Token answer on the 2018 index: a second failure)."""
@@ -219,13 +282,35 @@ def _fake_result(question: str, wrong_2018: str | None = None) -> results.Experi
             if idx == "2018" and dec == "rag-token" and wrong_2018:
                 answer = wrong_2018
             c16, c18, both = judge.judge(answer, "Barack Obama", "Donald Trump")
-            rows.append({"ambiguous": both, "position": "President of the United States", "country": "United States",
-                         "holder_2016": "Barack Obama", "holder_2018": "Donald Trump", "question": question,
-                         "index": idx, "decoding": dec, "answer": answer, "correct_2016": c16, "correct_2018": c18,
-                         "p_answer": 0.5, "closed_book": "Barack Obama", "passages_name_2016": 2,
-                         "passages_name_2018": 2, "top_passage": "President of the United States", "passages": []})
-    closed = [{"position": "President of the United States", "answer": "Barack Obama", "correct_2016": True,
-               "correct_2018": False}]
+            rows.append(
+                {
+                    "ambiguous": both,
+                    "position": "President of the United States",
+                    "country": "United States",
+                    "holder_2016": "Barack Obama",
+                    "holder_2018": "Donald Trump",
+                    "question": question,
+                    "index": idx,
+                    "decoding": dec,
+                    "answer": answer,
+                    "correct_2016": c16,
+                    "correct_2018": c18,
+                    "p_answer": 0.5,
+                    "closed_book": "Barack Obama",
+                    "passages_name_2016": 2,
+                    "passages_name_2018": 2,
+                    "top_passage": "President of the United States",
+                    "passages": [],
+                }
+            )
+    closed = [
+        {
+            "position": "President of the United States",
+            "answer": "Barack Obama",
+            "correct_2016": True,
+            "correct_2018": False,
+        }
+    ]
     return results.ExperimentResult(rows, closed, {}, "fake", 60.0, complete=True)
 
 
@@ -256,7 +341,9 @@ def test_index_swap_tables_are_drawn_before_any_model_is_asked(monkeypatch, tmp_
     monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))  # a first start: no live run in the cache
     at = AppTest.from_file(str(ROOT / "pages/index_swap.py"), default_timeout=120)
     at.run()
-    assert [str(e.value) for e in at.exception if "no model in this test" in str(e.value)], at.exception  # it was asked
+    assert [str(e.value) for e in at.exception if "no model in this test" in str(e.value)], (
+        at.exception
+    )  # it was asked
     tables = [d.value for d in at.dataframe if "paper 2016" in d.value.columns]
     assert len(tables) == 4, len(tables)  # RAG-Token and RAG-Sequence, held-out and tuning halves
     assert any("shipped reference run" in i.value for i in at.info), [i.value for i in at.info]
@@ -272,10 +359,19 @@ def test_index_swap_page_shows_both_answers(swap_app):
         answer = labels.get(f"RAG-Token ({year} index)")
         assert answer and answer != "(empty)", labels
     # each answer's verdict reads in colour: green right for that index, red the other year's holder
-    judged = {e.value: kind for kind in ("success", "warning") for e in at.get(kind)
-              if e.value.startswith(("RAG-Token:", "RAG-Sequence:"))}
-    judged.update({m.value.removeprefix(":red[**").removesuffix("**]"): "red" for m in at.markdown
-                   if m.value.startswith((":red[**RAG-Token:", ":red[**RAG-Sequence:"))})
+    judged = {
+        e.value: kind
+        for kind in ("success", "warning")
+        for e in at.get(kind)
+        if e.value.startswith(("RAG-Token:", "RAG-Sequence:"))
+    }
+    judged.update(
+        {
+            m.value.removeprefix(":red[**").removesuffix("**]"): "red"
+            for m in at.markdown
+            if m.value.startswith((":red[**RAG-Token:", ":red[**RAG-Sequence:"))
+        }
+    )
     assert len(judged) >= 2, judged
     for text, kind in judged.items():
         assert (kind == "success") == text.endswith("right for this index"), (text, kind)
@@ -287,7 +383,9 @@ def test_index_swap_page_shows_both_answers(swap_app):
     # offers to recompute it
     assert any("paper 2016" in d.value.columns for d in at.dataframe), "no accuracy table is shown"
     live = cache.cached_result(index_swap_run.experiment_config(), partial=True)
-    if live is None or not live.complete:  # a fresh machine: the shipped table, and the button to recompute it
+    if (
+        live is None or not live.complete
+    ):  # a fresh machine: the shipped table, and the button to recompute it
         assert any("shipped reference run" in i.value for i in at.info), [i.value for i in at.info]
         buttons = {b.label for b in at.button}
         assert buttons & {"Run the experiment", "Resume the experiment"}, buttons
@@ -317,7 +415,9 @@ def test_index_swap_explain_failure_switches_page(swap_app, monkeypatch):
     assert at.session_state["question"] == question and at.session_state["index_name"] == "2016"
     assert at.title[0].value == "Token vs Sequence"
     # the landing page says what changed and offers the way back; the step starts at the first token
-    assert any("Opened from Index swap" in i.value and "2016" in i.value for i in at.info), [i.value for i in at.info]
+    assert any("Opened from Index swap" in i.value and "2016" in i.value for i in at.info), [
+        i.value for i in at.info
+    ]
     assert at.session_state["tvs_step"] == 0 and at.session_state["tvs_answer"] == ("rag-token", 0)
     next(b for b in at.button if b.label == "Back to Index swap, as it was").click().run()
     assert not at.exception, [e.value for e in at.exception]
@@ -329,7 +429,9 @@ def test_index_swap_explain_failure_switches_page(swap_app, monkeypatch):
     assert at.session_state["index_name"] == "2018" and "detour" not in at.session_state
 
 
-@pytest.mark.parametrize("button, page", [("Explain this failure", "Token vs Sequence"), ("Diagnose this", "Ask")])
+@pytest.mark.parametrize(
+    "button, page", [("Explain this failure", "Token vs Sequence"), ("Diagnose this", "Ask")]
+)
 def test_a_failure_picked_just_before_the_click_is_the_one_opened(monkeypatch, button, page):
     """A user picks another failure and clicks at once, before the pick's own rerun: the button
     opens the failure picked then (here the 2018 one), not the one the page was drawn with."""
@@ -338,7 +440,9 @@ def test_a_failure_picked_just_before_the_click_is_the_one_opened(monkeypatch, b
     at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)  # a session of its own
     at.session_state["index_name"] = "2016"  # so that opening the 2018 failure changes the index
     at.session_state["k"], at.session_state["max_new_tokens"] = 3, 8
-    monkeypatch.setattr(cache, "cached_result", lambda *a, **k: _fake_result(SWAP_QUESTION, wrong_2018="Mike Pence"))
+    monkeypatch.setattr(
+        cache, "cached_result", lambda *a, **k: _fake_result(SWAP_QUESTION, wrong_2018="Mike Pence")
+    )
     at.switch_page(str(ROOT / "pages/index_swap.py"))
     at.run()
     at.toggle(key="swap_fail_only").set_value(True).run()
@@ -387,15 +491,26 @@ def test_before_and_after_training_on_the_held_out_half(monkeypatch):
     from rag_core.index_swap import stack_comparison
 
     shipped = stack_comparison.shipped_by_stack()
-    assert set(shipped) == {"base", "default"}, "a stack's shipped run is stale: rerun `leaders [--preset base] --ship`"
+    assert set(shipped) == {"base", "default"}, (
+        "a stack's shipped run is stale: rerun `leaders [--preset base] --ship`"
+    )
     frame = stack_comparison.held_out_rows(shipped)
     for name, result in shipped.items():
         for decoding in result.decodings():
-            row = frame[(frame["model"] == stack_comparison.STACK_LABELS[name]) & (frame["decoding"] == decoding)].iloc[0]
+            row = frame[
+                (frame["model"] == stack_comparison.STACK_LABELS[name]) & (frame["decoding"] == decoding)
+            ].iloc[0]
             for idx, year in stack_comparison.CELLS:
-                rows = [r for r in result.rows if r["decoding"] == decoding and r["index"] == idx
-                        and results.position_split(r["position"]) == "test"]
-                assert row[stack_comparison.cell_name(idx, year)] == sum(bool(r[f"correct_{year}"]) for r in rows) / len(rows)
+                rows = [
+                    r
+                    for r in result.rows
+                    if r["decoding"] == decoding
+                    and r["index"] == idx
+                    and results.position_split(r["position"]) == "test"
+                ]
+                assert row[stack_comparison.cell_name(idx, year)] == sum(
+                    bool(r[f"correct_{year}"]) for r in rows
+                ) / len(rows)
 
     def no_model(*args, **kwargs):
         raise RuntimeError("no model in this test")
@@ -406,4 +521,6 @@ def test_before_and_after_training_on_the_held_out_half(monkeypatch):
     at.run()
     assert "Before and after training (held-out half)" in [h.value for h in at.subheader]
     table = next(d.value for d in at.dataframe if "model" in d.value.columns)
-    assert len(table) == 1 + sum(len(r.decodings()) for r in shipped.values())  # the paper's row, then each stack's
+    assert len(table) == 1 + sum(
+        len(r.decodings()) for r in shipped.values()
+    )  # the paper's row, then each stack's

@@ -6,6 +6,7 @@ office before the 2016 holder and who (if anyone) was already elected, appointed
 31 Dec 2016 to take over; these tests check the 2016 office articles against it, and that neither
 snapshot mentions a year after its date. Plain CSV/JSON reading only: no models are loaded.
 """
+
 from __future__ import annotations
 
 import csv
@@ -65,6 +66,7 @@ def rows(leaders, context, office_2016) -> list[tuple[dict, dict, str]]:
 
 # ---------------------------------------------------------------- the table itself
 
+
 def test_context_columns_exact():
     header = CONTEXT.read_text(encoding="utf-8").splitlines()[0]
     assert header.split(",") == CONTEXT_COLUMNS
@@ -83,42 +85,58 @@ def test_context_has_the_positions_of_leaders_in_order(leaders, context):
 
 
 def test_no_cell_is_the_2016_holder(rows):
-    same = [lead["position"] for lead, ctx, _ in rows
-            if lead["holder_2016"] in (ctx["predecessor"], ctx["successor_known"])]
+    same = [
+        lead["position"]
+        for lead, ctx, _ in rows
+        if lead["holder_2016"] in (ctx["predecessor"], ctx["successor_known"])
+    ]
     assert not same, f"predecessor/successor equal to holder_2016: {same}"
 
 
 def test_empty_predecessor_is_explained(rows):
     """A predecessor is left empty only for an office with no previous holder, and the note says so."""
-    unexplained = [lead["position"] for lead, ctx, _ in rows
-                   if not ctx["predecessor"].strip()
-                   and not re.search(r"\bno predecessor\b|\bfirst holder\b", ctx["note"], re.I)]
+    unexplained = [
+        lead["position"]
+        for lead, ctx, _ in rows
+        if not ctx["predecessor"].strip()
+        and not re.search(r"\bno predecessor\b|\bfirst holder\b", ctx["note"], re.I)
+    ]
     assert not unexplained, f"empty predecessor without a 'no predecessor'/'first holder' note: {unexplained}"
 
 
 # ---------------------------------------------------------------- against the 2016 office articles
 
+
 def test_2016_office_article_names_the_predecessor(rows):
-    missing = [(lead["position"], ctx["predecessor"]) for lead, ctx, text in rows
-               if ctx["predecessor"].strip()
-               and not names_holder(text, ctx["predecessor"], other=lead["holder_2016"])]
+    missing = [
+        (lead["position"], ctx["predecessor"])
+        for lead, ctx, text in rows
+        if ctx["predecessor"].strip()
+        and not names_holder(text, ctx["predecessor"], other=lead["holder_2016"])
+    ]
     assert not missing, f"2016 office article does not name the predecessor: {missing}"
 
 
 def test_2016_office_article_names_the_known_successor(rows):
-    missing = [(lead["position"], ctx["successor_known"]) for lead, ctx, text in rows
-               if ctx["successor_known"].strip()
-               and not names_holder(text, ctx["successor_known"], other=lead["holder_2016"])]
+    missing = [
+        (lead["position"], ctx["successor_known"])
+        for lead, ctx, text in rows
+        if ctx["successor_known"].strip()
+        and not names_holder(text, ctx["successor_known"], other=lead["holder_2016"])
+    ]
     assert not missing, f"2016 office article does not name the known successor: {missing}"
 
 
 def test_known_successor_is_the_2018_holder_or_the_note_says_why(rows):
     """Someone known on 31 Dec 2016 to take over is the 2018 holder, unless the note explains who
     came after (it must name the 2018 holder)."""
-    bad = [(lead["position"], ctx["successor_known"], lead["holder_2018"]) for lead, ctx, _ in rows
-           if ctx["successor_known"].strip()
-           and ctx["successor_known"] != lead["holder_2018"]
-           and not names_holder(ctx["note"], lead["holder_2018"], other=ctx["successor_known"])]
+    bad = [
+        (lead["position"], ctx["successor_known"], lead["holder_2018"])
+        for lead, ctx, _ in rows
+        if ctx["successor_known"].strip()
+        and ctx["successor_known"] != lead["holder_2018"]
+        and not names_holder(ctx["note"], lead["holder_2018"], other=ctx["successor_known"])
+    ]
     assert not bad, f"successor_known differs from holder_2018 and the note does not explain it: {bad}"
 
 
@@ -144,8 +162,9 @@ def years_mentioned(text: str) -> list[int]:
 
 
 def later_year_offenders(passages: list[dict], year: int) -> list[tuple[str, list[int]]]:
-    return [(p["id"], later) for p in passages
-            if (later := [y for y in years_mentioned(p["text"]) if y > year])]
+    return [
+        (p["id"], later) for p in passages if (later := [y for y in years_mentioned(p["text"]) if y > year])
+    ]
 
 
 def test_year_finder_on_constructed_text():

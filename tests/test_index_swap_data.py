@@ -1,4 +1,5 @@
 """Data checks for the index hot-swap experiment: leaders.csv and the 2016/2018 snapshots."""
+
 from __future__ import annotations
 
 import re
@@ -37,6 +38,7 @@ def names(text: str, name: str) -> bool:
 
 
 # ---------------------------------------------------------------- leaders.csv
+
 
 def test_columns_exact():
     header = (ASSETS / "leaders.csv").read_text(encoding="utf-8").splitlines()[0]
@@ -96,6 +98,7 @@ def test_known_rows_and_exclusions(leaders):
 
 # ---------------------------------------------------------------- snapshots
 
+
 def test_passage_ids_unique_and_well_formed(snaps):
     all_ids = [p["id"] for year in snaps for p in snaps[year]]
     assert len(all_ids) == len(set(all_ids))
@@ -143,17 +146,30 @@ def test_each_passage_is_about_whom_its_kind_says(leaders, snaps, year):
         holder, other = (h16, h18) if year == 2016 else (h18, h16)
         kinds = per[pos]
         # named as the judge names people (full name or distinctive surname)
-        assert kinds["office"]["title"] == pos and names_holder(kinds["office"]["text"], holder, other), (year, pos)
-        assert kinds["holder"]["title"] == holder and names_holder(kinds["holder"]["text"], holder, other), (year, pos)
-        assert kinds["other"]["title"] == other and names_holder(kinds["other"]["text"], other, holder), (year, pos, other_year)
+        assert kinds["office"]["title"] == pos and names_holder(kinds["office"]["text"], holder, other), (
+            year,
+            pos,
+        )
+        assert kinds["holder"]["title"] == holder and names_holder(kinds["holder"]["text"], holder, other), (
+            year,
+            pos,
+        )
+        assert kinds["other"]["title"] == other and names_holder(kinds["other"]["text"], other, holder), (
+            year,
+            pos,
+            other_year,
+        )
 
 
 def test_the_2018_office_articles_name_the_predecessor(leaders, snaps):
     """As articles do: the office article of 31 Dec 2018 names who held it before (the 2016 holder,
     unless someone served in between)."""
     per = by_position(snaps, 2018)
-    missing = [pos for pos, h16, h18 in zip(leaders["position"], leaders["holder_2016"], leaders["holder_2018"])
-               if not names_holder(per[pos]["office"]["text"], h16, h18)]
+    missing = [
+        pos
+        for pos, h16, h18 in zip(leaders["position"], leaders["holder_2016"], leaders["holder_2018"])
+        if not names_holder(per[pos]["office"]["text"], h16, h18)
+    ]
     assert len(missing) <= 0.1 * len(leaders), missing
 
 
@@ -185,28 +201,41 @@ def test_load_snapshot_rejects_other_years():
 
 # ---------------------------------------------------------------- stale rule
 
+
 def _toy_leaders() -> pd.DataFrame:
-    return pd.DataFrame([
-        {"position": "Prime Minister of Testland", "country": "Testland",
-         "holder_2016": "Jane May", "holder_2018": "Piotr Wiśniewski",
-         "question": "Who is the Prime Minister of Testland?", "note": ""},
-        {"position": "President of Korea Test", "country": "South Korea",
-         "holder_2016": "Kim Jong-yang", "holder_2018": "Lee Nak-yon",
-         "question": "Who is the President of Korea Test?", "note": ""},
-    ])
+    return pd.DataFrame(
+        [
+            {
+                "position": "Prime Minister of Testland",
+                "country": "Testland",
+                "holder_2016": "Jane May",
+                "holder_2018": "Piotr Wiśniewski",
+                "question": "Who is the Prime Minister of Testland?",
+                "note": "",
+            },
+            {
+                "position": "President of Korea Test",
+                "country": "South Korea",
+                "holder_2016": "Kim Jong-yang",
+                "holder_2018": "Lee Nak-yon",
+                "question": "Who is the President of Korea Test?",
+                "note": "",
+            },
+        ]
+    )
 
 
 def test_stale_rule_on_constructed_example():
     base = [
-        {"title": "May", "text": "May is the fifth month of the year."},                 # 0 kept
-        {"title": "Testland", "text": "Jane May led the government for years."},           # 1 full
-        {"title": "Budget", "text": "The budget was drafted by Wisniewski."},              # 2 surname, folded
-        {"title": "Grammar", "text": "Wiśniewskiego is a declined form."},                 # 3 kept
-        {"title": "prime minister of testland", "text": "An office."},                     # 4 position
-        {"title": "Card games", "text": "Playing a wisniewski card is not a thing."},       # 5 kept: lower case
+        {"title": "May", "text": "May is the fifth month of the year."},  # 0 kept
+        {"title": "Testland", "text": "Jane May led the government for years."},  # 1 full
+        {"title": "Budget", "text": "The budget was drafted by Wisniewski."},  # 2 surname, folded
+        {"title": "Grammar", "text": "Wiśniewskiego is a declined form."},  # 3 kept
+        {"title": "prime minister of testland", "text": "An office."},  # 4 position
+        {"title": "Card games", "text": "Playing a wisniewski card is not a thing."},  # 5 kept: lower case
         {"title": "Kim", "text": "Kim is a common Korean family name; Lee is another."},  # 6 kept
-        {"title": "Police", "text": "KIM JONG-YANG chaired the meeting."},                 # 7 full, any case
-        {"title": "Anything", "text": "Nak-yon alone is not enough."},                     # 8 kept
+        {"title": "Police", "text": "KIM JONG-YANG chaired the meeting."},  # 7 full, any case
+        {"title": "Anything", "text": "Nak-yon alone is not enough."},  # 8 kept
     ]
     assert stale_base_passages(base, _toy_leaders()) == [1, 2, 4, 7]
 

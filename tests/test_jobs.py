@@ -1,5 +1,6 @@
 """Background jobs: started once, cancellable, errors as one line, and the Eval page's run off the
 request path (its new run selected, and kept selected through the next interaction)."""
+
 import threading
 import time
 
@@ -32,7 +33,9 @@ def test_a_job_runs_once_reports_progress_and_stops_when_cancelled():
         return "finished"
 
     job = jobs.start("pytest-loop", work, label="A loop")
-    assert jobs.start("pytest-loop", lambda p: "a second start") is job  # a second press joins the running job
+    assert (
+        jobs.start("pytest-loop", lambda p: "a second start") is job
+    )  # a second press joins the running job
     wait_until(lambda: len(calls) > 3, what="progress")
     assert job.running and job.message.startswith("step ") and 0 < job.fraction < 1
     assert job in jobs.running()
@@ -96,7 +99,9 @@ def run_on_page(at):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     job = jobs.get("eval")
-    assert job is not None and job.label == "Evaluation run · default"  # every session sees it: it names its stack
+    assert (
+        job is not None and job.label == "Evaluation run · default"
+    )  # every session sees it: it names its stack
     wait_until(lambda: not job.running, what="the eval job")
     assert job.error is None and job.result is not None
     at.run()

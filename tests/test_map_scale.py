@@ -1,6 +1,7 @@
 """Maps of large indexes: above `max_fit` passages UMAP fits a fixed sample and every other passage
 is placed by the query rule among the fitted ones; small indexes keep the full fit; the drawn
 subset of a large map keeps the top-K and the high-posterior passages and stays within its cap."""
+
 import numpy as np
 import pytest
 from test_projection import clustered, make_index
@@ -37,7 +38,9 @@ def test_every_passage_gets_coordinates(sampled):
     assert len(calls) == 1 and len(m.fitted) == MAX_FIT == len(np.unique(m.fitted))
     assert np.array_equal(m.fitted, np.sort(m.fitted)) and m.vectors.shape == (N, 32)
     assert "UMAP fitted on 600 of 3,000 passages" in m.note and "nearest fitted neighbours" in m.note
-    assert any("sample of 600 of 3,000" in s for s in seen) and any("Placing the other 2,400" in s for s in seen)
+    assert any("sample of 600 of 3,000" in s for s in seen) and any(
+        "Placing the other 2,400" in s for s in seen
+    )
     # the same sample on every run (fixed seed), and the layout comes back from the disk cache whole
     assert np.array_equal(m.fitted, map_layout.sample_rows(N, MAX_FIT))
     again = projection.fit_map(idx, "umap", 2, max_fit=MAX_FIT)
@@ -59,7 +62,9 @@ def test_other_passages_land_where_a_query_with_their_vector_would(sampled):
     sample_map = projection.PassageMap("umap", m.coords[m.fitted], x[m.fitted])  # the fitted passages alone
     np.testing.assert_allclose(m.coords[rest], sample_map.place(x[rest]), rtol=0, atol=1e-6)
     for r in rest[:: len(rest) // 25]:  # one query at a time, as the Map page places the question
-        np.testing.assert_allclose(m.coords[r], sample_map.place(x[r]), rtol=1e-6, atol=1e-6)  # float32 rounding
+        np.testing.assert_allclose(
+            m.coords[r], sample_map.place(x[r]), rtol=1e-6, atol=1e-6
+        )  # float32 rounding
     # and the placed passages sit in their own cluster, as queries do
     labels = np.arange(N) % 8
     centroids = np.stack([m.coords[m.fitted][labels[m.fitted] == c].mean(0) for c in range(8)])
@@ -80,7 +85,9 @@ def test_small_indexes_keep_the_full_fit(cache, monkeypatch):
     assert calls == [500] and m.fitted is None and "fitted on" not in m.note
     np.testing.assert_array_equal(m.coords, np.asarray(idx.vectors, np.float32)[:, :2] * 2)
     assert projection.MAX_FIT >= 20_000  # the shipped indexes (12-13k passages) are fitted whole
-    m = projection.fit_map(idx, "umap", 2, max_fit=500)  # exactly at the threshold: still whole, from the cache
+    m = projection.fit_map(
+        idx, "umap", 2, max_fit=500
+    )  # exactly at the threshold: still whole, from the cache
     assert calls == [500] and m.loaded_from is not None and m.fitted is None
     m = projection.fit_map(idx, "umap", 2, max_fit=499)
     assert calls == [500, 499] and len(m.fitted) == 499
@@ -106,14 +113,18 @@ def test_drawing_keeps_the_top_k_and_high_posterior_rows_within_the_cap():
     assert np.array_equal(rows, map_layout.draw_rows(coords, 5000, centre, keep))  # stable across reruns
     assert np.array_equal(map_layout.draw_rows(coords[:4000], 5000, centre, keep[:1]), np.arange(4000))
     # the chart sends exactly those rows in its cloud, and rings the top-K at their true positions
-    hover, topic = np.array([f"p{i}" for i in range(len(coords))], dtype=object), np.array(["t"] * len(coords))
+    hover, topic = (
+        np.array([f"p{i}" for i in range(len(coords))], dtype=object),
+        np.array(["t"] * len(coords)),
+    )
 
     class Hit:
         def __init__(self, rank):
             self.rank, self.score = rank, 0.5
 
-    fig = charts.passage_map(coords, hover, topic, [Hit(i + 1) for i in range(5)], top_k, centre, "q?", 2, False,
-                             "u", drawn=rows)
+    fig = charts.passage_map(
+        coords, hover, topic, [Hit(i + 1) for i in range(5)], top_k, centre, "q?", 2, False, "u", drawn=rows
+    )
     cloud = [t for t in fig.data if t.legendgroup == "topics"]
     assert sum(len(t.x) for t in cloud) == len(rows) and all(t.type == "scattergl" for t in cloud)
     rings = next(t for t in fig.data if t.name.startswith("top-"))

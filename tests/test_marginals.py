@@ -1,4 +1,5 @@
 """The vectorised marginals against a brute-force loop over passages, on random numbers."""
+
 import math
 import random
 
@@ -53,7 +54,9 @@ def test_batched_candidates_with_padding_equal_one_by_one():
     for n in range(3):
         t = int(mask[n].sum())
         assert batched[n].item() == pytest.approx(marginals.rag_sequence(lpz, lc[n, :, :t]).item())
-        assert marginals.rag_token(lpz, lc, mask)[n].item() == pytest.approx(marginals.rag_token(lpz, lc[n, :, :t]).item())
+        assert marginals.rag_token(lpz, lc, mask)[n].item() == pytest.approx(
+            marginals.rag_token(lpz, lc[n, :, :t]).item()
+        )
 
 
 def test_long_answers_do_not_underflow():

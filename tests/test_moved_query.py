@@ -2,6 +2,7 @@
 map point lifting back to (nearly) its own vector, and the Map page's moved-query panel and rings against
 a fresh retrieval with the lifted vector (and its answer against the pipeline run from that vector); the
 Train page's start (the question's own query unless the user asks for the moved one)."""
+
 import json
 import math
 from pathlib import Path
@@ -26,7 +27,10 @@ def brute_lift(coords, vectors, point, m):
     dists = [math.dist(c, point) for c in coords.tolist()]
     order = sorted(range(len(dists)), key=lambda i: dists[i])[:m]
     weights = [1.0 / max(dists[i], 1e-6) for i in order]
-    q = [sum(w * float(vectors[i][j]) for w, i in zip(weights, order)) / sum(weights) for j in range(vectors.shape[1])]
+    q = [
+        sum(w * float(vectors[i][j]) for w, i in zip(weights, order)) / sum(weights)
+        for j in range(vectors.shape[1])
+    ]
     norm = math.sqrt(sum(v * v for v in q))
     return [v / norm for v in q]
 
@@ -36,15 +40,20 @@ def test_lift_equals_a_brute_force_loop():
     vectors = rng.normal(size=(40, 6)).astype(np.float32)
     pmap = fit_pca(vectors, 2)
     for point in (pmap.coords[5] + 0.01, np.array([0.3, -0.2]), pmap.coords.mean(0)):
-        assert pmap.lift(point, m=7).tolist() == pytest.approx(brute_lift(pmap.coords, vectors, point, 7), abs=1e-6)
+        assert pmap.lift(point, m=7).tolist() == pytest.approx(
+            brute_lift(pmap.coords, vectors, point, 7), abs=1e-6
+        )
     raw = pmap.lift(np.array([0.3, -0.2]), m=7, normalise=False)
     assert abs(float(np.linalg.norm(raw)) - 1.0) > 1e-3  # DPR-style: the length is kept
 
 
 def test_a_passage_point_lifts_to_a_query_that_retrieves_that_passage(default_pipeline):
     idx = default_pipeline.index
-    pmap = PassageMap("pca", fit_pca(np.asarray(idx.vectors[:3000], np.float32), 2).coords,
-                      np.asarray(idx.vectors[:3000], np.float32))
+    pmap = PassageMap(
+        "pca",
+        fit_pca(np.asarray(idx.vectors[:3000], np.float32), 2).coords,
+        np.asarray(idx.vectors[:3000], np.float32),
+    )
     for row in (10, 1234, 2999):
         q = pmap.lift(pmap.coords[row])[None]  # right on the passage: its weight dominates
         assert default_pipeline.retrieve(QUESTION, 1, query_vector=q)[0].passage.id == idx.passages[row].id
@@ -129,8 +138,9 @@ def test_the_rings_follow_the_moved_query(moved_map):
     rings = traces["top-5 (rings)"]
     assert values(rings["x"]) == pytest.approx(pmap.coords[top, 0].astype(np.float64).tolist(), abs=1e-6)
     assert values(rings["y"]) == pytest.approx(pmap.coords[top, 1].astype(np.float64).tolist(), abs=1e-6)
-    assert [h.split("<br>")[1] for h in rings["hovertext"]] == \
-        [f"<b>{views.plot_text(idx.passages[i].title)}</b>" for i in top]
+    assert [h.split("<br>")[1] for h in rings["hovertext"]] == [
+        f"<b>{views.plot_text(idx.passages[i].title)}</b>" for i in top
+    ]
     lines = traces["query → top-K"]
     assert values(lines["x"])[0::3] == pytest.approx([0.1] * 5)  # each segment: star, ring, gap
     assert values(lines["y"])[0::3] == pytest.approx([-0.05] * 5)
@@ -161,8 +171,9 @@ def test_the_train_page_starts_from_the_question_unless_asked(moved_map):
     moved_map.toggle(key="train_from_moved").set_value(True).run()
     for _ in range(2):  # turned on, then again after a visit to the Map
         assert moved_map.toggle(key="train_from_moved").value is True
-        assert chart(moved_map, "train_lines")["data"][0]["y"] == \
-            pytest.approx([s.log_likelihood for s in moved.steps], abs=1e-5)
+        assert chart(moved_map, "train_lines")["data"][0]["y"] == pytest.approx(
+            [s.log_likelihood for s in moved.steps], abs=1e-5
+        )
         visit(moved_map, "map.py")
         moved_map.session_state["train_steps"] = 2  # the slider's own state goes with the page
         visit(moved_map, "train.py")
@@ -177,9 +188,15 @@ def test_answer_from_here_runs_the_generator_on_the_moved_top_k(moved_map):
     moved_map.button(key="map_answer_moved").click().run()
     shown = [t.value for t in moved_map.text if "from the moved query" in t.value]
     pmap = projection.fit_map(state.index("wiki"), "pca", 2)
-    pipe = Pipeline(state.models(), "wiki", state.index("wiki"), Config(index="wiki"))  # the sidebar's defaults
-    trace = pipe.run_settings(QUESTION, [pipe.cfg], query_vector=pmap.lift(np.array([0.1, -0.05]))[None])[0].trace
-    assert shown == [f"RAG-Token from the moved query: {trace.answer('rag-token').answer}",
-                     f"RAG-Sequence from the moved query: {trace.answer('rag-sequence').answer}"]
+    pipe = Pipeline(
+        state.models(), "wiki", state.index("wiki"), Config(index="wiki")
+    )  # the sidebar's defaults
+    trace = pipe.run_settings(QUESTION, [pipe.cfg], query_vector=pmap.lift(np.array([0.1, -0.05]))[None])[
+        0
+    ].trace
+    assert shown == [
+        f"RAG-Token from the moved query: {trace.answer('rag-token').answer}",
+        f"RAG-Sequence from the moved query: {trace.answer('rag-sequence').answer}",
+    ]
     moved_map.button(key="map_unmove").click().run()
     assert not [d for d in moved_map.dataframe if "rank for the question" in d.value.columns]

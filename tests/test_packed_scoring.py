@@ -1,6 +1,7 @@
 """Thorough rescoring packs every hypothesis of a passage into one row behind a block-diagonal mask
 (`CausalGenerator.teacher_force_packed`). Its scores must be the ones of the plain path, which
 teacher-forces each (answer, passage) pair in a row of its own."""
+
 import pytest
 import torch
 

@@ -14,6 +14,7 @@ answer ids = tokenizer(answer)["input_ids"] = <s> a_1 .. a_n </s>, decoder input
 RAG-Sequence rescoring inside `generate` passes exclude_bos_score=True, which drops the <s> step;
 `test_exclude_bos_drops_the_first_step` pins that relation down.
 """
+
 from __future__ import annotations
 
 import csv
@@ -72,7 +73,9 @@ def case(stack, engine):
     state0 = engine.gen.prepare(question, [h.passage for h in hits])
     ids = [engine.gen.encode_answer(a) for a in ANSWERS]
     tok_lp, mask, _, _ = score_answers(engine.gen, state0, ids)  # (N, K, T), (N, T)
-    return SimpleNamespace(question=question, hits=hits, log_pz=log_pz, state0=state0, ids=ids, tok_lp=tok_lp, mask=mask)
+    return SimpleNamespace(
+        question=question, hits=hits, log_pz=log_pz, state0=state0, ids=ids, tok_lp=tok_lp, mask=mask
+    )
 
 
 def reference_contexts(gen: Seq2SeqGenerator, question: str, hits) -> dict:
@@ -90,7 +93,9 @@ def fresh_parts(stack):
     """The question encoder and generator loaded afresh, independent of the engine's own copies."""
     from transformers import BartForConditionalGeneration, DPRQuestionEncoder
 
-    return DPRQuestionEncoder.from_pretrained(stack["dpr_q"]).eval(), BartForConditionalGeneration.from_pretrained(stack["bart"]).eval()
+    return DPRQuestionEncoder.from_pretrained(
+        stack["dpr_q"]
+    ).eval(), BartForConditionalGeneration.from_pretrained(stack["bart"]).eval()
 
 
 def rag_models(stack):
@@ -121,14 +126,29 @@ def reference(stack, engine, case):
     gen = engine.gen
     ctx = reference_contexts(gen, case.question, case.hits)
     n = len(case.ids)
-    scores = engine.encoder.encode_queries([case.question]) @ engine.encoder.encode_passages([h.passage for h in case.hits]).T
-    feed = dict(context_input_ids=ctx["context_input_ids"].repeat(n, 1), context_attention_mask=ctx["context_attention_mask"].repeat(n, 1),
-                doc_scores=torch.tensor(scores, dtype=torch.float32).repeat(n, 1), labels=labels_for(case.ids, gen.start_id, gen.pad_id),
-                reduce_loss=False)
+    scores = (
+        engine.encoder.encode_queries([case.question])
+        @ engine.encoder.encode_passages([h.passage for h in case.hits]).T
+    )
+    feed = dict(
+        context_input_ids=ctx["context_input_ids"].repeat(n, 1),
+        context_attention_mask=ctx["context_attention_mask"].repeat(n, 1),
+        doc_scores=torch.tensor(scores, dtype=torch.float32).repeat(n, 1),
+        labels=labels_for(case.ids, gen.start_id, gen.pad_id),
+        reduce_loss=False,
+    )
     with torch.no_grad():
-        out = {"token": -token(**feed).loss, "sequence": -sequence(**feed, exclude_bos_score=False).loss,
-               "sequence_no_bos": -sequence(**feed, exclude_bos_score=True).loss}
-    out.update(token_model=token, bart=sequence.generator, ctx=ctx, doc_scores=torch.tensor(scores[0], dtype=torch.float32))
+        out = {
+            "token": -token(**feed).loss,
+            "sequence": -sequence(**feed, exclude_bos_score=False).loss,
+            "sequence_no_bos": -sequence(**feed, exclude_bos_score=True).loss,
+        }
+    out.update(
+        token_model=token,
+        bart=sequence.generator,
+        ctx=ctx,
+        doc_scores=torch.tensor(scores[0], dtype=torch.float32),
+    )
     return SimpleNamespace(**out)
 
 
@@ -137,27 +157,43 @@ def test_dpr_scores_and_prior(stack, engine, case):
     from transformers import AutoTokenizer, DPRContextEncoder, DPRQuestionEncoder
 
     assert isinstance(engine.encoder, DPREncoder) and engine.encoder.default_scale == 1.0
-    q_tok, c_tok = AutoTokenizer.from_pretrained(stack["dpr_q"]), AutoTokenizer.from_pretrained(stack["dpr_ctx"])
-    q_model, c_model = DPRQuestionEncoder.from_pretrained(stack["dpr_q"]), DPRContextEncoder.from_pretrained(stack["dpr_ctx"])
+    q_tok, c_tok = (
+        AutoTokenizer.from_pretrained(stack["dpr_q"]),
+        AutoTokenizer.from_pretrained(stack["dpr_ctx"]),
+    )
+    q_model, c_model = (
+        DPRQuestionEncoder.from_pretrained(stack["dpr_q"]),
+        DPRContextEncoder.from_pretrained(stack["dpr_ctx"]),
+    )
     with torch.no_grad():
         q = q_model(**q_tok([case.question], return_tensors="pt")).pooler_output  # (1, D)
-        d = torch.cat([c_model(**c_tok([h.passage.title], [h.passage.text], return_tensors="pt")).pooler_output
-                       for h in case.hits])  # (K, D)
+        d = torch.cat(
+            [
+                c_model(**c_tok([h.passage.title], [h.passage.text], return_tensors="pt")).pooler_output
+                for h in case.hits
+            ]
+        )  # (K, D)
     direct = (q @ d.T)[0]  # (K,)
     ours = torch.tensor([h.score for h in case.hits])  # (K,)
-    print(f"max |Δ s(z)| = {(ours - direct).abs().max().item():.2e}, prior {[round(p, 3) for p in case.log_pz.exp().tolist()]}")
+    print(
+        f"max |Δ s(z)| = {(ours - direct).abs().max().item():.2e}, prior {[round(p, 3) for p in case.log_pz.exp().tolist()]}"
+    )
     assert (ours - direct).abs().max().item() < TOL_SCORE
     assert ours.tolist() == sorted(ours.tolist(), reverse=True)
     assert (case.log_pz.exp() - torch.softmax(direct.double(), -1)).abs().max().item() < TOL_SCORE
     prior = case.log_pz.exp()
-    assert prior.max() < 0.9 and prior.max() - prior.min() > 0.05  # neither one-hot nor uniform: the mixtures matter
+    assert (
+        prior.max() < 0.9 and prior.max() - prior.min() > 0.05
+    )  # neither one-hot nor uniform: the mixtures matter
 
 
 def test_input_format_matches_rag_retriever(engine, case, reference):
     """Our `title / text // question` inputs are RagRetriever's, token for token."""
     enc = engine.gen.tokenizer([rag_input(case.question, h.passage) for h in case.hits], padding=True)
     for z in range(K):
-        ref = reference.ctx["context_input_ids"][z][reference.ctx["context_attention_mask"][z].bool()].tolist()
+        ref = reference.ctx["context_input_ids"][z][
+            reference.ctx["context_attention_mask"][z].bool()
+        ].tolist()
         assert enc["input_ids"][z][: len(ref)] == ref
 
 
@@ -169,14 +205,19 @@ def test_per_token_logprobs_match_bart(engine, case, reference):
         for z in range(K):
             keep = ctx["context_attention_mask"][z].bool()
             src = ctx["context_input_ids"][z][keep].unsqueeze(0)  # (1, L_z), unpadded
-            first = torch.log_softmax(reference.bart(input_ids=src, decoder_input_ids=torch.tensor([[gen.start_id]])).logits[0, -1], -1)
+            first = torch.log_softmax(
+                reference.bart(input_ids=src, decoder_input_ids=torch.tensor([[gen.start_id]])).logits[0, -1],
+                -1,
+            )
             worst = max(worst, (case.state0.logprobs[z] - first).abs().max().item())
             for n, a in enumerate(case.ids):
                 dec = torch.tensor([[gen.start_id] + a[:-1]])  # (1, T)
-                lp = torch.log_softmax(reference.bart(input_ids=src, decoder_input_ids=dec).logits[0], -1)  # (T, V)
+                lp = torch.log_softmax(
+                    reference.bart(input_ids=src, decoder_input_ids=dec).logits[0], -1
+                )  # (T, V)
                 direct = lp.gather(-1, torch.tensor(a).unsqueeze(-1)).squeeze(-1)  # (T,)
                 worst = max(worst, (case.tok_lp[n, z, : len(a)] - direct).abs().max().item())
-                assert torch.isnan(case.tok_lp[n, z, len(a):]).all()  # padded steps are never scored
+                assert torch.isnan(case.tok_lp[n, z, len(a) :]).all()  # padded steps are never scored
     print(f"max |Δ log p(y_i|x,z,y<i)| vs BART = {worst:.2e}")
     assert worst < TOL_TOKEN
 
@@ -228,11 +269,21 @@ def test_greedy_rag_token_follows_the_transformers_mixture(engine, case, referen
     t = best.length
     dec = torch.tensor([[gen.start_id] + best.tokens[:-1]])  # (1, T)
     with torch.no_grad():
-        out = reference.token_model(**reference.ctx, doc_scores=reference.doc_scores.unsqueeze(0), decoder_input_ids=dec,
-                                    use_cache=False)
-    mix = reference.token_model.marginalize(out.logits, reference.doc_scores.unsqueeze(0), n_docs=K)[0]  # (T, V)
+        out = reference.token_model(
+            **reference.ctx,
+            doc_scores=reference.doc_scores.unsqueeze(0),
+            decoder_input_ids=dec,
+            use_cache=False,
+        )
+    mix = reference.token_model.marginalize(out.logits, reference.doc_scores.unsqueeze(0), n_docs=K)[
+        0
+    ]  # (T, V)
     assert with_forced(gen, mix.argmax(-1).tolist(), best) == best.tokens
-    per_doc = torch.log_softmax(out.logits, -1).gather(-1, dec.new_tensor(best.tokens).view(1, t, 1).expand(K, t, 1)).squeeze(-1)  # (K, T)
+    per_doc = (
+        torch.log_softmax(out.logits, -1)
+        .gather(-1, dec.new_tensor(best.tokens).view(1, t, 1).expand(K, t, 1))
+        .squeeze(-1)
+    )  # (K, T)
     diff = (best.token_logp - per_doc).abs().max().item()
     print(f"max |Δ log p(y_i|x,z,y<i)| along the greedy path = {diff:.2e}")
     assert diff < TOL_TOKEN
@@ -240,8 +291,11 @@ def test_greedy_rag_token_follows_the_transformers_mixture(engine, case, referen
     for z, beams_z in enumerate(rag_sequence_beams(gen, case.state0, SearchSettings(max_new_tokens=6))):
         tokens = beams_z[0].tokens
         with torch.no_grad():
-            logits = reference.bart(input_ids=reference.ctx["context_input_ids"][z : z + 1], attention_mask=reference.ctx["context_attention_mask"][z : z + 1],
-                               decoder_input_ids=torch.tensor([[gen.start_id] + tokens[:-1]])).logits[0]  # (T, V)
+            logits = reference.bart(
+                input_ids=reference.ctx["context_input_ids"][z : z + 1],
+                attention_mask=reference.ctx["context_attention_mask"][z : z + 1],
+                decoder_input_ids=torch.tensor([[gen.start_id] + tokens[:-1]]),
+            ).logits[0]  # (T, V)
         assert with_forced(gen, logits.argmax(-1).tolist(), beams_z[0]) == tokens
 
 
@@ -260,9 +314,15 @@ def test_rag_checkpoint_loads_the_same_parts(stack, engine, case, tmp_path, kind
     gen = load_generator(str(folder), CPU)
     encoder = load_encoder(str(folder), str(stack["dpr_ctx"]), CPU)
     assert isinstance(gen, Seq2SeqGenerator) and isinstance(encoder, DPREncoder)
-    assert (gen.start_id, gen.eos_ids, gen.pad_id) == (engine.gen.start_id, engine.gen.eos_ids, engine.gen.pad_id)
+    assert (gen.start_id, gen.eos_ids, gen.pad_id) == (
+        engine.gen.start_id,
+        engine.gen.eos_ids,
+        engine.gen.pad_id,
+    )
     assert [gen.encode_answer(a) for a in ANSWERS] == case.ids
-    q_diff = abs(encoder.encode_queries([case.question]) - engine.encoder.encode_queries([case.question])).max()
+    q_diff = abs(
+        encoder.encode_queries([case.question]) - engine.encoder.encode_queries([case.question])
+    ).max()
     assert q_diff < 1e-6
     state0 = gen.prepare(case.question, [h.passage for h in case.hits])
     tok_lp, mask, _, _ = score_answers(gen, state0, case.ids)
@@ -276,9 +336,32 @@ def test_rag_checkpoint_loads_the_same_parts(stack, engine, case, tmp_path, kind
 def test_cli_ask_with_the_paper_stack(stack, tmp_path, rescore):
     out_csv = tmp_path / "out.csv"
     env = dict(os.environ, RAG_LOUPE_CACHE=str(tmp_path / "cache"))
-    cmd = [sys.executable, "-m", "rag_core", "ask", stack["questions"][1], "--question-encoder", str(stack["dpr_q"]),
-           "--ctx-encoder", str(stack["dpr_ctx"]), "--generator", str(stack["bart"]), "--corpus", str(stack["corpus"]),
-           "-k", "3", "--max-new-tokens", "5", "--rescore", rescore, "--csv", str(out_csv), "--json", "--device", "cpu"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rag_core",
+        "ask",
+        stack["questions"][1],
+        "--question-encoder",
+        str(stack["dpr_q"]),
+        "--ctx-encoder",
+        str(stack["dpr_ctx"]),
+        "--generator",
+        str(stack["bart"]),
+        "--corpus",
+        str(stack["corpus"]),
+        "-k",
+        "3",
+        "--max-new-tokens",
+        "5",
+        "--rescore",
+        rescore,
+        "--csv",
+        str(out_csv),
+        "--json",
+        "--device",
+        "cpu",
+    ]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads(done.stdout)

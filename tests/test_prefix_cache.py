@@ -2,6 +2,7 @@
 the same numbers as a plain left-padded forward of the full prompts. Run on the untrained base,
 whose few-shot prefix is most of every prompt; the trained default's short plain prompt is checked
 against a plain forward too."""
+
 from types import SimpleNamespace
 
 import pytest
@@ -32,7 +33,7 @@ def plain_forward(gen, prompts, answer_ids=None):
     with torch.inference_mode():
         out = gen.model(input_ids=ids, attention_mask=attn, position_ids=(attn.cumsum(-1) - 1).clamp(min=0))
     logp = torch.log_softmax(out.logits.float(), -1)  # (R, L', V)
-    return logp[:, -1] if answer_ids is None else logp[:, -answer_ids.shape[1]:]
+    return logp[:, -1] if answer_ids is None else logp[:, -answer_ids.shape[1] :]
 
 
 @pytest.mark.parametrize("stack", ["base", "default"])
@@ -90,7 +91,9 @@ def test_decoding_after_a_beam_reorder_matches_a_plain_forward(base_pipeline, ge
         state = gen.advance(state, answers[:, step])
     prompts = [causal.rag_prompt(q, passages[i]) for i in idx.tolist()]
     ref = plain_forward(gen, prompts, answers)[:, 2]  # (3, V): after the prompt and two tokens
-    print(f"two steps after a reorder vs plain forward: max |Δ log p| = {(state.logprobs - ref).abs().max():.1e}")
+    print(
+        f"two steps after a reorder vs plain forward: max |Δ log p| = {(state.logprobs - ref).abs().max():.1e}"
+    )
     assert (state.logprobs - ref).abs().max() < TOL
 
 
@@ -104,12 +107,18 @@ def test_shared_prefix_attention_equals_sdpa_on_a_joined_cache():
     q = torch.randn(r, h, t, d)
     k, v = torch.randn(r, hkv, m, d), torch.randn(r, hkv, m, d)  # each row's own tokens, this step's last
     visible = torch.ones(r, n + m, dtype=torch.long)
-    visible[1, n:n + 3] = 0  # row 1: left padding after the prefix
+    visible[1, n : n + 3] = 0  # row 1: left padding after the prefix
     mask = causal_mask(visible, t)  # (R, 1, T, n+m)
     mask[2, :, 0, :] = False  # row 2's first query sees nothing (a padding position)
-    ours, _ = shared_prefix_attention(module, q, k, v, mask, scaling=d ** -0.5, shared_prefix=[(pk, pv)])
-    ref, _ = sdpa_attention_forward(module, q, torch.cat([pk.expand(r, -1, -1, -1), k], 2),
-                                    torch.cat([pv.expand(r, -1, -1, -1), v], 2), mask, scaling=d ** -0.5)
+    ours, _ = shared_prefix_attention(module, q, k, v, mask, scaling=d**-0.5, shared_prefix=[(pk, pv)])
+    ref, _ = sdpa_attention_forward(
+        module,
+        q,
+        torch.cat([pk.expand(r, -1, -1, -1), k], 2),
+        torch.cat([pv.expand(r, -1, -1, -1), v], 2),
+        mask,
+        scaling=d**-0.5,
+    )
     assert ours.shape == ref.shape == (r, t, h, d)
     assert torch.isfinite(ours).all()
     seen = mask.any(-1)[:, 0]  # (R, T): queries that see at least one key

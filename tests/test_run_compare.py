@@ -1,4 +1,5 @@
 """Retrieval metrics on a hand-computed example, the error split, and two saved runs compared."""
+
 from __future__ import annotations
 
 import math
@@ -28,11 +29,18 @@ SEQ = "rag-sequence"
 
 def result(q: str, ranks: list[int], em: bool, verdicts=(), answer: str | None = None) -> QuestionResult:
     m = ModeResult(answer or ("gold" if em else "other"), em, em, 0.5, 0.5, list(verdicts))
-    return QuestionResult(q, ["gold"], "", {SEQ: m}, bool(ranks), ranks[0] if ranks else None, answer_ranks=ranks)
+    return QuestionResult(
+        q, ["gold"], "", {SEQ: m}, bool(ranks), ranks[0] if ranks else None, answer_ranks=ranks
+    )
 
 
 def test_retrieval_metrics_on_a_hand_computed_example():
-    results = [result("q1", [1, 3], True), result("q2", [2], False), result("q3", [], True), result("q4", [], False)]
+    results = [
+        result("q1", [1, 3], True),
+        result("q2", [2], False),
+        result("q3", [], True),
+        result("q4", [], False),
+    ]
     got = retrieval_metrics(results, 5)
     assert got["hit@1"] == 0.25
     assert got["recall@5"] == 0.5
@@ -46,22 +54,44 @@ def test_retrieval_metrics_on_a_hand_computed_example():
 
 def test_ranks_past_k_do_not_count():
     assert ndcg([6], 5) == 0.0
-    assert retrieval_metrics([result("q", [2, 7], True)], 1) == {"hit@1": 0.0, "recall@1": 1.0, "MRR@1": 0.0,
-                                                                  "nDCG@1": 0.0}
+    assert retrieval_metrics([result("q", [2, 7], True)], 1) == {
+        "hit@1": 0.0,
+        "recall@1": 1.0,
+        "MRR@1": 0.0,
+        "nDCG@1": 0.0,
+    }
 
 
 def test_a_run_saved_before_every_rank_was_kept_has_no_ndcg():
-    old = QuestionResult.from_dict({"question": "q", "answers": ["a"], "modes": {}, "recall": True, "answer_rank": 2})
+    old = QuestionResult.from_dict(
+        {"question": "q", "answers": ["a"], "modes": {}, "recall": True, "answer_rank": 2}
+    )
     assert old.answer_ranks is None
     assert retrieval_metrics([old], 5)["nDCG@5"] is None
     assert retrieval_metrics([old], 5)["MRR@5"] == 0.5
 
 
 def test_two_saved_runs_compared_equal_the_difference_of_their_own_tables(tmp_path):
-    a = EvalRun([result("q1", [1], True), result("q2", [1], False, ["evidence-ignored"]), result("q3", [], False),
-                 result("q1", [1], False), result("only A", [1], True)], {"k": 1})
-    b = EvalRun([result("q1", [1], True), result("q2", [1], True), result("q3", [], False, ["retrieval-miss"]),
-                 result("q1", [1], True), result("only B", [1], True)], {"k": 5})
+    a = EvalRun(
+        [
+            result("q1", [1], True),
+            result("q2", [1], False, ["evidence-ignored"]),
+            result("q3", [], False),
+            result("q1", [1], False),
+            result("only A", [1], True),
+        ],
+        {"k": 1},
+    )
+    b = EvalRun(
+        [
+            result("q1", [1], True),
+            result("q2", [1], True),
+            result("q3", [], False, ["retrieval-miss"]),
+            result("q1", [1], True),
+            result("only B", [1], True),
+        ],
+        {"k": 5},
+    )
     ra, rb = load_run(save_run(a, "a", tmp_path)), load_run(save_run(b, "b", tmp_path))
     cmp = compare_results(ra.results, rb.results, SEQ)
     fa, fb = ra.frame(), rb.frame()
@@ -69,31 +99,54 @@ def test_two_saved_runs_compared_equal_the_difference_of_their_own_tables(tmp_pa
     em_b = dict(zip(fb.question + fb.index.astype(str), fb.em))
     fixed = sum(1 for key in em_a if key in em_b and em_a[key] == 0 and em_b[key] == 1)
     broken = sum(1 for key in em_a if key in em_b and em_a[key] == 1 and em_b[key] == 0)
-    assert cmp.counts() == {"same": 4 - fixed - broken, "fixed": fixed, "broken": broken, "only in A": 1,
-                            "only in B": 1}
+    assert cmp.counts() == {
+        "same": 4 - fixed - broken,
+        "fixed": fixed,
+        "broken": broken,
+        "only in A": 1,
+        "only in B": 1,
+    }
     assert (fixed, broken) == (2, 0)
     assert cmp.flipped("fixed") == ["q2", "q1"]  # the second "q1" is paired with the second "q1"
     trans = {(r.outcome_a, r.outcome_b): r.questions for r in cmp.transitions().itertuples()}
-    assert trans == {(RIGHT, RIGHT): 1, ("Evidence ignored", RIGHT): 1, (WRONG, "Retrieval miss"): 1,
-                     (WRONG, RIGHT): 1}
+    assert trans == {
+        (RIGHT, RIGHT): 1,
+        ("Evidence ignored", RIGHT): 1,
+        (WRONG, "Retrieval miss"): 1,
+        (WRONG, RIGHT): 1,
+    }
     assert sum(trans.values()) == len(cmp.rows)
 
 
 def test_eval_compare_on_the_command_line(tmp_path):
-    a = EvalRun([result("q1", [1], False, ["evidence-ignored"]), result("=q2", [1], True)], {"k": 1, "file": "dev.jsonl"})
+    a = EvalRun(
+        [result("q1", [1], False, ["evidence-ignored"]), result("=q2", [1], True)],
+        {"k": 1, "file": "dev.jsonl"},
+    )
     b = EvalRun([result("q1", [1], True), result("=q2", [1], True)], {"k": 5, "file": "dev.jsonl"})
     env = {"RAG_LOUPE_CACHE": str(tmp_path / "cache")}
     for run, name in ((a, "k1"), (b, "k5")):
         save_run(run, name, tmp_path / "cache" / "eval")
-    out = run_cli("eval", "--compare", "k1", str(tmp_path / "cache" / "eval" / "k5.json"), "--csv", tmp_path / "c.csv",
-                  env=env)
+    out = run_cli(
+        "eval",
+        "--compare",
+        "k1",
+        str(tmp_path / "cache" / "eval" / "k5.json"),
+        "--csv",
+        tmp_path / "c.csv",
+        env=env,
+    )
     assert out.returncode == 0, out.stderr
     assert "A 50.0% -> B 100.0%" in out.stdout and "fixed 1 · broken 0 · unchanged 1" in out.stdout
     assert "questions whose verdict changed (1):" in out.stdout
     csv = pd.read_csv(tmp_path / "c.csv")
     assert list(csv.change) == ["fixed", "same"] and list(csv.question) == ["q1", "'=q2"]  # spreadsheet-safe
     missing = run_cli("eval", "--compare", "k1", "nope", env=env)
-    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "no saved evaluation run 'nope'" in missing.stderr
+    assert (
+        missing.returncode == 2
+        and missing.stderr.count("\n") == 1
+        and "no saved evaluation run 'nope'" in missing.stderr
+    )
 
 
 def test_the_eval_page_shows_the_metrics_and_compares_two_runs(tmp_path, monkeypatch):
@@ -102,10 +155,14 @@ def test_the_eval_page_shows_the_metrics_and_compares_two_runs(tmp_path, monkeyp
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
-    a = EvalRun([result("q1", [2], False, ["evidence-ignored"]), result("q2", [1, 2], True), result("q3", [], False)],
-                {"k": 2, "file": "dev.jsonl"})
-    b = EvalRun([result("q1", [2], True), result("q2", [1, 2], False, ["search-error"]), result("q3", [], True)],
-                {"k": 5, "file": "dev.jsonl"})
+    a = EvalRun(
+        [result("q1", [2], False, ["evidence-ignored"]), result("q2", [1, 2], True), result("q3", [], False)],
+        {"k": 2, "file": "dev.jsonl"},
+    )
+    b = EvalRun(
+        [result("q1", [2], True), result("q2", [1, 2], False, ["search-error"]), result("q3", [], True)],
+        {"k": 5, "file": "dev.jsonl"},
+    )
     path_b = save_run(b, "b")
     path_a = save_run(a, "a")
     os.utime(path_a, (time.time() + 5, time.time() + 5))  # run A is the newest: the page opens on it

@@ -4,6 +4,7 @@ is the one it trained on, never re-encoded by the tuned query tower.
 
 The runs here are made by hand, as `training.output` lays them out: the base models' folders copied
 as the "tuned" parts, with their weights nudged so a tuned part is told apart from its base."""
+
 import json
 import shutil
 from pathlib import Path
@@ -24,8 +25,12 @@ from rag_core.training.output import write_manifest
 from conftest import run_cli
 
 QUESTION = "Who built the bridge of Paris?"
-PART = {frozenset({"question_encoder"}): "query", frozenset({"generator"}): "generator",
-        frozenset({"question_encoder", "generator"}): "both", frozenset(): "query"}
+PART = {
+    frozenset({"question_encoder"}): "query",
+    frozenset({"generator"}): "generator",
+    frozenset({"question_encoder", "generator"}): "both",
+    frozenset(): "query",
+}
 
 
 def nudged_copy(source: Path, target: Path, model_class) -> Path:
@@ -49,8 +54,17 @@ def make_run(folder: Path, base: dict, tuned: dict, status: str = "done") -> Pat
     for part, write in tuned.items():
         write(folder / part)
         outputs[part] = part
-    write_manifest(folder, {"status": status, "base": base, "outputs": outputs, "steps_done": 3, "data": {"file": "q.jsonl"},
-                            "settings": {"part": PART[frozenset(tuned)], "marginal": "sequence", "k": 3}})
+    write_manifest(
+        folder,
+        {
+            "status": status,
+            "base": base,
+            "outputs": outputs,
+            "steps_done": 3,
+            "data": {"file": "q.jsonl"},
+            "settings": {"part": PART[frozenset(tuned)], "marginal": "sequence", "k": 3},
+        },
+    )
     return folder
 
 
@@ -63,10 +77,19 @@ def tiny(tmp_path_factory):
 def tiny_run(tiny, tmp_path_factory):
     from transformers import BartForConditionalGeneration, DPRQuestionEncoder
 
-    base = {"question_encoder": str(tiny["dpr_q"]), "ctx_encoder": str(tiny["dpr_ctx"]), "generator": str(tiny["bart"])}
-    return make_run(tmp_path_factory.mktemp("runs") / "run-a", base, {
-        "question_encoder": lambda out: nudged_copy(tiny["dpr_q"], out, DPRQuestionEncoder),
-        "generator": lambda out: nudged_copy(tiny["bart"], out, BartForConditionalGeneration)})
+    base = {
+        "question_encoder": str(tiny["dpr_q"]),
+        "ctx_encoder": str(tiny["dpr_ctx"]),
+        "generator": str(tiny["bart"]),
+    }
+    return make_run(
+        tmp_path_factory.mktemp("runs") / "run-a",
+        base,
+        {
+            "question_encoder": lambda out: nudged_copy(tiny["dpr_q"], out, DPRQuestionEncoder),
+            "generator": lambda out: nudged_copy(tiny["bart"], out, BartForConditionalGeneration),
+        },
+    )
 
 
 def test_a_run_names_its_tuned_parts_and_the_frozen_passage_encoder(tiny, tiny_run):
@@ -81,7 +104,9 @@ def test_a_run_is_the_whole_stack_and_refuses_what_is_not_one(tiny_run, tmp_path
         parse_stack_args(["--run", str(tiny_run), "--generator", "x/y"])
     with pytest.raises(ModelSourceError, match="not a training output"):
         parse_stack_args(["--run", str(tmp_path)])
-    unfinished = make_run(tmp_path / "half", {"question_encoder": "a", "generator": "b"}, {}, status="running")
+    unfinished = make_run(
+        tmp_path / "half", {"question_encoder": "a", "generator": "b"}, {}, status="running"
+    )
     with pytest.raises(ModelSourceError, match="not finished"):
         parse_stack_args(["--run", str(unfinished)])
 
@@ -90,13 +115,31 @@ def test_ask_with_run_is_ask_with_its_parts_named(tiny, tiny_run):
     common = [QUESTION, "--corpus", str(tiny["corpus"]), "-k", "3", "--max-new-tokens", "5", "--json"]
     by_run = run_cli("ask", *common, "--run", str(tiny_run))
     assert by_run.returncode == 0, by_run.stderr
-    named = run_cli("ask", *common, "--question-encoder", str(tiny_run / "question_encoder"),
-                    "--ctx-encoder", str(tiny["dpr_ctx"]), "--generator", str(tiny_run / "generator"))
-    base = run_cli("ask", *common, "--question-encoder", str(tiny["dpr_q"]), "--ctx-encoder", str(tiny["dpr_ctx"]),
-                   "--generator", str(tiny["bart"]))
+    named = run_cli(
+        "ask",
+        *common,
+        "--question-encoder",
+        str(tiny_run / "question_encoder"),
+        "--ctx-encoder",
+        str(tiny["dpr_ctx"]),
+        "--generator",
+        str(tiny_run / "generator"),
+    )
+    base = run_cli(
+        "ask",
+        *common,
+        "--question-encoder",
+        str(tiny["dpr_q"]),
+        "--ctx-encoder",
+        str(tiny["dpr_ctx"]),
+        "--generator",
+        str(tiny["bart"]),
+    )
     a, b, c = (json.loads(r.stdout) for r in (by_run, named, base))
     assert a["answers"] == b["answers"] and a["passages"] == b["passages"]
-    assert [p["score"] for p in a["passages"]] != [p["score"] for p in c["passages"]]  # the tuned tower is read
+    assert [p["score"] for p in a["passages"]] != [
+        p["score"] for p in c["passages"]
+    ]  # the tuned tower is read
 
 
 def test_a_tuned_minilm_query_tower_reads_queries_and_the_base_reads_passages(tmp_path):
@@ -110,7 +153,10 @@ def test_a_tuned_minilm_query_tower_reads_queries_and_the_base_reads_passages(tm
     pair = load_encoder(str(tuned), DEFAULT_ENCODER, cpu)
     alone = load_encoder(str(tuned), None, cpu)
     assert pair.id == base.id == DEFAULT_ENCODER
-    passages = [Passage("1", "Moby-Dick", "A novel by Herman Melville."), Passage("2", "Paris", "The capital of France.")]
+    passages = [
+        Passage("1", "Moby-Dick", "A novel by Herman Melville."),
+        Passage("2", "Paris", "The capital of France."),
+    ]
     np.testing.assert_allclose(pair.encode_passages(passages), base.encode_passages(passages), atol=1e-6)
     np.testing.assert_allclose(pair.encode_queries([QUESTION]), alone.encode_queries([QUESTION]), atol=1e-6)
     assert not np.allclose(pair.encode_queries([QUESTION]), base.encode_queries([QUESTION]), atol=1e-3)
@@ -119,7 +165,9 @@ def test_a_tuned_minilm_query_tower_reads_queries_and_the_base_reads_passages(tm
 def test_finished_runs_of_the_training_cache_are_offered_by_their_settings(tiny, tiny_run, tmp_path):
     root = tmp_path / "training"
     shutil.copytree(tiny_run, root / "run-a")
-    make_run(root / "run-b", {"question_encoder": "a", "generator": "b"}, {}, status="running")  # unfinished: not offered
+    make_run(
+        root / "run-b", {"question_encoder": "a", "generator": "b"}, {}, status="running"
+    )  # unfinished: not offered
     (found,) = stacks.training_runs(root)
     assert found.key == "run:run-a" and found.kind == "run"
     assert found.name.startswith("trained query+generator · sequence · K=3 · 3 steps on q.jsonl · ")
@@ -149,8 +197,11 @@ def test_an_eval_checkpoint_of_a_run_is_not_its_base_and_not_an_earlier_run_at_i
     from rag_core.analysis import checkpoint
     from rag_core.analysis.questions import EvalQuestion
 
-    pipe = SimpleNamespace(index=SimpleNamespace(manifest={}), index_name="tiny",
-                           models=SimpleNamespace(encoder=SimpleNamespace(id="same"), generator=SimpleNamespace(id="g")))
+    pipe = SimpleNamespace(
+        index=SimpleNamespace(manifest={}),
+        index_name="tiny",
+        models=SimpleNamespace(encoder=SimpleNamespace(id="same"), generator=SimpleNamespace(id="g")),
+    )
     questions = [EvalQuestion(QUESTION, ["Ada Lovelace"])]
     run = Config(**stacks.run_models(tiny_run))
     base = run.with_(question_encoder=str(tiny["dpr_q"]))

@@ -1,5 +1,6 @@
 """Leave-one-sentence-out against a full recomputation with the sentence physically removed, and
 the top-k drop of a ranking."""
+
 import pytest
 import torch
 
@@ -8,8 +9,12 @@ from rag_core.corpus import Passage
 
 from conftest import tiny_pipeline
 
-PASSAGE = Passage("p1", "Old bridge", "The old bridge of Paris was built by Ada Lovelace in 1843. It crosses the river. "
-                                      "Tourists visit it every summer! Was it rebuilt? No, it stands as built.")
+PASSAGE = Passage(
+    "p1",
+    "Old bridge",
+    "The old bridge of Paris was built by Ada Lovelace in 1843. It crosses the river. "
+    "Tourists visit it every summer! Was it rebuilt? No, it stands as built.",
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,11 +50,15 @@ def test_top_k_drop_removes_the_ranked_sentences_together(pipe):
     drops = top_k_drop(pipe, question, att, ids, {"given": order}, ks=(1, 3))
     gone = without(PASSAGE, att.sentences, {4, 0, 2})
     assert drops["given"][3] == pytest.approx(att.logp_full - alone(pipe, question, gone, ids), abs=1e-4)
-    assert drops["given"][1] == pytest.approx(att.delta[4], abs=1e-4)  # top-1 removal is that sentence's own Δ
+    assert drops["given"][1] == pytest.approx(
+        att.delta[4], abs=1e-4
+    )  # top-1 removal is that sentence's own Δ
 
 
 def test_sentence_splitting_keeps_decimals_inside_and_needs_a_capital_after():
     assert split_sentences("It has 2.1 million people. it goes on. Then 1990 came.") == [
-        "It has 2.1 million people. it goes on.", "Then 1990 came."]
+        "It has 2.1 million people. it goes on.",
+        "Then 1990 came.",
+    ]
     assert split_sentences("no full stop at all") == ["no full stop at all"]
     assert split_sentences("   ") == []

@@ -3,6 +3,7 @@
 A cache keyed on fewer settings than the answer depends on hands back an answer decoded another way
 (the Diagnose panel once left out the length penalty, so with beams > 1 its checks outlived a change
 of the penalty)."""
+
 import pytest
 import torch
 
@@ -12,8 +13,16 @@ from rag_core.config import ANSWER_SETTINGS, Config
 from rag_core.index_swap import cache
 from rag_core.trace import Trace
 
-CHANGED = {"k": 3, "scale": 7.0, "beams": 4, "length_penalty": 2.0, "early_stopping": True, "rescore": "fast",
-           "max_new_tokens": 9, "decode": "token"}
+CHANGED = {
+    "k": 3,
+    "scale": 7.0,
+    "beams": 4,
+    "length_penalty": 2.0,
+    "early_stopping": True,
+    "rescore": "fast",
+    "max_new_tokens": 9,
+    "decode": "token",
+}
 
 
 def test_every_setting_an_answer_depends_on_has_a_changed_value_here():
@@ -23,14 +32,18 @@ def test_every_setting_an_answer_depends_on_has_a_changed_value_here():
 
 def _trace(cfg: Config) -> Trace:
     settings = {name: getattr(cfg, name) for name in ANSWER_SETTINGS if name not in ("k", "scale")}
-    return Trace("q?", "toy", [None] * cfg.k, torch.zeros(cfg.k, dtype=torch.float64), cfg.scale or 20.0, [], settings)
+    return Trace(
+        "q?", "toy", [None] * cfg.k, torch.zeros(cfg.k, dtype=torch.float64), cfg.scale or 20.0, [], settings
+    )
 
 
 @pytest.mark.parametrize("name", sorted(CHANGED))
 def test_the_diagnose_checks_key_changes_with_each_setting(name, monkeypatch):
     monkeypatch.setattr(state, "stack_key", lambda: "stack")
     base = Config(scale=20.0)
-    assert diagnose_panel.checks_key(_trace(base.with_(**{name: CHANGED[name]}))) != diagnose_panel.checks_key(_trace(base))
+    assert diagnose_panel.checks_key(
+        _trace(base.with_(**{name: CHANGED[name]}))
+    ) != diagnose_panel.checks_key(_trace(base))
 
 
 @pytest.mark.parametrize("name", sorted(CHANGED))
@@ -41,21 +54,33 @@ def test_ask_s_trace_key_changes_with_each_setting(name):
 @pytest.mark.parametrize("name", sorted(CHANGED))
 def test_the_index_swap_key_changes_with_each_setting(name):
     sums = {"2016": "a", "2018": "b"}
-    assert cache.experiment_key(Config().with_(**{name: CHANGED[name]}), sums) != cache.experiment_key(Config(), sums)
+    assert cache.experiment_key(Config().with_(**{name: CHANGED[name]}), sums) != cache.experiment_key(
+        Config(), sums
+    )
 
 
 def test_the_index_swap_key_is_the_one_its_shipped_run_was_stored_under():
     # the shipped reference run is found by this key: a new way of writing it must give the same value
     assert cache.experiment_settings(Config()) == {
-        "k": 5, "scale": None, "beams": 1, "max_new_tokens": 16, "length_penalty": 1.0, "early_stopping": False,
-        "rescore": "thorough", "decode": "both", "decoder": cache.DECODER_VERSION}
+        "k": 5,
+        "scale": None,
+        "beams": 1,
+        "max_new_tokens": 16,
+        "length_penalty": 1.0,
+        "early_stopping": False,
+        "rescore": "thorough",
+        "decode": "both",
+        "decoder": cache.DECODER_VERSION,
+    }
 
 
 @pytest.mark.parametrize("name", sorted(CHANGED))
 def test_an_eval_checkpoint_key_changes_with_each_setting(name, monkeypatch):
     class Pipe:  # what run_key reads of a pipeline
         index_name, index = "toy", None
-        models = type("M", (), {"encoder": type("E", (), {"id": "e"}), "generator": type("G", (), {"id": "g"})})
+        models = type(
+            "M", (), {"encoder": type("E", (), {"id": "e"}), "generator": type("G", (), {"id": "g"})}
+        )
 
     key = lambda cfg: checkpoint.run_key(Pipe, [], cfg, True)  # noqa: E731
     assert key(Config().with_(**{name: CHANGED[name]})) != key(Config())

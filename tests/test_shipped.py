@@ -1,6 +1,7 @@
 """Shipped data stays true to the code: the float16 base vectors and the float32 vectors of the
 year snapshots equal a fresh encoding, and the shipped UMAP layout belongs to the current base
 corpus."""
+
 import json
 
 import numpy as np
@@ -40,8 +41,9 @@ def test_shipped_snapshot_vectors_are_a_fresh_encoding_of_the_snapshot(encoder, 
     passages = catalog.snapshot_passages(year)
     npy, meta = catalog.shipped_vectors_path(year)
     facts = json.loads(meta.read_text())
-    assert facts["checksum"] == passage_checksum(passages) and facts["count"] == len(passages) == 492, \
+    assert facts["checksum"] == passage_checksum(passages) and facts["count"] == len(passages) == 492, (
         f"the {year} snapshot changed: rewrite its vectors (catalog.write_snapshot_vectors)"
+    )
     shipped = np.load(npy)
     assert shipped.shape == (len(passages), 384) and shipped.dtype == np.float32
     sample = list(range(0, len(passages), 41))  # 12 of them, read alone: other batches, other padding
@@ -52,6 +54,7 @@ def test_shipped_snapshot_vectors_are_a_fresh_encoding_of_the_snapshot(encoder, 
 def test_a_year_index_takes_each_passage_s_own_shipped_vector(encoder):
     """Every row of a year index built on a fresh machine is its passage's shipped vector: a base
     passage's float16 one, a snapshot passage's float32 one (no encoding: the encoder is not asked)."""
+
     class NoEncoding:
         id = encoder.id
 
@@ -63,7 +66,9 @@ def test_a_year_index_takes_each_passage_s_own_shipped_vector(encoder):
     snapshot_row = {p.id: i for i, p in enumerate(catalog.snapshot_passages("2016"))}
     base = np.load(SHIPPED_VECTORS).astype(np.float32)
     snapshot = np.load(catalog.shipped_vectors_path("2016")[0])
-    expected = np.stack([base[base_row[p.id]] if p.id in base_row else snapshot[snapshot_row[p.id]] for p in passages])
+    expected = np.stack(
+        [base[base_row[p.id]] if p.id in base_row else snapshot[snapshot_row[p.id]] for p in passages]
+    )
     assert len(snapshot_row) == 492 and np.array_equal(vectors, expected)
 
 

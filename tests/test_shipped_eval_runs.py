@@ -1,6 +1,7 @@
 """The reference eval runs in assets/eval/runs/ are what the Eval page opens on. They must be what
 today's code and data compute: their fingerprint matches, a recomputed sample gives the same
 answers, verdicts and probabilities, and a changed input makes a run stale (not offered)."""
+
 import json
 import shutil
 
@@ -25,7 +26,8 @@ def shipped(name: str) -> dict:
 def test_each_shipped_run_is_current_and_complete(name, k):
     path = shipped_runs.SHIPPED_RUNS / f"{name}.json"
     assert shipped_runs.is_current(path), (
-        f"{name} is stale: run `python -m rag_core eval assets/eval/test.jsonl -k {k} --ship {name}`")
+        f"{name} is stale: run `python -m rag_core eval assets/eval/test.jsonl -k {k} --ship {name}`"
+    )
     data = shipped(name)
     questions, _ = read_questions(TEST_FILE)
     assert [r["question"] for r in data["results"]] == [q.question for q in questions]  # the whole test split
@@ -49,8 +51,12 @@ REL = 1e-4
 def comparable(result: dict) -> tuple[dict, dict]:
     """A question's result without its timing and probabilities, and its probabilities apart."""
     rest = {k: v for k, v in result.items() if k != "seconds"}
-    rest["modes"] = {m: {f: v for f, v in mode.items() if not isinstance(v, float)} for m, mode in result["modes"].items()}
-    probs = {(m, f): v for m, mode in result["modes"].items() for f, v in mode.items() if isinstance(v, float)}
+    rest["modes"] = {
+        m: {f: v for f, v in mode.items() if not isinstance(v, float)} for m, mode in result["modes"].items()
+    }
+    probs = {
+        (m, f): v for m, mode in result["modes"].items() for f, v in mode.items() if isinstance(v, float)
+    }
     return rest, probs
 
 
@@ -58,7 +64,10 @@ def test_a_recomputed_sample_equals_the_shipped_rows(default_pipeline):
     """A question K=5 got wrong (so its verdicts are compared too) and one K=1 got right."""
     for name, em in (("test-k5", False), ("test-k1", True)):
         row = next(r for r in shipped(name)["results"] if r["modes"]["rag-sequence"]["em"] == em)
-        (got, got_p), (want, want_p) = comparable(recomputed(default_pipeline, name, row["question"])), comparable(row)
+        (got, got_p), (want, want_p) = (
+            comparable(recomputed(default_pipeline, name, row["question"])),
+            comparable(row),
+        )
         assert got == want, (name, row["question"])
         assert got_p.keys() == want_p.keys()
         assert all(abs(got_p[k] - want_p[k]) <= REL * abs(want_p[k]) for k in want_p), (name, got_p, want_p)
@@ -101,12 +110,15 @@ def test_the_eval_page_opens_on_the_shipped_run_on_a_fresh_cache(tmp_path, monke
     assert compare_b.value == shipped_runs.SHIPPED_RUNS / "test-k1.json"
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--limit", "3"], "--ship stores a whole run"),
-    (["--no-diagnose"], "--ship stores a whole run"),
-    (["--generator", "some-folder"], "default models"),
-    (["--index", "wiki", "--corpus", "c.jsonl"], "--ship stores a whole run"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--limit", "3"], "--ship stores a whole run"),
+        (["--no-diagnose"], "--ship stores a whole run"),
+        (["--generator", "some-folder"], "default models"),
+        (["--index", "wiki", "--corpus", "c.jsonl"], "--ship stores a whole run"),
+    ],
+)
 def test_ship_refuses_a_run_that_could_not_be_checked(extra, message):
     from conftest import run_cli
 
@@ -122,13 +134,18 @@ def test_the_base_stack_keeps_its_own_shipped_run(base_pipeline):
     """The untrained base's run is current for the base stack, never offered as the default's, and a
     recomputed wrong answer of it equals its row (the base's prompt and model, not the default's)."""
     path = shipped_runs.SHIPPED_RUNS / "base-test-k5.json"
-    assert shipped_runs.is_current(path), ("base-test-k5 is stale: run `python -m rag_core eval "
-                                           "assets/eval/test.jsonl --preset base --ship base-test-k5`")
+    assert shipped_runs.is_current(path), (
+        "base-test-k5 is stale: run `python -m rag_core eval "
+        "assets/eval/test.jsonl --preset base --ship base-test-k5`"
+    )
     base = Config(generator=base_pipeline.cfg.generator)
     assert shipped_runs.current_runs(cfg=base) == [path]
     assert path not in shipped_runs.current_runs()
     row = next(r for r in shipped("base-test-k5")["results"] if not r["modes"]["rag-sequence"]["em"])
-    (got, got_p), (want, want_p) = comparable(recomputed(base_pipeline, "base-test-k5", row["question"])), comparable(row)
+    (got, got_p), (want, want_p) = (
+        comparable(recomputed(base_pipeline, "base-test-k5", row["question"])),
+        comparable(row),
+    )
     assert got == want, row["question"]
     assert all(abs(got_p[k] - want_p[k]) <= REL * abs(want_p[k]) for k in want_p), (got_p, want_p)
 
@@ -138,8 +155,9 @@ def test_the_eval_page_shows_what_training_changed(tmp_path, monkeypatch):
     exact matches counted here, question by question."""
     from streamlit.testing.v1 import AppTest
 
-    assert shipped_runs.before_after_pairs() == [(shipped_runs.SHIPPED_RUNS / "base-test-k5.json",
-                                                  shipped_runs.SHIPPED_RUNS / "test-k5.json")]
+    assert shipped_runs.before_after_pairs() == [
+        (shipped_runs.SHIPPED_RUNS / "base-test-k5.json", shipped_runs.SHIPPED_RUNS / "test-k5.json")
+    ]
     monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
     at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=300)
     at.session_state["index_name"] = "wiki"

@@ -1,5 +1,6 @@
 """What the grid draws in a table's cells: the display strings pandas' Styler sends with the data.
 (The browser paints cells on a canvas, which a test cannot read; these strings are what it paints.)"""
+
 import re
 
 import pyarrow as pa
@@ -15,13 +16,23 @@ def shown_table(at):
 def test_tiny_probabilities_read_in_scientific_notation_and_tint_their_cells():
     """3.21e-06, not the 0.00000321 the grid's printf format gave; 0.785 stays 0.785; integers stay
     integers; the probability column is tinted as strong as each value, the others not at all."""
+
     def script():
         import pandas as pd
 
         from app import views
 
-        views.table(pd.DataFrame({"title": ["a", "b", "c"], "p": [0.785, 3.21e-6, 7.8e-5], "score": [0.6721, 0.5, 12.5],
-                                  "rank": [1, 2, 3]}), probabilities=["p"])
+        views.table(
+            pd.DataFrame(
+                {
+                    "title": ["a", "b", "c"],
+                    "p": [0.785, 3.21e-6, 7.8e-5],
+                    "score": [0.6721, 0.5, 12.5],
+                    "rank": [1, 2, 3],
+                }
+            ),
+            probabilities=["p"],
+        )
 
     at = AppTest.from_function(script).run()
     assert not at.exception, at.exception

@@ -1,6 +1,7 @@
 """The Train page's log p(y|x) chart: its axis rule (a negligible change draws as a flat line, a real
 climb keeps its own scale) and the threshold under which the page says "no measurable change",
 checked as properties over many walks rather than by repeating the formula."""
+
 import numpy as np
 import pytest
 

@@ -2,6 +2,7 @@
 equal the bracket and log p(y|x) recomputed from a fresh retrieval and teacher-forced pass; K = 1 says
 that nothing moves; the fine-tuning panel runs a short run in the background worker, shows its loss
 and resumes a cancelled run from its checkpoint."""
+
 import json
 import time
 from pathlib import Path
@@ -49,10 +50,14 @@ def reference(k: int):
     pipe = Pipeline(state.models(), "wiki", state.index("wiki"), Config(index="wiki"))
     hits = pipe.retrieve(QUESTION, k)
     gen = pipe.models.generator
-    lp, _, _, _ = score_answers(gen, gen.prepare(QUESTION, [h.passage for h in hits]), [gen.encode_answer(ANSWER)], 1)
+    lp, _, _, _ = score_answers(
+        gen, gen.prepare(QUESTION, [h.passage for h in hits]), [gen.encode_answer(ANSWER)], 1
+    )
     log_pz = marginals.log_prior(torch.tensor([h.score for h in hits]), 20.0)  # (K,)
     token_logp = lp[0].double()  # (K, T)
-    return (marginals.citation(log_pz, token_logp) - log_pz.exp()).tolist(), float(marginals.rag_sequence(log_pz, token_logp))
+    return (marginals.citation(log_pz, token_logp) - log_pz.exp()).tolist(), float(
+        marginals.rag_sequence(log_pz, token_logp)
+    )
 
 
 def test_the_pull_and_the_walk_equal_a_fresh_recomputation():

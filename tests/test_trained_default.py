@@ -2,6 +2,7 @@
 settings, command), the merged model gives the log-probabilities recorded when it was shipped, it
 is the default of every command while `--preset base` stays the untrained stack, and a damaged
 merged copy heals."""
+
 import json
 import logging
 import re
@@ -36,8 +37,12 @@ def manifest():
 def test_the_manifest_describes_the_shipped_files(manifest):
     assert manifest["adapter_sha256"] == trained.adapter_hash(ADAPTER_DIR)
     gguf = package_path(BASE_GENERATOR)
-    assert manifest["base"] == {"generator": BASE_GENERATOR, "file": gguf.name, "sha256": file_sha256(gguf),
-                                "question_encoder": Config().question_encoder}
+    assert manifest["base"] == {
+        "generator": BASE_GENERATOR,
+        "file": gguf.name,
+        "sha256": file_sha256(gguf),
+        "question_encoder": Config().question_encoder,
+    }
     files = [ROOT / "assets" / "train" / f["file"] for f in manifest["data"]["files"]]
     assert [f["sha256"] for f in manifest["data"]["files"]] == [file_sha256(f) for f in files]
     assert manifest["data"]["sha256"] == data_sha256(files)
@@ -45,8 +50,14 @@ def test_the_manifest_describes_the_shipped_files(manifest):
     assert manifest["settings"]["part"] == "generator" and manifest["seed"] == manifest["settings"]["seed"]
     assert manifest["command"] == "make adapter"
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    for flag in ("--steps $(ADAPTER_STEPS)", f"--batch {manifest['settings']['batch']}", f"-k {manifest['settings']['k']}",
-                 f"--marginal {manifest['settings']['marginal']}", "--prompt plain", f"--seed {manifest['seed']}"):
+    for flag in (
+        "--steps $(ADAPTER_STEPS)",
+        f"--batch {manifest['settings']['batch']}",
+        f"-k {manifest['settings']['k']}",
+        f"--marginal {manifest['settings']['marginal']}",
+        "--prompt plain",
+        f"--seed {manifest['seed']}",
+    ):
         assert flag in makefile, flag
     assert float(re.search(r"--lr (\S+)", makefile).group(1)) == manifest["settings"]["lr"]
     assert f"ADAPTER_STEPS ?= {manifest['settings']['steps']}" in makefile
@@ -56,12 +67,22 @@ def test_the_manifest_describes_the_shipped_files(manifest):
 
 def test_make_adapter_expands_to_the_manifest_settings(manifest, tmp_path):
     """The command `make adapter` really runs (a dry run prints it with every variable expanded)."""
-    dry = subprocess.run(["make", "-n", "adapter", f"ADAPTER_RUN={tmp_path}"], cwd=ROOT, capture_output=True,
-                         text=True, check=True).stdout
+    dry = subprocess.run(
+        ["make", "-n", "adapter", f"ADAPTER_RUN={tmp_path}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     train_line = next(line for line in dry.splitlines() if " train " in line)
     settings = manifest["settings"]
-    for flag in (f"--steps {settings['steps']} ", f"--batch {settings['batch']} ", f"-k {settings['k']} ",
-                 f"--marginal {settings['marginal']} ", f"--out {tmp_path} "):
+    for flag in (
+        f"--steps {settings['steps']} ",
+        f"--batch {settings['batch']} ",
+        f"-k {settings['k']} ",
+        f"--marginal {settings['marginal']} ",
+        f"--out {tmp_path} ",
+    ):
         assert flag in train_line + " ", (flag, train_line)
     assert float(re.search(r"--lr (\S+)", train_line).group(1)) == settings["lr"]
 
@@ -76,7 +97,9 @@ def test_the_merged_model_gives_the_recorded_log_probabilities(default_pipeline,
     gen = default_pipeline.models.generator
     assert gen.id == TRAINED_GENERATOR and gen.prompt_style == PLAIN_STYLE
     recorded = [p["token_logp"] for p in manifest["probes"]]
-    assert [(p["question"], p["text"], p["answer"]) for p in manifest["probes"]] == [(q, z.text, a) for q, z, a in PROBES]
+    assert [(p["question"], p["text"], p["answer"]) for p in manifest["probes"]] == [
+        (q, z.text, a) for q, z, a in PROBES
+    ]
     for now, then in zip(probe_logps(gen), recorded):
         assert len(now) == len(then)
         assert max(abs(a - b) for a, b in zip(now, then)) < TOL, (now, then)
@@ -93,7 +116,9 @@ def test_another_adapter_is_another_fingerprint(monkeypatch):
     before = fingerprint.prompt_fingerprint(TRAINED_GENERATOR)
     base = fingerprint.prompt_fingerprint(BASE_GENERATOR)
     monkeypatch.setattr(fingerprint, "adapter_hash", lambda: "0" * 16)
-    assert fingerprint.prompt_fingerprint(TRAINED_GENERATOR) != before  # every cached result of the old one is stale
+    assert (
+        fingerprint.prompt_fingerprint(TRAINED_GENERATOR) != before
+    )  # every cached result of the old one is stale
     assert fingerprint.prompt_fingerprint(BASE_GENERATOR) == base
 
 

@@ -1,6 +1,7 @@
 """Training (rag_core/training): the analytic retriever gradient against autograd, the two cases
 where it vanishes, the differentiable passes against the inference passes, and short runs on tiny
 random models (query encoder, LoRA generator, a resumed run, the saved folders loaded back)."""
+
 import math
 import re
 
@@ -42,7 +43,9 @@ def random_case(k: int, t: int = 4, dim: int = 6, vocab: int = 7, seed: int = 0)
     g = torch.Generator().manual_seed(seed)
     q = torch.randn(dim, generator=g, dtype=torch.float64)
     d = torch.randn(k, dim, generator=g, dtype=torch.float64)
-    tables = torch.log_softmax(torch.randn(k, t, vocab, generator=g, dtype=torch.float64) * 2, dim=-1)  # (K, T, V)
+    tables = torch.log_softmax(
+        torch.randn(k, t, vocab, generator=g, dtype=torch.float64) * 2, dim=-1
+    )  # (K, T, V)
     answer = torch.randint(0, vocab, (t,), generator=g)
     token_logp = tables.gather(-1, answer.view(1, t, 1).expand(k, t, 1)).squeeze(-1)  # (K, T)
     mask = torch.ones(t, dtype=torch.bool)
@@ -69,11 +72,17 @@ def test_the_analytic_gradient_equals_autograd(marginal, k, seed):
 def test_the_bracket_vanishes_with_one_passage_or_equal_conditionals(marginal):
     q, d, token_logp, mask = random_case(1, seed=3)
     one = marginals.log_prior(d @ q, 2.0)
-    assert torch.allclose(bracket(marginal, one, token_logp, mask), torch.zeros(1, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(
+        bracket(marginal, one, token_logp, mask), torch.zeros(1, dtype=torch.float64), atol=1e-12
+    )
     q, d, token_logp, mask = random_case(5, seed=4)
     equal = token_logp[:1].expand(5, -1)  # every passage explains the answer the same way
     log_pz = marginals.log_prior(d @ q, 2.0)
-    assert torch.allclose(query_gradient(bracket(marginal, log_pz, equal, mask), d, 2.0), torch.zeros(6, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(
+        query_gradient(bracket(marginal, log_pz, equal, mask), d, 2.0),
+        torch.zeros(6, dtype=torch.float64),
+        atol=1e-12,
+    )
     assert bracket(marginal, log_pz, token_logp, mask).abs().max() > 1e-3  # and unequal ones do pull
 
 
@@ -102,15 +111,26 @@ def tiny_models(stack) -> tuple[Models, PassageIndex]:
 def test_the_differentiable_query_vector_equals_the_encoders(stack):
     dpr, _ = tiny_models(stack)
     texts = ["Who built the old bridge of Paris?", "Where is the library?"]
-    assert torch.allclose(query_tensor(dpr.encoder, texts), torch.from_numpy(dpr.encoder.encode_queries(texts)), atol=1e-5)
+    assert torch.allclose(
+        query_tensor(dpr.encoder, texts), torch.from_numpy(dpr.encoder.encode_queries(texts)), atol=1e-5
+    )
     from transformers import BertConfig, BertModel
 
     tok, _ = dpr_tokenizers(texts)
     torch.manual_seed(0)
-    bert = BertModel(BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                intermediate_size=32)).eval()
+    bert = BertModel(
+        BertConfig(
+            vocab_size=len(tok),
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+        )
+    ).eval()
     pooled = MeanPoolEncoder("tiny-minilm", bert, tok, CPU)
-    assert torch.allclose(query_tensor(pooled, texts), torch.from_numpy(pooled.encode_queries(texts)), atol=1e-5)
+    assert torch.allclose(
+        query_tensor(pooled, texts), torch.from_numpy(pooled.encode_queries(texts)), atol=1e-5
+    )
 
 
 def tiny_causal(stack) -> CausalGenerator:
@@ -119,9 +139,21 @@ def tiny_causal(stack) -> CausalGenerator:
 
     tok = bart_tokenizer([p.text for p in read_corpus_file(str(stack["corpus"])).passages] * 3)
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=2,
-                                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=8192,
-                                         initializer_range=0.2, pad_token_id=1, eos_token_id=2, bos_token_id=0)).eval()
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tok),
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=1,
+            max_position_embeddings=8192,
+            initializer_range=0.2,
+            pad_token_id=1,
+            eos_token_id=2,
+            bos_token_id=0,
+        )
+    ).eval()
     return CausalGenerator(model, tok, "tiny-llama", CPU)
 
 
@@ -130,7 +162,9 @@ def test_the_differentiable_conditionals_equal_teacher_forcing(stack):
     passages = index.passages[:3]
     for gen in (models.generator, tiny_causal(stack)):
         answer = gen.encode_answer("Ada Lovelace")
-        expected, _, _, _ = score_answers(gen, gen.prepare("Who built it?", passages), [answer], top_alternatives=1)
+        expected, _, _, _ = score_answers(
+            gen, gen.prepare("Who built it?", passages), [answer], top_alternatives=1
+        )
         got = answer_token_logp(gen, "Who built it?", passages, answer)  # (K, T)
         assert got.shape == expected[0].shape
         assert torch.allclose(got, expected[0].float(), atol=2e-5), (gen.id, (got - expected[0]).abs().max())
@@ -158,7 +192,9 @@ def test_the_loop_hands_the_encoder_the_gradient_autograd_would(stack):
 def test_a_few_steps_lower_the_loss(stack, tmp_path, part):
     models, index = tiny_models(stack)
     lr = {"query": 3e-3, "generator": 3e-2}[part]
-    run = start_run(models, index, tiny_questions(stack["corpus"]), TrainSettings(part=part, k=3, steps=6, batch=4, lr=lr))
+    run = start_run(
+        models, index, tiny_questions(stack["corpus"]), TrainSettings(part=part, k=3, steps=6, batch=4, lr=lr)
+    )
     before = dataset_loss(run)
     assert not train(run, tmp_path)
     after = dataset_loss(run)
@@ -172,7 +208,9 @@ def test_saved_folders_load_back_with_the_same_numbers(stack, tmp_path, generato
         models = Models(models.encoder, tiny_causal(stack), CPU)
     lora.save_generator(models.generator, tmp_path / "base")  # the untrained generator, to compare with
     base = load_generator(str(tmp_path / "base"), CPU)
-    run = start_run(models, index, tiny_questions(stack["corpus"]), TrainSettings(part="both", k=3, steps=2, lr=1e-2))
+    run = start_run(
+        models, index, tiny_questions(stack["corpus"]), TrainSettings(part="both", k=3, steps=2, lr=1e-2)
+    )
     train(run, tmp_path)
     trained, outputs = save_outputs(run, tmp_path)
     assert outputs == {"question_encoder": "question_encoder", "generator": "generator"}
@@ -180,14 +218,23 @@ def test_saved_folders_load_back_with_the_same_numbers(stack, tmp_path, generato
     passages, answer = index.passages[:3], trained.generator.encode_answer("Marie Curie")
     loaded = load_generator(str(tmp_path / "generator"), CPU)
     assert type(loaded) is type(models.generator)
-    assert torch.allclose(answer_token_logp(loaded, "Who?", passages, answer),
-                          answer_token_logp(trained.generator, "Who?", passages, answer), atol=1e-5)
-    assert not torch.allclose(answer_token_logp(base, "Who?", passages, answer),  # and training changed it
-                              answer_token_logp(loaded, "Who?", passages, answer), atol=1e-4)
+    assert torch.allclose(
+        answer_token_logp(loaded, "Who?", passages, answer),
+        answer_token_logp(trained.generator, "Who?", passages, answer),
+        atol=1e-5,
+    )
+    assert not torch.allclose(
+        answer_token_logp(base, "Who?", passages, answer),  # and training changed it
+        answer_token_logp(loaded, "Who?", passages, answer),
+        atol=1e-4,
+    )
     enc = load_encoder(str(tmp_path / "question_encoder"), str(stack["dpr_ctx"]), CPU)
     texts = ["Who built the old bridge of Paris?"]
-    assert torch.allclose(torch.from_numpy(enc.encode_queries(texts)), torch.from_numpy(trained.encoder.encode_queries(texts)),
-                          atol=1e-5)
+    assert torch.allclose(
+        torch.from_numpy(enc.encode_queries(texts)),
+        torch.from_numpy(trained.encoder.encode_queries(texts)),
+        atol=1e-5,
+    )
 
 
 @pytest.mark.parametrize("part", ["query", "both"])
@@ -219,15 +266,19 @@ class StubPipeline:
         tok, seq, texts = self.table[question]
         hits = [Hit(r + 1, Passage(t, "", t), 1.0) for r, t in enumerate(texts)]
         answers = {"rag-token": tok, "rag-sequence": seq}
-        return type("T", (), {"hits": hits, "answer": lambda self, d: type("C", (), {"answer": answers[d]})()})()
+        return type(
+            "T", (), {"hits": hits, "answer": lambda self, d: type("C", (), {"answer": answers[d]})()}
+        )()
 
 
 def test_held_out_figures_count_em_recall_and_the_collapse_monitor():
-    pipe = StubPipeline({
-        "q1": ("Paris", "Lyon", ["Paris is the capital", "Lyon"]),  # token right; the answer at rank 1
-        "q2": ("Rome", "Rome", ["Milan", "in Rome"]),  # both right; the answer at rank 2
-        "q3": ("x", "y", ["Milan", "Lyon"]),  # both wrong; no passage holds it
-    })
+    pipe = StubPipeline(
+        {
+            "q1": ("Paris", "Lyon", ["Paris is the capital", "Lyon"]),  # token right; the answer at rank 1
+            "q2": ("Rome", "Rome", ["Milan", "in Rome"]),  # both right; the answer at rank 2
+            "q3": ("x", "y", ["Milan", "Lyon"]),  # both wrong; no passage holds it
+        }
+    )
     qs = [EvalQuestion("q1", ["Paris"]), EvalQuestion("q2", ["Rome"]), EvalQuestion("q3", ["Oslo"])]
     h = heldout.evaluate(pipe, qs, Config(k=2))
     assert h.em == {"rag-token": 2 / 3, "rag-sequence": 1 / 3}

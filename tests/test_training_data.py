@@ -3,6 +3,7 @@ was written from, and disjoint from everything we measure on at three levels: no
 on a dev/test article; no training answer, nor a training article's title, that is a dev/test
 answer; no dev/test answer in any prompt's worked examples. The index swap's tuning half may train;
 its held-out half never appears (no position, no holder)."""
+
 import json
 import re
 from collections import Counter
@@ -39,7 +40,9 @@ def eval_rows():
 
 def naming(names: set[str]):
     """A test: does a text name any of `names` as whole words (ignoring case and accents)? -> the name or None."""
-    patterns = [(n, re.compile(r"(?<![\w-])" + re.escape(fold(n).lower()) + r"(?![\w-])")) for n in names if n.strip()]
+    patterns = [
+        (n, re.compile(r"(?<![\w-])" + re.escape(fold(n).lower()) + r"(?![\w-])")) for n in names if n.strip()
+    ]
 
     def named(text: str) -> str | None:
         folded = fold(text).lower()
@@ -52,15 +55,19 @@ def article_leaks(train: list[dict], held: list[dict]) -> list:
     """Level 1: training questions on a held-out article, or naming one."""
     titles = {r["title"] for r in held}
     named = naming(titles)
-    return ([(r["question"], r["title"]) for r in train if r["title"] in titles]
-            + [(r["question"], named(r["question"])) for r in train if named(r["question"])])
+    return [(r["question"], r["title"]) for r in train if r["title"] in titles] + [
+        (r["question"], named(r["question"])) for r in train if named(r["question"])
+    ]
 
 
 def answer_leaks(train: list[dict], held: list[dict]) -> list:
     """Level 2: a training answer, or a training article's title, that is a held-out answer (or title)."""
-    held_answers = {normalize_answer(a) for r in held for a in r["answers"]} | {normalize_answer(r["title"]) for r in held}
-    return ([(r["question"], a) for r in train for a in r["answers"] if normalize_answer(a) in held_answers]
-            + [(r["question"], r["title"]) for r in train if normalize_answer(r["title"]) in held_answers])
+    held_answers = {normalize_answer(a) for r in held for a in r["answers"]} | {
+        normalize_answer(r["title"]) for r in held
+    }
+    return [
+        (r["question"], a) for r in train for a in r["answers"] if normalize_answer(a) in held_answers
+    ] + [(r["question"], r["title"]) for r in train if normalize_answer(r["title"]) in held_answers]
 
 
 def worked_example_leaks(held: list[dict]) -> list:
@@ -71,14 +78,20 @@ def worked_example_leaks(held: list[dict]) -> list:
     texts = [causal.rag_prefix(style) for style in causal.PROMPT_STYLES]
     texts += [causal.closed_book_prefix(style) for style in causal.PROMPT_STYLES]
     hits = [(t[:40], named(t)) for t in texts if named(t)]
-    return hits + [(t[:40], a) for t in texts for a in acronyms if re.search(rf"(?<![\w-]){re.escape(a)}(?![\w-])", t)]
+    return hits + [
+        (t[:40], a) for t in texts for a in acronyms if re.search(rf"(?<![\w-]){re.escape(a)}(?![\w-])", t)
+    ]
 
 
 def test_the_file_is_well_formed_and_reads_whole(train_rows):
     assert len(train_rows) >= 2000
     for row in train_rows:
         assert set(row) == {"question", "answers", "title", "passage_id", "kind"}, row
-        assert row["question"].strip().endswith("?") and row["answers"] and all(a.strip() for a in row["answers"]), row
+        assert (
+            row["question"].strip().endswith("?")
+            and row["answers"]
+            and all(a.strip() for a in row["answers"])
+        ), row
         assert row["kind"] in KINDS, row
     questions, skipped = read_questions(TRAIN)
     assert len(questions) == len(train_rows) and skipped == 0
@@ -93,9 +106,13 @@ def test_the_kinds_users_ask_are_all_there(train_rows):
 
 def test_every_first_answer_is_in_the_passage_it_was_written_from(train_rows):
     by_id = {p.id: p for p in load_wiki()}
-    wrong = [(r["question"], r["passage_id"]) for r in train_rows
-             if r["passage_id"] not in by_id or by_id[r["passage_id"]].title != r["title"]
-             or not contains_answer(by_id[r["passage_id"]].text, r["answers"][:1])]
+    wrong = [
+        (r["question"], r["passage_id"])
+        for r in train_rows
+        if r["passage_id"] not in by_id
+        or by_id[r["passage_id"]].title != r["title"]
+        or not contains_answer(by_id[r["passage_id"]].text, r["answers"][:1])
+    ]
     assert not wrong, wrong[:10]
 
 
@@ -109,11 +126,24 @@ def test_disjoint_from_the_eval_splits_at_three_levels(train_rows, eval_rows):
 def test_each_level_catches_a_leak_put_back(eval_rows):
     """The three checks are not vacuous: each finds the leaks an earlier training file had."""
     godfather = next(r for r in eval_rows if "Godfather" in r["question"])
-    same_article = {"question": "In what year was the film released?", "answers": ["1972"], "title": godfather["title"]}
-    same_answer = {"question": "Who directed Apocalypse Now?", "answers": [godfather["answers"][0]], "title": "Apocalypse Now"}
+    same_article = {
+        "question": "In what year was the film released?",
+        "answers": ["1972"],
+        "title": godfather["title"],
+    }
+    same_answer = {
+        "question": "Who directed Apocalypse Now?",
+        "answers": [godfather["answers"][0]],
+        "title": "Apocalypse Now",
+    }
     assert article_leaks([same_article], eval_rows)
     assert answer_leaks([same_answer], eval_rows)
-    leaky_shot = ("Apocalypse Now", "A 1979 film directed by Francis Ford Coppola.", "Who directed Apocalypse Now?", "x")
+    leaky_shot = (
+        "Apocalypse Now",
+        "A 1979 film directed by Francis Ford Coppola.",
+        "Who directed Apocalypse Now?",
+        "x",
+    )
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(causal, "FEW_SHOT", [*causal.FEW_SHOT, leaky_shot])
         assert worked_example_leaks(eval_rows)
@@ -124,8 +154,12 @@ def test_disjoint_from_the_world_leader_positions(train_rows):
     people = {n for col in ("holder_2016", "holder_2018") for n in leaders[col]}
     offices = set(leaders["position"]) | set(leaders["question"])
     named = naming(people | offices)
-    hits = [(r["question"], named(text)) for r in train_rows for text in [r["question"], r["title"], *r["answers"]]
-            if named(text)]
+    hits = [
+        (r["question"], named(text))
+        for r in train_rows
+        for text in [r["question"], r["title"], *r["answers"]]
+        if named(text)
+    ]
     assert not hits, hits
 
 
@@ -139,7 +173,9 @@ def test_the_index_swap_trains_on_its_tuning_half_only():
     assert not {r["question"] for r in shipped} & set(held_out["question"])
     assert {r["index"] for r in shipped} == {"2016", "2018"}
     held_holders = set(held_out["holder_2016"]) | set(held_out["holder_2018"])
-    assert not {a for r in shipped for a in r["answers"]} & held_holders  # no held-out answer, even via another office
+    assert (
+        not {a for r in shipped for a in r["answers"]} & held_holders
+    )  # no held-out answer, even via another office
     for r in shipped:
         row = leaders[leaders["position"] == r["title"]].iloc[0]
         assert r["answers"] == [row[f"holder_{r['index']}"]]

@@ -1,6 +1,7 @@
 """The app's fine-tuning runs on disk (rag_core/training/session.py): the same inputs name the same
 folder, what a start would do in each state of that folder (a killed server's run included), and a
 damaged run folder cleared (only that) so the run starts afresh."""
+
 from pathlib import Path
 
 import pytest
@@ -17,11 +18,13 @@ SHA = "ab" * 32
 def test_the_same_inputs_name_the_same_folder_and_others_another(tmp_path):
     one = run_folder(tmp_path, TrainSettings(steps=20), SHA, Config())
     assert one == run_folder(tmp_path, TrainSettings(steps=20), SHA, Config())
-    others = [run_folder(tmp_path, TrainSettings(steps=21), SHA, Config()),
-              run_folder(tmp_path, TrainSettings(steps=20, marginal="token"), SHA, Config()),
-              run_folder(tmp_path, TrainSettings(steps=20), "cd" * 32, Config()),
-              run_folder(tmp_path, TrainSettings(steps=20), SHA, Config(index="2016")),
-              run_folder(tmp_path, TrainSettings(steps=20, lr=1e-4), SHA, Config())]
+    others = [
+        run_folder(tmp_path, TrainSettings(steps=21), SHA, Config()),
+        run_folder(tmp_path, TrainSettings(steps=20, marginal="token"), SHA, Config()),
+        run_folder(tmp_path, TrainSettings(steps=20), "cd" * 32, Config()),
+        run_folder(tmp_path, TrainSettings(steps=20), SHA, Config(index="2016")),
+        run_folder(tmp_path, TrainSettings(steps=20, lr=1e-4), SHA, Config()),
+    ]
     assert len({one, *others}) == 6
 
 

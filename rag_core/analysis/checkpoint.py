@@ -12,6 +12,7 @@ with anything changed starts afresh. Each write is atomic: a kill leaves the pre
 >>> load(path, "another key")   # a checkpoint of other settings is not resumed
 (None, [])
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -40,7 +41,9 @@ def run_key(pipe, questions: list[EvalQuestion], cfg, diagnose: bool) -> str:
         "index": [pipe.index_name, manifest.get("passages_checksum"), manifest.get("encoder")],
         "encoder": pipe.models.encoder.id,
         "generator": pipe.models.generator.id,
-        "prompt": prompt_fingerprint(cfg.generator),  # the same model under another prompt answers differently
+        "prompt": prompt_fingerprint(
+            cfg.generator
+        ),  # the same model under another prompt answers differently
         "decoder": DECODER_VERSION,
         "diagnose": diagnose,
     }

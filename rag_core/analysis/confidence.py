@@ -43,6 +43,7 @@ False
 >>> assess(0.57, support=3.0, runner_up="Moby", p_runner_up=0.3).codes
 ('near-tie',)
 """
+
 from __future__ import annotations
 
 import math
@@ -89,14 +90,22 @@ class Confidence:
         return ", and ".join(self.reasons)
 
     def to_json(self) -> dict:
-        return {"low": self.low, "codes": list(self.codes), "reasons": list(self.reasons), "p": self.p,
-                "runner_up": self.runner_up, "p_runner_up": self.p_runner_up, "margin": self.margin,
-                "support": self.support if self.support is not None and math.isfinite(self.support) else None,
-                "supported": self.supported}  # a support of -inf (no passage gives y any probability): null
+        return {
+            "low": self.low,
+            "codes": list(self.codes),
+            "reasons": list(self.reasons),
+            "p": self.p,
+            "runner_up": self.runner_up,
+            "p_runner_up": self.p_runner_up,
+            "margin": self.margin,
+            "support": self.support if self.support is not None and math.isfinite(self.support) else None,
+            "supported": self.supported,
+        }  # a support of -inf (no passage gives y any probability): null
 
 
-def assess(p: float, support: float | None = None, runner_up: str | None = None,
-           p_runner_up: float | None = None) -> Confidence:
+def assess(
+    p: float, support: float | None = None, runner_up: str | None = None, p_runner_up: float | None = None
+) -> Confidence:
     """The rule of the module docstring on its three numbers."""
     codes, reasons = [], []
     if p < P_GUESS:
@@ -104,12 +113,16 @@ def assess(p: float, support: float | None = None, runner_up: str | None = None,
         reasons.append(f"the model is guessing: p = {p_text(p)}")
     if p_runner_up is not None and p < TIE_RATIO * p_runner_up:
         codes.append(NEAR_TIE)
-        reasons.append(f"a near tie: the runner-up “{runner_up}” has p = {p_text(p_runner_up)}"
-                       + ("" if GUESSING in codes else f" against {p_text(p)}"))
+        reasons.append(
+            f"a near tie: the runner-up “{runner_up}” has p = {p_text(p_runner_up)}"
+            + ("" if GUESSING in codes else f" against {p_text(p)}")
+        )
     if support is not None and not support > SUPPORT_MIN and p < P_SURE:  # NaN counts as no support
         codes.append(UNSUPPORTED)
-        reasons.append("no retrieved passage makes this answer more likely than the model alone"
-                       + ("" if GUESSING in codes else f" (p = {p_text(p)}, below {P_SURE:g})"))
+        reasons.append(
+            "no retrieved passage makes this answer more likely than the model alone"
+            + ("" if GUESSING in codes else f" (p = {p_text(p)}, below {P_SURE:g})")
+        )
     return Confidence(p, tuple(codes), tuple(reasons), runner_up, p_runner_up, support)
 
 
@@ -143,6 +156,8 @@ def candidate_confidence(trace: Trace, cand: Candidate, closed_logp: torch.Tenso
     """The rule for one candidate of a trace; `closed_logp` its closed-book row (T',), or None when
     there is none (then rule 3 is left out)."""
     rival = runner_up(trace, cand)
-    return assess(prob(answer_logp(trace.log_prior, cand)),
-                  None if closed_logp is None else support(cand.token_logp, closed_logp),
-                  *(rival or (None, None)))
+    return assess(
+        prob(answer_logp(trace.log_prior, cand)),
+        None if closed_logp is None else support(cand.token_logp, closed_logp),
+        *(rival or (None, None)),
+    )

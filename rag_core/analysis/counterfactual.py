@@ -15,11 +15,12 @@ conditional p(y_i|x,z,y_<i) stays as stored.
   model call", never another answer put in its place. So does RAG-Token beam search under a
   changed prior (which hypotheses the beams keep depends on every step's mixture).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable
 
 import torch
 
@@ -70,8 +71,9 @@ class Counterfactual:
         return any(a.needs_model_call for a in self.answers.values())
 
 
-def counterfactual_prior(trace: Trace, drop_ranks: Iterable[int] = (), k: int | None = None,
-                         scale: float | None = None) -> tuple[torch.Tensor, list[bool], float]:
+def counterfactual_prior(
+    trace: Trace, drop_ranks: Iterable[int] = (), k: int | None = None, scale: float | None = None
+) -> tuple[torch.Tensor, list[bool], float]:
     """The prior after removing passages (1-based ranks), keeping the top `k`, or rescaling scores.
     With nothing changed it is the stored prior itself, not a renormalised copy."""
     drop = set(int(r) for r in drop_ranks)
@@ -85,7 +87,9 @@ def counterfactual_prior(trace: Trace, drop_ranks: Iterable[int] = (), k: int | 
         if all(keep):
             return base, keep, new_scale
     else:
-        base = marginals.log_prior(torch.tensor([h.score for h in trace.hits]), new_scale)  # (K,) as the pipeline computes it
+        base = marginals.log_prior(
+            torch.tensor([h.score for h in trace.hits]), new_scale
+        )  # (K,) as the pipeline computes it
     return marginals.drop_passages(base, torch.tensor(keep)), keep, new_scale
 
 
@@ -143,19 +147,39 @@ def _own(trace: Trace, decoding: str, note: str, computed: bool = False) -> CfAn
 def _token_answer(trace: Trace, tok: Candidate, lpz: torch.Tensor) -> CfAnswer:
     """RAG-Token under a changed prior: the stored path where it is certified, else no answer."""
     if int(trace.settings.get("beams", 1)) != 1:
-        return CfAnswer(RAG_TOKEN, None, None, False, "beam search: which hypotheses the beams keep under "
-                        f"the new prior cannot be read from the stored numbers; the answer {NEEDS_CALL}")
+        return CfAnswer(
+            RAG_TOKEN,
+            None,
+            None,
+            False,
+            "beam search: which hypotheses the beams keep under "
+            f"the new prior cannot be read from the stored numbers; the answer {NEEDS_CALL}",
+        )
     status, step, winner = _greedy_check(tok, lpz)
     if status == "same":
-        return CfAnswer(RAG_TOKEN, tok.answer, tok.log_p_tok(lpz), True,
-                        "exact: every token of the greedy path still wins its step", tuple(tok.token_ids))
-    what = (f"token {trace_token(tok, winner)!r} now wins step {step}" if status == "diverges"
-            else f"step {step} cannot be decided from the stored top tokens")
+        return CfAnswer(
+            RAG_TOKEN,
+            tok.answer,
+            tok.log_p_tok(lpz),
+            True,
+            "exact: every token of the greedy path still wins its step",
+            tuple(tok.token_ids),
+        )
+    what = (
+        f"token {trace_token(tok, winner)!r} now wins step {step}"
+        if status == "diverges"
+        else f"step {step} cannot be decided from the stored top tokens"
+    )
     return CfAnswer(RAG_TOKEN, None, None, False, f"the greedy path changes: {what}; the answer {NEEDS_CALL}")
 
 
-def counterfactual(trace: Trace, drop_ranks: Iterable[int] = (), k: int | None = None, scale: float | None = None,
-                   forced: ForcedAnswers | None = None) -> Counterfactual:
+def counterfactual(
+    trace: Trace,
+    drop_ranks: Iterable[int] = (),
+    k: int | None = None,
+    scale: float | None = None,
+    forced: ForcedAnswers | None = None,
+) -> Counterfactual:
     """Both answers after removing passages / keeping the top k / rescaling, from the stored numbers;
     an answer they cannot decide comes back with `needs_model_call` (see `rerun`)."""
     lpz, keep, new_scale = counterfactual_prior(trace, drop_ranks, k, scale)
@@ -173,9 +197,14 @@ def counterfactual(trace: Trace, drop_ranks: Iterable[int] = (), k: int | None =
         # are those some kept passage produced (all of them, for scored toys with no sources).
         eligible = [c for c in seq if not c.sources or c.sources & kept] or seq
         best = max(eligible, key=lambda c: c.log_p_seq(lpz))
-        answers[RAG_SEQUENCE] = CfAnswer(RAG_SEQUENCE, best.answer, best.log_p_seq(lpz), all(c.sources for c in seq),
-                                         "exact: the kept passages' hypotheses rescored under the new prior",
-                                         tuple(best.token_ids))
+        answers[RAG_SEQUENCE] = CfAnswer(
+            RAG_SEQUENCE,
+            best.answer,
+            best.log_p_seq(lpz),
+            all(c.sources for c in seq),
+            "exact: the kept passages' hypotheses rescored under the new prior",
+            tuple(best.token_ids),
+        )
     tok = trace.answer(RAG_TOKEN)
     if tok is not None and not unchanged:
         answers[RAG_TOKEN] = _token_answer(trace, tok, lpz)
@@ -188,16 +217,25 @@ def counterfactual(trace: Trace, drop_ranks: Iterable[int] = (), k: int | None =
             continue
         seen.add(key)
         post = a.posterior(lpz)
-        table.append({"answer": a.text, "kind": "expected" if a.label == "expected" else a.label,
-                      "p_seq": prob(a.log_p_seq(lpz)), "p_tok": prob(a.log_p_tok(lpz)),
-                      "p_seq_before": prob(a.log_p_seq(trace.log_prior)), "p_tok_before": prob(a.log_p_tok(trace.log_prior)),
-                      "top_passage": int(post.argmax()) + 1, "top_posterior": float(post.max())})
+        table.append(
+            {
+                "answer": a.text,
+                "kind": "expected" if a.label == "expected" else a.label,
+                "p_seq": prob(a.log_p_seq(lpz)),
+                "p_tok": prob(a.log_p_tok(lpz)),
+                "p_seq_before": prob(a.log_p_seq(trace.log_prior)),
+                "p_tok_before": prob(a.log_p_tok(trace.log_prior)),
+                "top_passage": int(post.argmax()) + 1,
+                "top_posterior": float(post.max()),
+            }
+        )
     table.sort(key=lambda r: r["p_seq"], reverse=True)
     return Counterfactual(keep, new_scale, lpz, answers, table, unchanged)
 
 
-def rerun(pipe, trace: Trace, drop_ranks: Iterable[int] = (), k: int | None = None,
-          scale: float | None = None) -> Trace:
+def rerun(
+    pipe, trace: Trace, drop_ranks: Iterable[int] = (), k: int | None = None, scale: float | None = None
+) -> Trace:
     """The model call an undecided counterfactual needs: the kept passages decoded again under the
     new prior, with the trace's own settings (decoding, beams, length limit and penalty,
     rescoring), by the engine's one decoding path. `pipe`: the pipeline of the trace's stack."""

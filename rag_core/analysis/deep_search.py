@@ -1,8 +1,9 @@
 """The retrieval-miss search: how deep the first passage holding the expected answer lies."""
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from rag_core.analysis.matching import contains_answer, passage_text
 from rag_core.config import DEEP_DEPTH

@@ -6,6 +6,7 @@ The model-calling checks (`run_checks`): the expected answer(s) teacher-forced u
 passage that contains the answer. Everything else, the counterfactuals included, is read from the
 trace's stored conditionals.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,7 +14,8 @@ from dataclasses import dataclass
 
 from rag_core.analysis import counterfactual, deep_search, scoring
 from rag_core.analysis.counterfactual import NEEDS_CALL
-from rag_core.analysis.verdicts import VERDICTS, Diagnosis, diagnose
+from rag_core.analysis.verdict_rules import VERDICTS
+from rag_core.analysis.verdicts import Diagnosis, diagnose
 from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import prob
 from rag_core.pipeline import trace_config
@@ -37,8 +39,12 @@ def run_checks(pipe, trace: Trace, expected: list[str]) -> Checks:
     return Checks(forced, closed, deep_search.deep_search(pipe, trace, expected))
 
 
-def full_diagnosis(trace: Trace, expected: list[str], checks: Checks, decoding: str | None = None) -> Diagnosis:
-    return diagnose(trace, expected, decoding, forced=checks.forced, deep=checks.deep, closed_book=checks.closed_book)
+def full_diagnosis(
+    trace: Trace, expected: list[str], checks: Checks, decoding: str | None = None
+) -> Diagnosis:
+    return diagnose(
+        trace, expected, decoding, forced=checks.forced, deep=checks.deep, closed_book=checks.closed_book
+    )
 
 
 def single_removals(trace: Trace, forced: scoring.ForcedAnswers | None) -> list[dict]:
@@ -51,8 +57,12 @@ def single_removals(trace: Trace, forced: scoring.ForcedAnswers | None) -> list[
             a = cf.answers.get(d)
             if a is not None:
                 p = None if a.log_p is None else prob(a.log_p)
-                row[d] = {"answer": a.answer, "p": p, "exact": a.exact,
-                          "needs_model_call": a.needs_model_call}
+                row[d] = {
+                    "answer": a.answer,
+                    "p": p,
+                    "exact": a.exact,
+                    "needs_model_call": a.needs_model_call,
+                }
         rows.append(row)
     return rows
 
@@ -71,11 +81,27 @@ def _plain(value):
 
 
 def diagnosis_json(d: Diagnosis, checks: Checks, removals: list[dict]) -> dict:
-    return _plain({"question": d.question, "decoding": d.decoding, "answer": d.answer, "expected": d.expected,
-                   "correct": d.correct, "closed_book": checks.closed_book,
-                   "verdicts": [{"code": v.code, "title": v.title, "fired": v.fired, "summary": v.summary,
-                                 "evidence": v.evidence} for v in d.verdicts],
-                   "counterfactuals": removals})
+    return _plain(
+        {
+            "question": d.question,
+            "decoding": d.decoding,
+            "answer": d.answer,
+            "expected": d.expected,
+            "correct": d.correct,
+            "closed_book": checks.closed_book,
+            "verdicts": [
+                {
+                    "code": v.code,
+                    "title": v.title,
+                    "fired": v.fired,
+                    "summary": v.summary,
+                    "evidence": v.evidence,
+                }
+                for v in d.verdicts
+            ],
+            "counterfactuals": removals,
+        }
+    )
 
 
 def _removal_text(label: str, row: dict) -> str:
@@ -86,8 +112,11 @@ def _removal_text(label: str, row: dict) -> str:
 
 def diagnosis_text(d: Diagnosis, checks: Checks, removals: list[dict]) -> str:
     name = DECODING_LABELS[d.decoding]
-    head = (f"{name} answered {d.answer!r}: " + ("right" if d.correct else "wrong") +
-            f" (expected {' or '.join(map(repr, d.expected))}); closed-book: {checks.closed_book!r}")
+    head = (
+        f"{name} answered {d.answer!r}: "
+        + ("right" if d.correct else "wrong")
+        + f" (expected {' or '.join(map(repr, d.expected))}); closed-book: {checks.closed_book!r}"
+    )
     lines = [head, "", "verdicts (fired first):"]
     for v in sorted(d.verdicts, key=lambda v: (ORDER[v.fired], list(VERDICTS).index(v.code))):
         lines.append(f"  {STATUS_WORDS[v.fired]:<12}{v.title}: {v.summary}")

@@ -6,15 +6,16 @@ Modes (the CSV's `mode` column): `closed-book` (the generator with no passage), 
 one row per (question, mode). Runs are saved under `cache_dir()/eval/` as CSV + JSON so the app's
 Eval page shows the latest run without recomputing it.
 """
+
 from __future__ import annotations
 
 import gzip
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 
@@ -27,7 +28,7 @@ from rag_core.analysis.questions import EvalQuestion
 from rag_core.analysis.retrieval_metrics import CELLS, error_split, retrieval_metrics
 from rag_core.analysis.scoring import score_texts
 from rag_core.analysis.token_sources import WEIGHTS, candidate_sources, shares
-from rag_core.analysis.verdicts import VERDICTS
+from rag_core.analysis.verdict_rules import VERDICTS
 from rag_core.analysis.verdicts import diagnose as diagnose_answer
 from rag_core.config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.decoding.decode import DECODER_VERSION
@@ -38,13 +39,33 @@ from rag_core.trace import trace_to_dict
 
 MODES = (CLOSED_BOOK, RAG_TOKEN, RAG_SEQUENCE)
 RAG_MODES = (RAG_TOKEN, RAG_SEQUENCE)
-CSV_COLUMNS = ["question", "mode", "answer", "em", "contained", "answers", "title", "recall", "answer_rank",
-               "p_seq", "p_tok", "verdicts", "weights_share"]
+CSV_COLUMNS = [
+    "question",
+    "mode",
+    "answer",
+    "em",
+    "contained",
+    "answers",
+    "title",
+    "recall",
+    "answer_rank",
+    "p_seq",
+    "p_tok",
+    "verdicts",
+    "weights_share",
+]
 
 
 # ------------------------------------------------------------------------------------ one question
-def evaluate_question(pipe, q: EvalQuestion, cfg, diagnose: bool = True, depth: int = 100,
-                      trace_path: Path | None = None, decoded: tuple | None = None) -> QuestionResult:
+def evaluate_question(
+    pipe,
+    q: EvalQuestion,
+    cfg,
+    diagnose: bool = True,
+    depth: int = 100,
+    trace_path: Path | None = None,
+    decoded: tuple | None = None,
+) -> QuestionResult:
     """Closed-book, RAG-Token and RAG-Sequence on one question; the K prompts are prepared once and
     reused for decoding both ways and for the teacher-forced pass of the gold answers.
 
@@ -60,19 +81,31 @@ def evaluate_question(pipe, q: EvalQuestion, cfg, diagnose: bool = True, depth: 
     trace.closed_book = closed_book
     ranks = [h.rank for h in trace.hits if contains_answer(passage_text(h.passage), q.answers)]
     recall = bool(ranks)
-    modes = {CLOSED_BOOK: ModeResult(trace.closed_book, exact_match(trace.closed_book, q.answers),
-                                       contains_answer(trace.closed_book, q.answers))}
+    modes = {
+        CLOSED_BOOK: ModeResult(
+            trace.closed_book,
+            exact_match(trace.closed_book, q.answers),
+            contains_answer(trace.closed_book, q.answers),
+        )
+    }
     wrong = []
     answered = [c for c in map(trace.answer, RAG_MODES) if c is not None and c.token_ids]
     # one closed-book teacher-forced row per answer: which of its tokens came from the weights
-    closed = pipe.closed_book_scores(trace.query, [c.token_ids for c in answered]) if answered else None  # (N, T)
+    closed = (
+        pipe.closed_book_scores(trace.query, [c.token_ids for c in answered]) if answered else None
+    )  # (N, T)
     row_of = {id(c): j for j, c in enumerate(answered)}
     for mode in RAG_MODES:
         c = trace.answer(mode)
         if c is None:
             continue
-        modes[mode] = ModeResult(c.answer, exact_match(c.answer, q.answers), contains_answer(c.answer, q.answers),
-                                 prob(c.log_p_seq(trace.log_prior)), prob(c.log_p_tok(trace.log_prior)))
+        modes[mode] = ModeResult(
+            c.answer,
+            exact_match(c.answer, q.answers),
+            contains_answer(c.answer, q.answers),
+            prob(c.log_p_seq(trace.log_prior)),
+            prob(c.log_p_tok(trace.log_prior)),
+        )
         if id(c) in row_of:
             found = candidate_sources(trace.log_prior, c, closed[row_of[id(c)]])
             modes[mode].weights_share = shares(found)[WEIGHTS]
@@ -84,17 +117,27 @@ def evaluate_question(pipe, q: EvalQuestion, cfg, diagnose: bool = True, depth: 
             forced = score_texts(pipe.models.generator, trace, q.answers, run.state0)
         deep = None if recall else deep_search(pipe, trace, q.answers, depth)
         for mode in wrong:
-            d = diagnose_answer(trace, q.answers, mode, forced=forced, deep=deep, closed_book=trace.closed_book)
+            d = diagnose_answer(
+                trace, q.answers, mode, forced=forced, deep=deep, closed_book=trace.closed_book
+            )
             modes[mode].verdicts = d.fired
     rank = ranks[0] if ranks else (deep.rank if deep is not None and deep.rank else None)
     if trace_path is not None:  # for offline counterfactuals (K, scale) on the stored conditionals
         data = {"question": asdict(q), "trace": trace_to_dict(trace)}
         write_bytes_atomic(trace_path, gzip.compress(json.dumps(data).encode("utf-8")))
-    return QuestionResult(trace.query, q.answers, q.title, modes, recall, rank, shared + time.perf_counter() - t0, ranks)
+    return QuestionResult(
+        trace.query, q.answers, q.title, modes, recall, rank, shared + time.perf_counter() - t0, ranks
+    )
 
 
-def evaluate_batch(pipe, qs: list[EvalQuestion], cfg, diagnose: bool = True, depth: int = 100,
-                   trace_paths: list[Path | None] | None = None) -> list[QuestionResult]:
+def evaluate_batch(
+    pipe,
+    qs: list[EvalQuestion],
+    cfg,
+    diagnose: bool = True,
+    depth: int = 100,
+    trace_paths: list[Path | None] | None = None,
+) -> list[QuestionResult]:
     """`evaluate_question` for several questions whose RAG answers and closed-book answers are each
     decoded as one batch (`Pipeline.run_many`, `closed_book_many`): the same results, fewer calls."""
     t0 = time.perf_counter()
@@ -102,8 +145,10 @@ def evaluate_batch(pipe, qs: list[EvalQuestion], cfg, diagnose: bool = True, dep
     closed = pipe.closed_book_many([r.trace.query for r in runs], cfg)
     share = (time.perf_counter() - t0) / len(qs)
     paths = trace_paths or [None] * len(qs)
-    return [evaluate_question(pipe, q, cfg, diagnose, depth, path, (run, c, share))
-            for q, run, c, path in zip(qs, runs, closed, paths)]
+    return [
+        evaluate_question(pipe, q, cfg, diagnose, depth, path, (run, c, share))
+        for q, run, c, path in zip(qs, runs, closed, paths)
+    ]
 
 
 def _pct(x: float | None) -> str:
@@ -119,8 +164,11 @@ def weights_shares(results: list[QuestionResult], mode: str) -> dict[str, float 
     the wrong answers of `mode` (None where no answer has the share: none, or an older run)."""
     out = {}
     for name, em in (("right", True), ("wrong", False)):
-        got = [r.modes[mode].weights_share for r in results if mode in r.modes and r.modes[mode].em == em
-               and r.modes[mode].weights_share is not None]
+        got = [
+            r.modes[mode].weights_share
+            for r in results
+            if mode in r.modes and r.modes[mode].em == em and r.modes[mode].weights_share is not None
+        ]
         out[name] = sum(got) / len(got) if got else None
     return out
 
@@ -144,16 +192,24 @@ class EvalRun:
             got = [r.modes[mode] for r in self.results if mode in r.modes]
             if not got:
                 continue
-            out["modes"][mode] = {"n": len(got), "em": sum(m.em for m in got) / len(got),
-                                  "contained": sum(m.contained for m in got) / len(got),
-                                  "recall": None if mode == CLOSED_BOOK else recall}
+            out["modes"][mode] = {
+                "n": len(got),
+                "em": sum(m.em for m in got) / len(got),
+                "contained": sum(m.contained for m in got) / len(got),
+                "recall": None if mode == CLOSED_BOOK else recall,
+            }
         for mode in RAG_MODES:
             wrong = [r.modes[mode] for r in self.results if mode in r.modes and not r.modes[mode].em]
             counts = Counter(v for m in wrong for v in m.verdicts)
-            out["verdicts"][mode] = {"wrong": len(wrong), **{code: counts.get(code, 0) for code in VERDICTS},
-                                     "no verdict": sum(1 for m in wrong if not m.verdicts)}
+            out["verdicts"][mode] = {
+                "wrong": len(wrong),
+                **{code: counts.get(code, 0) for code in VERDICTS},
+                "no verdict": sum(1 for m in wrong if not m.verdicts),
+            }
         out["retrieval"] = retrieval_metrics(self.results, self.k)
-        out["split"] = {mode: {c: v["n"] for c, v in error_split(self.results, mode).items()} for mode in RAG_MODES}
+        out["split"] = {
+            mode: {c: v["n"] for c, v in error_split(self.results, mode).items()} for mode in RAG_MODES
+        }
         out["weights_share"] = {mode: weights_shares(self.results, mode) for mode in RAG_MODES}
         return out
 
@@ -164,14 +220,23 @@ class EvalRun:
                 m = r.modes.get(mode)
                 if m is None:
                     continue
-                rows.append({"question": r.question, "mode": mode, "answer": m.answer, "em": int(m.em),
-                             "contained": int(m.contained), "answers": " | ".join(r.answers), "title": r.title,
-                             "recall": "" if mode == CLOSED_BOOK else int(r.recall),
-                             "answer_rank": "" if r.answer_rank is None else r.answer_rank,
-                             "p_seq": "" if m.p_seq is None else round(m.p_seq, 6),
-                             "p_tok": "" if m.p_tok is None else round(m.p_tok, 6),
-                             "verdicts": ";".join(m.verdicts),
-                             "weights_share": "" if m.weights_share is None else round(m.weights_share, 6)})
+                rows.append(
+                    {
+                        "question": r.question,
+                        "mode": mode,
+                        "answer": m.answer,
+                        "em": int(m.em),
+                        "contained": int(m.contained),
+                        "answers": " | ".join(r.answers),
+                        "title": r.title,
+                        "recall": "" if mode == CLOSED_BOOK else int(r.recall),
+                        "answer_rank": "" if r.answer_rank is None else r.answer_rank,
+                        "p_seq": "" if m.p_seq is None else round(m.p_seq, 6),
+                        "p_tok": "" if m.p_tok is None else round(m.p_tok, 6),
+                        "verdicts": ";".join(m.verdicts),
+                        "weights_share": "" if m.weights_share is None else round(m.weights_share, 6),
+                    }
+                )
         return rows
 
     def frame(self) -> pd.DataFrame:
@@ -185,18 +250,24 @@ class EvalRun:
         Path(path).write_bytes(exports.frame_bytes(self.frame(), fmt or exports.format_of(path), "eval"))
 
     def to_json(self) -> dict:
-        return {"settings": self.settings, "summary": self.summary(), "results": [r.to_dict() for r in self.results]}
+        return {
+            "settings": self.settings,
+            "summary": self.summary(),
+            "results": [r.to_dict() for r in self.results],
+        }
 
     @classmethod
-    def from_json(cls, data: dict) -> "EvalRun":
+    def from_json(cls, data: dict) -> EvalRun:
         return cls([QuestionResult.from_dict(r) for r in data["results"]], data.get("settings", {}))
 
     def table_text(self) -> str:
         """The summary the CLI prints: metrics per mode, then the verdict counts."""
         s = self.summary()
         st = self.settings
-        head = (f"{st.get('file', 'questions')} · {s['n']} questions · index {st.get('index', '?')} · K={self.k}"
-                f" · generator {st.get('generator', '?')}")
+        head = (
+            f"{st.get('file', 'questions')} · {s['n']} questions · index {st.get('index', '?')} · K={self.k}"
+            f" · generator {st.get('generator', '?')}"
+        )
         if st.get("skipped"):
             head += f" · {st['skipped']} malformed lines skipped"
         lines = [head, "", f"{'mode':<14}{'EM':>14}{'contained':>16}{f'recall@{self.k}':>12}"]
@@ -206,26 +277,48 @@ class EvalRun:
             rec = "—" if m["recall"] is None else f"{100 * m['recall']:.1f}%"
             lines.append(f"{mode:<14}{em:>14}{cont:>16}{rec:>12}")
         r = s["retrieval"]
-        shown = [f"{name} {_pct(v) if name.startswith(('hit', 'recall')) else _decimal(v)}" for name, v in r.items()]
+        shown = [
+            f"{name} {_pct(v) if name.startswith(('hit', 'recall')) else _decimal(v)}"
+            for name, v in r.items()
+        ]
         lines += ["", "retrieval (a passage counts when it contains a gold answer): " + " · ".join(shown)]
-        lines += ["", f"{'answers by whether a passage held the answer':<46}{'rag-token':>10}{'rag-sequence':>14}"]
+        lines += [
+            "",
+            f"{'answers by whether a passage held the answer':<46}{'rag-token':>10}{'rag-sequence':>14}",
+        ]
         for c in CELLS:
             lines.append(f"{'  ' + c:<46}{s['split']['rag-token'][c]:>10}{s['split']['rag-sequence'][c]:>14}")
-        lines.append(f"{'  tokens from the weights, right answers':<46}" + "".join(
-            f"{_pct(s['weights_share'][m]['right']):>{w}}" for m, w in zip(RAG_MODES, (10, 14))))
-        lines.append(f"{'  tokens from the weights, wrong answers':<46}" + "".join(
-            f"{_pct(s['weights_share'][m]['wrong']):>{w}}" for m, w in zip(RAG_MODES, (10, 14))))
-        lines += ["", f"{'why RAG answers were wrong (verdicts overlap)':<46}{'rag-token':>10}{'rag-sequence':>14}"]
+        lines.append(
+            f"{'  tokens from the weights, right answers':<46}"
+            + "".join(f"{_pct(s['weights_share'][m]['right']):>{w}}" for m, w in zip(RAG_MODES, (10, 14)))
+        )
+        lines.append(
+            f"{'  tokens from the weights, wrong answers':<46}"
+            + "".join(f"{_pct(s['weights_share'][m]['wrong']):>{w}}" for m, w in zip(RAG_MODES, (10, 14)))
+        )
+        lines += [
+            "",
+            f"{'why RAG answers were wrong (verdicts overlap)':<46}{'rag-token':>10}{'rag-sequence':>14}",
+        ]
         v = s["verdicts"]
         for code in ["wrong", *VERDICTS, "no verdict"]:
-            label = {"wrong": "wrong answers", "no verdict": "no verdict fired"}.get(code, f"  {VERDICTS.get(code, code)}")
+            label = {"wrong": "wrong answers", "no verdict": "no verdict fired"}.get(
+                code, f"  {VERDICTS.get(code, code)}"
+            )
             lines.append(f"{label:<46}{v['rag-token'][code]:>10}{v['rag-sequence'][code]:>14}")
         return "\n".join(lines)
 
 
-def run_eval(pipe, questions: list[EvalQuestion], cfg, progress: Callable[[int, int, QuestionResult], None] | None = None,
-             diagnose: bool = True, settings: dict | None = None, trace_dir: Path | None = None,
-             resume: Path | bool | None = None) -> EvalRun:
+def run_eval(
+    pipe,
+    questions: list[EvalQuestion],
+    cfg,
+    progress: Callable[[int, int, QuestionResult], None] | None = None,
+    diagnose: bool = True,
+    settings: dict | None = None,
+    trace_dir: Path | None = None,
+    resume: Path | bool | None = None,
+) -> EvalRun:
     """Evaluate every question; `progress(done, total, result)` after each one. `trace_dir`: also
     store each question's trace there (`NNNN.json.gz`), for counterfactuals over K and the scale.
 
@@ -251,10 +344,19 @@ def run_eval(pipe, questions: list[EvalQuestion], cfg, progress: Callable[[int, 
         if progress:
             for i in batch:
                 progress(i + 1, len(questions), results[i])
-    info = {"index": pipe.index_name, "k": cfg.k, "beams": cfg.beams, "length_penalty": cfg.length_penalty,
-            "rescore": cfg.rescore, "decoder": DECODER_VERSION,
-            "scale": pipe.scale_for(cfg), "generator": pipe.models.generator.id, "started": started,
-            "seconds": round(time.time() - started, 1), **(settings or {})}
+    info = {
+        "index": pipe.index_name,
+        "k": cfg.k,
+        "beams": cfg.beams,
+        "length_penalty": cfg.length_penalty,
+        "rescore": cfg.rescore,
+        "decoder": DECODER_VERSION,
+        "scale": pipe.scale_for(cfg),
+        "generator": pipe.models.generator.id,
+        "started": started,
+        "seconds": round(time.time() - started, 1),
+        **(settings or {}),
+    }
     if ckpt:
         checkpoint.discard(ckpt)
     return EvalRun(results, info)
@@ -279,7 +381,11 @@ def save_run(run: EvalRun, name: str | None = None, folder: Path | None = None) 
 def saved_runs(folder: Path | None = None) -> list[Path]:
     """Saved run files, newest first (`latest.json` excluded: it is a copy of one of them)."""
     folder = folder or eval_folder()
-    return sorted((p for p in folder.glob("*.json") if p.stem != "latest"), key=lambda p: p.stat().st_mtime, reverse=True)
+    return sorted(
+        (p for p in folder.glob("*.json") if p.stem != "latest"),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
 
 
 def load_run(path: Path | None = None) -> EvalRun | None:

@@ -12,12 +12,13 @@ a/an/the, collapse spaces; exact match (EM) against *any* gold answer.
 ("Herman Melville, the novelist" contains "Herman Melville"); answer-recall@K counts a question as
 retrieved when one of its K passages (title + text) contains a gold answer the same way.
 """
+
 from __future__ import annotations
 
 import re
 import string
 import unicodedata
-from typing import Iterable
+from collections.abc import Iterable
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _ASCII_PUNCT = set(string.punctuation)
@@ -31,7 +32,9 @@ def normalize_answer(text: str) -> str:
     ('secker warburg', 'beuveméry', 'apple')
     """
     text = str(text).lower()
-    text = "".join(ch for ch in text if ch not in _ASCII_PUNCT and not unicodedata.category(ch).startswith("P"))
+    text = "".join(
+        ch for ch in text if ch not in _ASCII_PUNCT and not unicodedata.category(ch).startswith("P")
+    )
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
 

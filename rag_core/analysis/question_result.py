@@ -1,4 +1,5 @@
 """One question's evaluation result under each mode: what a saved run and a checkpoint hold."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -24,13 +25,23 @@ class QuestionResult:
     recall: bool  # a retrieved passage contains an answer
     answer_rank: int | None  # rank of the best passage containing an answer (searched deeper on a miss)
     seconds: float = 0.0
-    answer_ranks: list[int] | None = None  # ranks of every retrieved passage holding an answer (None: an older run)
+    answer_ranks: list[int] | None = (
+        None  # ranks of every retrieved passage holding an answer (None: an older run)
+    )
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "QuestionResult":
+    def from_dict(cls, d: dict) -> QuestionResult:
         modes = {m: ModeResult(**v) for m, v in d["modes"].items()}
-        return cls(d["question"], d["answers"], d.get("title", ""), modes, d["recall"], d.get("answer_rank"),
-                   d.get("seconds", 0.0), d.get("answer_ranks"))
+        return cls(
+            d["question"],
+            d["answers"],
+            d.get("title", ""),
+            modes,
+            d["recall"],
+            d.get("answer_rank"),
+            d.get("seconds", 0.0),
+            d.get("answer_ranks"),
+        )

@@ -5,6 +5,7 @@
 >>> parse_question_line("not json") is None
 True
 """
+
 from __future__ import annotations
 
 import json
@@ -75,6 +76,8 @@ def read_questions(path: str | Path) -> tuple[list[EvalQuestion], int]:
         q.line = n
         out.append(q)
     if not out:
-        raise EvalDataError(f"no usable question in {path}: all {skipped} lines are malformed "
-                            "(each needs a JSON object with 'question' and a list of 'answers')")
+        raise EvalDataError(
+            f"no usable question in {path}: all {skipped} lines are malformed "
+            "(each needs a JSON object with 'question' and a list of 'answers')"
+        )
     return out, skipped

@@ -17,14 +17,20 @@ The error split puts each (question, RAG mode) in one of four cells: right with 
 read but wrong (a relevant passage and a wrong answer), retrieval miss (no relevant passage, wrong),
 and from the weights (no relevant passage, yet right).
 """
+
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from rag_core.analysis.question_result import QuestionResult
 
-RIGHT_READ, READ_WRONG, MISS, FROM_WEIGHTS = "right, passage read", "read but wrong", "retrieval miss", "right from the weights"
+RIGHT_READ, READ_WRONG, MISS, FROM_WEIGHTS = (
+    "right, passage read",
+    "read but wrong",
+    "retrieval miss",
+    "right from the weights",
+)
 CELLS = (RIGHT_READ, READ_WRONG, MISS, FROM_WEIGHTS)
 
 
@@ -52,13 +58,17 @@ def retrieval_metrics(results: Sequence[QuestionResult], k: int) -> dict[str, fl
     n = len(results)
     if not n:
         return {"hit@1": 0.0, f"recall@{k}": 0.0, f"MRR@{k}": 0.0, f"nDCG@{k}": None}
-    first = [r.answer_rank if (r.recall and r.answer_rank is not None and r.answer_rank <= k) else None
-             for r in results]
+    first = [
+        r.answer_rank if (r.recall and r.answer_rank is not None and r.answer_rank <= k) else None
+        for r in results
+    ]
     all_ranks = [relevant_ranks(r, k) for r in results]
-    return {"hit@1": sum(f == 1 for f in first) / n,
-            f"recall@{k}": sum(r.recall for r in results) / n,
-            f"MRR@{k}": sum(1.0 / f for f in first if f) / n,
-            f"nDCG@{k}": None if any(a is None for a in all_ranks) else sum(ndcg(a, k) for a in all_ranks) / n}
+    return {
+        "hit@1": sum(f == 1 for f in first) / n,
+        f"recall@{k}": sum(r.recall for r in results) / n,
+        f"MRR@{k}": sum(1.0 / f for f in first if f) / n,
+        f"nDCG@{k}": None if any(a is None for a in all_ranks) else sum(ndcg(a, k) for a in all_ranks) / n,
+    }
 
 
 def cell(r: QuestionResult, mode: str) -> str | None:

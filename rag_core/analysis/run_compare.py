@@ -12,16 +12,17 @@ that fired ("wrong, no verdict" when none did); the transitions count the outcom
 >>> c.counts()
 {'same': 2, 'fixed': 1, 'broken': 0, 'only in A': 0, 'only in B': 0}
 """
+
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import pandas as pd
 
 from rag_core.analysis.question_result import QuestionResult
-from rag_core.analysis.verdicts import VERDICTS
+from rag_core.analysis.verdict_rules import VERDICTS
 from rag_core.config import RAG_SEQUENCE
 
 RIGHT, WRONG = "right", "wrong, no verdict"
@@ -59,27 +60,39 @@ class Comparison:
 
     def counts(self) -> dict[str, int]:
         changes = Counter(r["change"] for r in self.rows)
-        return {"same": changes["same"], "fixed": changes["fixed"], "broken": changes["broken"],
-                "only in A": len(self.only_a), "only in B": len(self.only_b)}
+        return {
+            "same": changes["same"],
+            "fixed": changes["fixed"],
+            "broken": changes["broken"],
+            "only in A": len(self.only_a),
+            "only in B": len(self.only_b),
+        }
 
     def em(self) -> tuple[float, float]:
         """EM of run A and of run B over the paired questions."""
         n = len(self.rows)
-        return (sum(r["em_a"] for r in self.rows) / n, sum(r["em_b"] for r in self.rows) / n) if n else (0.0, 0.0)
+        return (
+            (sum(r["em_a"] for r in self.rows) / n, sum(r["em_b"] for r in self.rows) / n)
+            if n
+            else (0.0, 0.0)
+        )
 
     def transitions(self) -> pd.DataFrame:
         """(outcome in A, outcome in B, number of questions), largest first."""
         pairs = Counter((r["outcome_a"], r["outcome_b"]) for r in self.rows)
         rows = [{"outcome_a": a, "outcome_b": b, "questions": n} for (a, b), n in pairs.items()]
         return pd.DataFrame(rows, columns=["outcome_a", "outcome_b", "questions"]).sort_values(
-            ["questions", "outcome_a", "outcome_b"], ascending=[False, True, True], ignore_index=True)
+            ["questions", "outcome_a", "outcome_b"], ascending=[False, True, True], ignore_index=True
+        )
 
     def flipped(self, change: str) -> list[str]:
         """The questions that went `change` ("fixed": wrong in A, right in B; "broken": the reverse)."""
         return [r["question"] for r in self.rows if r["change"] == change]
 
 
-def compare_results(a: Sequence[QuestionResult], b: Sequence[QuestionResult], mode: str = RAG_SEQUENCE) -> Comparison:
+def compare_results(
+    a: Sequence[QuestionResult], b: Sequence[QuestionResult], mode: str = RAG_SEQUENCE
+) -> Comparison:
     ka, kb = _keyed(a), _keyed(b)
     rows = []
     for key, ra in ka.items():
@@ -88,9 +101,19 @@ def compare_results(a: Sequence[QuestionResult], b: Sequence[QuestionResult], mo
             continue
         ma, mb = ra.modes[mode], rb.modes[mode]
         change = "same" if ma.em == mb.em else ("fixed" if mb.em else "broken")
-        rows.append({"question": ra.question, "answers": " | ".join(ra.answers), "answer_a": ma.answer,
-                     "answer_b": mb.answer, "em_a": int(ma.em), "em_b": int(mb.em), "outcome_a": outcome(ra, mode),
-                     "outcome_b": outcome(rb, mode), "change": change})
+        rows.append(
+            {
+                "question": ra.question,
+                "answers": " | ".join(ra.answers),
+                "answer_a": ma.answer,
+                "answer_b": mb.answer,
+                "em_a": int(ma.em),
+                "em_b": int(mb.em),
+                "outcome_a": outcome(ra, mode),
+                "outcome_b": outcome(rb, mode),
+                "change": change,
+            }
+        )
     only_a = [k[0] for k in ka if k not in kb]
     only_b = [k[0] for k in kb if k not in ka]
     return Comparison(mode, rows, only_a, only_b)

@@ -9,10 +9,11 @@ or forced in one batched pass by `score_texts`); the marginals and the posterior
 >>> round(total_variation(marginals.citation(lpz, torch.tensor([[0.9], [0.2]]).log()), lpz.exp()), 3)
 0.213
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
@@ -53,7 +54,7 @@ class AnswerScores:
         return not bool(torch.isnan(self.token_logp).any())
 
     @classmethod
-    def of(cls, c: Candidate) -> "AnswerScores":
+    def of(cls, c: Candidate) -> AnswerScores:
         return cls(c.decoding, c.answer, list(c.token_ids), c.token_logp.double())
 
 
@@ -96,8 +97,13 @@ def score_texts(gen, trace: Trace, expected: Sequence[str], state0: GenState | N
     if state0 is None:
         state0 = gen.prepare(trace.query, [h.passage for h in trace.hits])
         calls += 1
-    lp, mask, _, _ = score_answers(gen, state0, [ids for _, _, ids in entries], top_alternatives=1)  # (N, K, T)
-    items = [AnswerScores(label, text, ids, lp[n, :, : len(ids)].double()) for n, (label, text, ids) in enumerate(entries)]
+    lp, mask, _, _ = score_answers(
+        gen, state0, [ids for _, _, ids in entries], top_alternatives=1
+    )  # (N, K, T)
+    items = [
+        AnswerScores(label, text, ids, lp[n, :, : len(ids)].double())
+        for n, (label, text, ids) in enumerate(entries)
+    ]
     return ForcedAnswers(items, calls + 1)
 
 

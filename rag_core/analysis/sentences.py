@@ -14,11 +14,12 @@ Its quality, as ContextCite measures it (`top_k_drop`): remove the k sentences a
 ranks highest, together, and see how far log p(y|x,z) falls; a better ranking makes it fall
 further. The baseline ranks sentences by the retriever's embedding similarity to the answer.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -63,8 +64,10 @@ class SentenceAttribution:
 
     def rows(self) -> list[dict]:
         order = {j: r + 1 for r, j in enumerate(self.ranking())}
-        return [{"sentence": j + 1, "text": s, "delta_logp": d, "rank": order[j]}
-                for j, (s, d) in enumerate(zip(self.sentences, self.delta))]
+        return [
+            {"sentence": j + 1, "text": s, "delta_logp": d, "rank": order[j]}
+            for j, (s, d) in enumerate(zip(self.sentences, self.delta))
+        ]
 
 
 def attribute(pipe, question: str, passage: Passage, answer_ids: list[int]) -> SentenceAttribution:
@@ -84,8 +87,14 @@ def similarity_ranking(encoder, sentences: Sequence[str], answer: str) -> list[i
     return sorted(range(len(sentences)), key=lambda j: (-float(sims[j]), j))
 
 
-def top_k_drop(pipe, question: str, att: SentenceAttribution, answer_ids: list[int], rankings: dict[str, list[int]],
-               ks: Sequence[int] = (1, 3)) -> dict[str, dict[int, float]]:
+def top_k_drop(
+    pipe,
+    question: str,
+    att: SentenceAttribution,
+    answer_ids: list[int],
+    rankings: dict[str, list[int]],
+    ks: Sequence[int] = (1, 3),
+) -> dict[str, dict[int, float]]:
     """log p(y|x,z) − log p(y|x, z without its top-k sentences under each ranking), per k; one
     batched pass for every (ranking, k)."""
     keys, variants = [], []

@@ -10,6 +10,7 @@ with `python -m rag_core eval FILE --ship NAME`).
 >>> sorted(run_config(Config(k=1)))[:3]
 ['beams', 'decoder', 'early_stopping']
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -37,7 +38,9 @@ EVAL_VERSION = 1  # bump when exact match, the verdicts or a stored field of a r
 def run_config(cfg: Config) -> dict:
     """The decoding settings a run's answers depend on (stored in the shipped file)."""
     # an eval run always decodes both ways, so `decode` is not one of them
-    return {name: v for name, v in answer_settings(cfg).items() if name != "decode"} | {"decoder": DECODER_VERSION}
+    return {name: v for name, v in answer_settings(cfg).items() if name != "decode"} | {
+        "decoder": DECODER_VERSION
+    }
 
 
 @lru_cache(maxsize=8)
@@ -48,7 +51,10 @@ def _index_checksum(name: str, stamp: tuple) -> str:
 def index_checksum(name: str) -> str:
     """The checksum of a named index's passages, from the files it is built from (no model);
     memoised per version of those files."""
-    files = [ASSETS / "leaders.csv", *sorted((ASSETS / "snapshots").glob("*.jsonl"))]  # the base corpus is a package's
+    files = [
+        ASSETS / "leaders.csv",
+        *sorted((ASSETS / "snapshots").glob("*.jsonl")),
+    ]  # the base corpus is a package's
     stamp = tuple((str(p), os.stat(p).st_mtime_ns) for p in files if p.exists())
     return _index_checksum(name, stamp)
 
@@ -58,10 +64,16 @@ def fingerprint(cfg: Config, questions_file: Path) -> str:
     name = cfg.index or default_index_name()
     if name not in NAMED or cfg.corpus:
         raise ValueError(f"only runs on a named index ({', '.join(NAMED)}) can be shipped, not {name!r}")
-    parts = {"question_encoder": cfg.question_encoder, "ctx_encoder": cfg.ctx_encoder or cfg.question_encoder,
-             "generator": cfg.generator, "prompt": prompt_fingerprint(cfg.generator), "index": [name, index_checksum(name)],
-             "questions": hashlib.sha256(Path(questions_file).read_bytes()).hexdigest(),
-             "settings": run_config(cfg), "eval": EVAL_VERSION}
+    parts = {
+        "question_encoder": cfg.question_encoder,
+        "ctx_encoder": cfg.ctx_encoder or cfg.question_encoder,
+        "generator": cfg.generator,
+        "prompt": prompt_fingerprint(cfg.generator),
+        "index": [name, index_checksum(name)],
+        "questions": hashlib.sha256(Path(questions_file).read_bytes()).hexdigest(),
+        "settings": run_config(cfg),
+        "eval": EVAL_VERSION,
+    }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()[:20]
 
 
@@ -69,8 +81,13 @@ def ship(run: EvalRun, cfg: Config, questions_file: Path, name: str, folder: Pat
     """Store a complete run of `questions_file` as the shipped reference `name`."""
     if not name.replace("-", "").replace("_", "").isalnum():
         raise ValueError(f"a shipped run's name is letters, digits, - and _, not {name!r}")
-    stored = {"fingerprint": fingerprint(cfg, questions_file), "config": run_config(cfg),
-              "index": cfg.index or default_index_name(), "file": _relative(questions_file), "models": models_of(cfg)}
+    stored = {
+        "fingerprint": fingerprint(cfg, questions_file),
+        "config": run_config(cfg),
+        "index": cfg.index or default_index_name(),
+        "file": _relative(questions_file),
+        "models": models_of(cfg),
+    }
     path = Path(folder) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps({**run.to_json(), "shipped": stored}, ensure_ascii=False, indent=1))
@@ -93,7 +110,9 @@ def config_of(stored: dict) -> Config:
     own decoding settings."""
     known = {f.name for f in fields(Config)}
     models = {k: v for k, v in (stored.get("models") or {}).items() if k in MODEL_FIELDS}
-    return Config().with_(index=stored["index"], **models, **{k: v for k, v in stored["config"].items() if k in known})
+    return Config().with_(
+        index=stored["index"], **models, **{k: v for k, v in stored["config"].items() if k in known}
+    )
 
 
 def is_current(path: Path) -> bool:
@@ -101,7 +120,8 @@ def is_current(path: Path) -> bool:
     try:
         stored = json.loads(Path(path).read_text(encoding="utf-8"))["shipped"]
         return stored["config"].get("decoder") == DECODER_VERSION and stored["fingerprint"] == fingerprint(
-            config_of(stored), ASSETS.parent / stored["file"])
+            config_of(stored), ASSETS.parent / stored["file"]
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return False
 

@@ -10,6 +10,7 @@ lower bound, and flagged).
 >>> sweep_grid([1, 5], [10.0])
 [(1, 10.0), (5, 10.0)]
 """
+
 from __future__ import annotations
 
 import gzip
@@ -58,6 +59,14 @@ def sweep(items, ks, scales) -> pd.DataFrame:
             for mode, a in cf.answers.items():
                 em[mode] += a.answer is not None and exact_match(a.answer, answers)
                 unsettled += mode == RAG_TOKEN and not a.exact
-        rows.append({"k": k, "scale": scale, "questions": n, "rag-token EM": em[RAG_TOKEN] / max(n, 1),
-                     "rag-sequence EM": em[RAG_SEQUENCE] / max(n, 1), "rag-token not exact": unsettled})
+        rows.append(
+            {
+                "k": k,
+                "scale": scale,
+                "questions": n,
+                "rag-token EM": em[RAG_TOKEN] / max(n, 1),
+                "rag-sequence EM": em[RAG_SEQUENCE] / max(n, 1),
+                "rag-token not exact": unsettled,
+            }
+        )
     return pd.DataFrame(rows)

@@ -35,12 +35,13 @@ gives the shown category, `LABELS` its words.
 >>> [kind(s) for s in found]
 ['passage', 'several', 'known']
 """
+
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
@@ -50,18 +51,25 @@ from rag_core.trace import Candidate, Trace
 
 PASSAGE, SEVERAL, WEIGHTS, FORCED, END = "passage", "several", "weights", "forced", "end"
 KNOWN, UNSEEN = "known", "unseen"  # WEIGHTS as shown: a retrieved passage holds the token's word, or none
-LABELS = {PASSAGE: "from one passage", SEVERAL: "from several passages",
-          WEIGHTS: "already known to the model", KNOWN: "in a passage, already known",
-          UNSEEN: "not in any passage",
-          FORCED: "forced by the generation config", END: "end of the answer"}
+LABELS = {
+    PASSAGE: "from one passage",
+    SEVERAL: "from several passages",
+    WEIGHTS: "already known to the model",
+    KNOWN: "in a passage, already known",
+    UNSEEN: "not in any passage",
+    FORCED: "forced by the generation config",
+    END: "end of the answer",
+}
 # What each shown category measures, in one line (the app writes it under each strip).
-MEANINGS = {PASSAGE: "the passages make it at least twice as likely as the model alone, one passage carrying "
-                     "two thirds of that",
-            SEVERAL: "the passages make it at least twice as likely, no one passage carrying two thirds",
-            WEIGHTS: "the model alone already gives it at least half the probability the passages do",
-            KNOWN: "the model alone already gives it at least half the probability the passages do, and a "
-                   "retrieved passage contains its word",
-            UNSEEN: "the model alone already gives it, and no retrieved passage contains its word"}
+MEANINGS = {
+    PASSAGE: "the passages make it at least twice as likely as the model alone, one passage carrying "
+    "two thirds of that",
+    SEVERAL: "the passages make it at least twice as likely, no one passage carrying two thirds",
+    WEIGHTS: "the model alone already gives it at least half the probability the passages do",
+    KNOWN: "the model alone already gives it at least half the probability the passages do, and a "
+    "retrieved passage contains its word",
+    UNSEEN: "the model alone already gives it, and no retrieved passage contains its word",
+}
 # The content categories of the strip, in the order of its key (WEIGHTS only for tokens whose
 # passages were not checked for their word).
 SHOWN = (PASSAGE, SEVERAL, KNOWN, UNSEEN, WEIGHTS)
@@ -114,8 +122,11 @@ def in_passages(tokens: Sequence[str], passages: Sequence[str]) -> list[bool]:
             mine = [w for a, _, w in words if a == end]
         needles = [re.compile(rf"(?<!\w){re.escape(w.casefold())}(?!\w)") for w in mine]
         bare = tok.strip().casefold()
-        out.append(any(all(n.search(p) for n in needles) for p in folded) if needles
-                   else bool(bare) and any(bare in p for p in folded))
+        out.append(
+            any(all(n.search(p) for n in needles) for p in folded)
+            if needles
+            else bool(bare) and any(bare in p for p in folded)
+        )
         start = end
     return out
 
@@ -131,8 +142,9 @@ def label_for(gain: float, top_share: float) -> str:
     return PASSAGE if top_share >= SHARE_MIN else SEVERAL
 
 
-def step_predictive(log_pz: torch.Tensor, token_logp: torch.Tensor, marginal: str = "token"
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+def step_predictive(
+    log_pz: torch.Tensor, token_logp: torch.Tensor, marginal: str = "token"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """log p_rag(y_i|x,y_<i) (T,) and the responsibilities (K, T) under one marginal.
 
     RAG-Token weighs the passages by the prior at every step. RAG-Sequence weighs them by the
@@ -145,10 +157,16 @@ def step_predictive(log_pz: torch.Tensor, token_logp: torch.Tensor, marginal: st
     return torch.logsumexp(joint, dim=-2), marginals.prefix_posteriors(log_pz, token_logp)  # (T,), (K, T)
 
 
-def token_sources(log_pz: torch.Tensor, token_logp: torch.Tensor, closed_logp: torch.Tensor,
-                  forced: Sequence[bool] | None = None, ends_with_eos: bool = False, marginal: str = "token",
-                  passages: Sequence[str] | None = None, tokens: Sequence[str] | None = None
-                  ) -> list[TokenSource]:
+def token_sources(
+    log_pz: torch.Tensor,
+    token_logp: torch.Tensor,
+    closed_logp: torch.Tensor,
+    forced: Sequence[bool] | None = None,
+    ends_with_eos: bool = False,
+    marginal: str = "token",
+    passages: Sequence[str] | None = None,
+    tokens: Sequence[str] | None = None,
+) -> list[TokenSource]:
     """One `TokenSource` per answer step. log_pz (K,), token_logp (K, T), closed_logp (T,);
     `marginal`: "token" (RAG-Token's answer) or "sequence" (RAG-Sequence's). With the K passages'
     texts and the T tokens' texts, each source also says whether a passage holds its word."""
@@ -167,8 +185,19 @@ def token_sources(log_pz: torch.Tensor, token_logp: torch.Tensor, closed_logp: t
             label = END
         else:
             label = label_for(float(gain[i]), float(share[i]))
-        out.append(TokenSource(i, label, int(top[i]), float(share[i]), float(closed[i]), float(mix[i]), float(gain[i]),
-                               resp[:, i].tolist(), held[i]))
+        out.append(
+            TokenSource(
+                i,
+                label,
+                int(top[i]),
+                float(share[i]),
+                float(closed[i]),
+                float(mix[i]),
+                float(gain[i]),
+                resp[:, i].tolist(),
+                held[i],
+            )
+        )
     return out
 
 
@@ -190,15 +219,17 @@ def shares(sources: Sequence[TokenSource], shown: bool = False) -> dict[str, flo
     return {lab: (content.count(lab) / n if n else 0.0) for lab in names}
 
 
-def candidate_sources(log_pz: torch.Tensor, cand: Candidate, closed_logp: torch.Tensor,
-                      passages: Sequence[str] | None = None) -> list[TokenSource]:
+def candidate_sources(
+    log_pz: torch.Tensor, cand: Candidate, closed_logp: torch.Tensor, passages: Sequence[str] | None = None
+) -> list[TokenSource]:
     """The token sources of one trace candidate, under its own decoding's marginal; `closed_logp`
     (T',) T' ≥ T: its closed-book row (a batched row may run past the answer's end); `passages`:
     the K passages' texts (`passage_texts`), to split WEIGHTS into KNOWN and UNSEEN."""
     t = len(cand.token_ids)
     marginal = "sequence" if cand.decoding == RAG_SEQUENCE else "token"
-    return token_sources(log_pz, cand.token_logp, closed_logp[:t], cand.forced, cand.finished, marginal,
-                         passages, cand.tokens)
+    return token_sources(
+        log_pz, cand.token_logp, closed_logp[:t], cand.forced, cand.finished, marginal, passages, cand.tokens
+    )
 
 
 def passage_texts(trace: Trace) -> list[str]:
@@ -206,8 +237,9 @@ def passage_texts(trace: Trace) -> list[str]:
     return [f"{h.passage.title}\n{h.passage.text}" for h in trace.hits]
 
 
-def credit_differences(sources: Sequence[TokenSource], log_pz: torch.Tensor,
-                       token_logp: torch.Tensor) -> list[int]:
+def credit_differences(
+    sources: Sequence[TokenSource], log_pz: torch.Tensor, token_logp: torch.Tensor
+) -> list[int]:
     """Steps credited to one passage (PASSAGE) other than the passage with the largest RAG-Token
     responsibility r_i(z): where a strip of these sources and a strip coloured by r_i(z) (Token vs
     Sequence's) show a token in different passages' colours. None for a RAG-Token answer's sources,

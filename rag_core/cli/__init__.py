@@ -4,6 +4,7 @@ One module a command, each with `HELP`, `add_arguments(parser)` and `run(args) -
 below is the whole list. Errors a user can cause exit with code 2 and one line on stderr starting
 with `error:` (`common.USER_ERRORS`); an interrupt exits 130.
 """
+
 from __future__ import annotations
 
 import sys
@@ -26,11 +27,14 @@ ALIASES = {"index-swap": ["leaders"]}  # the index swap's first name, kept for u
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="python -m rag_core", description="RAG Loupe: the RAG latent-variable model, made visible.")
+    parser = Parser(
+        prog="python -m rag_core", description="RAG Loupe: the RAG latent-variable model, made visible."
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for name, module in COMMANDS.items():
-        module.add_arguments(sub.add_parser(name, help=module.HELP, description=module.HELP,
-                                            aliases=ALIASES.get(name, [])))
+        module.add_arguments(
+            sub.add_parser(name, help=module.HELP, description=module.HELP, aliases=ALIASES.get(name, []))
+        )
     return parser
 
 

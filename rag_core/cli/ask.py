@@ -3,6 +3,7 @@ the model is guessing at each (`analysis.confidence`; `--json` key "confidence")
 passages; `--csv` writes the per-token trace (docs/trace-schema.md). `--expected
 ANSWER` adds the diagnosis of the answer, as the Ask page's Diagnose panel shows it; `--sentences`
 which sentence of the cited passage carried each answer."""
+
 from __future__ import annotations
 
 import argparse
@@ -41,12 +42,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jsonl", default=None, help="write the trace as JSON Lines here (same columns)")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
     p.add_argument("--closed-book", action="store_true", help="also answer with no passage")
-    p.add_argument("--expected", default=None, metavar="ANSWER",
-                   help="the right answer (aliases separated by |): diagnose the answer as the Ask page's Diagnose "
-                        "panel does, with the verdicts, their evidence and the counterfactuals")
-    p.add_argument("--sentences", action="store_true",
-                   help="also leave each sentence of the cited passage out and report how much less "
-                        "likely each answer becomes (Δ log p per sentence)")
+    p.add_argument(
+        "--expected",
+        default=None,
+        metavar="ANSWER",
+        help="the right answer (aliases separated by |): diagnose the answer as the Ask page's Diagnose "
+        "panel does, with the verdicts, their evidence and the counterfactuals",
+    )
+    p.add_argument(
+        "--sentences",
+        action="store_true",
+        help="also leave each sentence of the cited passage out and report how much less "
+        "likely each answer becomes (Δ log p per sentence)",
+    )
     add_model_args(p)
 
 
@@ -112,14 +120,18 @@ def sentence_rows(pipe, trace) -> list[dict]:
             continue
         z = int(citation(trace.log_prior, c.token_logp).argmax())
         att = attribute(pipe, trace.query, trace.hits[z].passage, c.token_ids)
-        out += [{"decoding": d, "answer": c.answer, "doc_rank": z + 1, "doc_title": att.passage.title, **r}
-                for r in att.rows()]
+        out += [
+            {"decoding": d, "answer": c.answer, "doc_rank": z + 1, "doc_title": att.passage.title, **r}
+            for r in att.rows()
+        ]
     return out
 
 
 def sentence_text(rows: list[dict]) -> str:
     lines = ["which sentence carried it (Δ log p(y|x,z) with the sentence left out):"]
     for r in rows:
-        lines.append(f"  {r['decoding']:<13} #{r['doc_rank']} s{r['sentence']} rank {r['rank']}  "
-                     f"Δ {r['delta_logp']:+.3f}  {r['text'][:90]}")
+        lines.append(
+            f"  {r['decoding']:<13} #{r['doc_rank']} s{r['sentence']} rank {r['rank']}  "
+            f"Δ {r['delta_logp']:+.3f}  {r['text'][:90]}"
+        )
     return "\n".join(lines)

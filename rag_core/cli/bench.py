@@ -3,6 +3,7 @@
 Each figure comes from a script under bench/ run in its own process (so cold-start figures are
 real), and is a ratio measured side by side in one run wherever the machine's noise matters.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,23 @@ import sys
 from rag_core.cli.common import progress_bar
 from rag_core.config import REPO_ROOT
 
-SCRIPTS = ["trace_floor", "batch", "vs_transformers", "map", "map_100k", "app_calls", "encode", "cold_start", "app_cold", "soak",
-           "ann", "load", "sentence_drop", "ray_encode", "trained_vs_base"]
+SCRIPTS = [
+    "trace_floor",
+    "batch",
+    "vs_transformers",
+    "map",
+    "map_100k",
+    "app_calls",
+    "encode",
+    "cold_start",
+    "app_cold",
+    "soak",
+    "ann",
+    "load",
+    "sentence_drop",
+    "ray_encode",
+    "trained_vs_base",
+]
 GOALS = {
     "trace_vs_floor_k5": ("<=", 1.5),
     "trace_vs_floor_k10": ("<=", 1.8),  # the scale issue: K=10 within 1.8x of the floor
@@ -81,7 +97,11 @@ def run(args: argparse.Namespace) -> int:
             if key == "goals_met":
                 continue
             goal = GOALS.get(key)
-            mark = "" if goal is None else (" ✓" if result["goals_met"].get(key) else " ✗") + f" (goal {goal[0]} {goal[1]})"
+            mark = (
+                ""
+                if goal is None
+                else (" ✓" if result["goals_met"].get(key) else " ✗") + f" (goal {goal[0]} {goal[1]})"
+            )
             print(f"{key:<{width}}  {value}{mark}")
     failed = [k.removesuffix("_error") for k in result if k.endswith("_error")]
     if failed:  # the figures that did come are printed above; the run as a whole did not succeed

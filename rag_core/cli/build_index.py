@@ -4,6 +4,7 @@
 atomically); any other folder is refused before any work, and nothing is touched.
 `--engine ray` encodes on a Ray cluster (`rag_core.retrieval.ray_build`, the `scale` extra) and gives the same
 index; it is imported only then, so a local build never needs Ray installed."""
+
 from __future__ import annotations
 
 import argparse
@@ -23,14 +24,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("corpus")
     p.add_argument("--out", required=True, help="a new folder, or an existing index (with --force)")
     p.add_argument("--force", action="store_true", help="replace the existing index at --out")
-    p.add_argument("--factory", default="Flat", help="FAISS factory string: Flat (exact), HNSW32, IVF1024,Flat ...")
-    p.add_argument("--engine", choices=["local", "ray"], default="local",
-                   help="encode here, or on a Ray cluster (needs requirements-scale.txt); the index is the same")
-    p.add_argument("--ray-address", default=None,
-                   help="--engine ray: the cluster to join (what `ray start --head` prints; default $RAY_ADDRESS, "
-                        "else a Ray started on this machine)")
-    p.add_argument("--workers", type=positive_int, default=None,
-                   help="--engine ray: encoder copies (default: one a GPU of the cluster, else one a CPU)")
+    p.add_argument(
+        "--factory", default="Flat", help="FAISS factory string: Flat (exact), HNSW32, IVF1024,Flat ..."
+    )
+    p.add_argument(
+        "--engine",
+        choices=["local", "ray"],
+        default="local",
+        help="encode here, or on a Ray cluster (needs requirements-scale.txt); the index is the same",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        help="--engine ray: the cluster to join (what `ray start --head` prints; default $RAY_ADDRESS, "
+        "else a Ray started on this machine)",
+    )
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        help="--engine ray: encoder copies (default: one a GPU of the cluster, else one a CPU)",
+    )
     add_model_args(p)
 
 
@@ -41,8 +55,10 @@ def _ray_build():
     except ModuleNotFoundError as e:
         if (e.name or "").split(".")[0] != "ray":
             raise
-        raise CliError("--engine ray needs Ray, which is not installed: pip install -r requirements-scale.txt "
-                       "(or the package's `scale` extra)") from None
+        raise CliError(
+            "--engine ray needs Ray, which is not installed: pip install -r requirements-scale.txt "
+            "(or the package's `scale` extra)"
+        ) from None
     return ray_build
 
 
@@ -64,8 +80,18 @@ def run(args: argparse.Namespace) -> int:
             idx = build_corpus_index(parsed.passages, encoder, out, factory=args.factory, progress=progress)
         else:
             spec = ray_build.EncoderSpec(cfg.question_encoder, cfg.ctx_encoder, cfg.allow_downloads)
-            idx = ray_build.build_corpus_index(parsed.passages, encoder, spec, out, factory=args.factory,
-                                               workers=args.workers, address=args.ray_address, device=cfg.device,
-                                               progress=progress)
-    print(f"built {args.out}: {len(idx)} passages, dim {idx.dim}, {idx.manifest['factory']}, encoder {encoder.id}")
+            idx = ray_build.build_corpus_index(
+                parsed.passages,
+                encoder,
+                spec,
+                out,
+                factory=args.factory,
+                workers=args.workers,
+                address=args.ray_address,
+                device=cfg.device,
+                progress=progress,
+            )
+    print(
+        f"built {args.out}: {len(idx)} passages, dim {idx.dim}, {idx.manifest['factory']}, encoder {encoder.id}"
+    )
     return 0

@@ -5,12 +5,13 @@ errors into the one error rule, the model, index and decoding flags and the Conf
 >>> positive_int("3"), positive_float("2.5")
 (3, 2.5)
 """
+
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 from tqdm import tqdm
 
@@ -43,8 +44,20 @@ class CliError(FlagError):
 
 # Errors a user can cause: each exits 2 with one `error:` line (ValueError covers Config.validate).
 USER_ERRORS: tuple[type[BaseException], ...] = (
-    CliError, FlagError, CorpusError, IndexLoadError, QuestionError, ModelSourceError, ToyError, EvalDataError,
-    FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError, ValueError)
+    CliError,
+    FlagError,
+    CorpusError,
+    IndexLoadError,
+    QuestionError,
+    ModelSourceError,
+    ToyError,
+    EvalDataError,
+    FileNotFoundError,
+    IsADirectoryError,
+    PermissionError,
+    UnicodeDecodeError,
+    ValueError,
+)
 
 
 def error_line(e: BaseException) -> str:
@@ -59,8 +72,14 @@ def progress_bar() -> Iterator[Progress]:
     shows it anywhere (a log file), RAG_LOUPE_PROGRESS=0 hides it everywhere."""
     wanted = os.environ.get("RAG_LOUPE_PROGRESS")
     shown = wanted == "1" or (wanted != "0" and sys.stderr.isatty())
-    bar = tqdm(total=1000, file=sys.stderr, leave=False, mininterval=1.0, disable=not shown,
-               bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}")
+    bar = tqdm(
+        total=1000,
+        file=sys.stderr,
+        leave=False,
+        mininterval=1.0,
+        disable=not shown,
+        bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}",
+    )
 
     def update(message: str, fraction: float) -> None:
         bar.set_description_str(message[:70])

@@ -8,6 +8,7 @@ Every run is also saved under `cache_dir()/eval/` (JSON + CSV) for the app's Eva
 User errors (missing or empty file, no usable line, bad flag) exit 2 with one `error:` line;
 malformed lines are skipped and counted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,11 +43,20 @@ HELP = "exact match on a questions JSONL under all three modes"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("questions", nargs="?", help='JSONL: {"question": str, "answers": [str, ...]} per line')
-    p.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), default=None,
-                   help="compare two saved runs question by question (a run's .json file or its saved name, e.g. "
-                        "latest); no model call")
-    p.add_argument("--mode", choices=["rag-token", "rag-sequence", "closed-book"], default=RAG_SEQUENCE,
-                   help="with --compare: the mode whose answers are compared")
+    p.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("RUN_A", "RUN_B"),
+        default=None,
+        help="compare two saved runs question by question (a run's .json file or its saved name, e.g. "
+        "latest); no model call",
+    )
+    p.add_argument(
+        "--mode",
+        choices=["rag-token", "rag-sequence", "closed-book"],
+        default=RAG_SEQUENCE,
+        help="with --compare: the mode whose answers are compared",
+    )
     add_index_args(p)
     add_decoding_args(p, decode=False)
     p.add_argument("--csv", default=None, help="write one row per (question, mode) here")
@@ -56,17 +66,33 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=positive_int, default=None, help="evaluate only the first N questions")
     p.add_argument("--no-diagnose", action="store_true", help="skip the verdicts of wrong answers")
     p.add_argument("--no-save", action="store_true", help="do not save the run for the app's Eval page")
-    p.add_argument("--restart", action="store_true",
-                   help="start afresh instead of continuing an interrupted run of the same inputs")
-    p.add_argument("--traces", default=None, metavar="DIR",
-                   help="also store each question's trace in DIR as JSON (for --sweep: counterfactuals over K and scale)")
-    p.add_argument("--ship", default=None, metavar="NAME",
-                   help="also store the run as the shipped reference assets/eval/runs/NAME.json, which the Eval page "
-                        "opens on (the whole file, default models, a named index, with the verdicts)")
-    p.add_argument("--sweep", action="store_true",
-                   help="with --traces DIR of an earlier run: EM over K and the scale from the stored traces, no model call")
+    p.add_argument(
+        "--restart",
+        action="store_true",
+        help="start afresh instead of continuing an interrupted run of the same inputs",
+    )
+    p.add_argument(
+        "--traces",
+        default=None,
+        metavar="DIR",
+        help="also store each question's trace in DIR as JSON (for --sweep: counterfactuals over K and scale)",
+    )
+    p.add_argument(
+        "--ship",
+        default=None,
+        metavar="NAME",
+        help="also store the run as the shipped reference assets/eval/runs/NAME.json, which the Eval page "
+        "opens on (the whole file, default models, a named index, with the verdicts)",
+    )
+    p.add_argument(
+        "--sweep",
+        action="store_true",
+        help="with --traces DIR of an earlier run: EM over K and the scale from the stored traces, no model call",
+    )
     p.add_argument("--sweep-k", type=positive_int, nargs="+", default=[1, 2, 3, 4, 5], metavar="K")
-    p.add_argument("--sweep-scale", type=positive_float, nargs="+", default=[5.0, 10.0, 20.0, 40.0], metavar="S")
+    p.add_argument(
+        "--sweep-scale", type=positive_float, nargs="+", default=[5.0, 10.0, 20.0, 40.0], metavar="S"
+    )
     add_model_args(p)
     add_batch_arg(p)
 
@@ -88,7 +114,9 @@ def check_shippable(args: argparse.Namespace, cfg: Config) -> None:
         raise CliError("--ship stores a whole run: drop --limit, --no-diagnose and --corpus")
     stacks = [shipped_runs.models_of(Config(**PRESETS[name])) for name in shipped_runs.SHIPPABLE_PRESETS]
     if shipped_runs.models_of(cfg) not in stacks:
-        raise CliError("--ship is for the default models or --preset base (a shipped run is checked against them)")
+        raise CliError(
+            "--ship is for the default models or --preset base (a shipped run is checked against them)"
+        )
     try:
         shipped_runs.fingerprint(cfg, Path(args.questions))
     except ValueError as e:
@@ -102,8 +130,13 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("the following arguments are required: questions")
     if args.sweep:
         return run_sweep(args)
-    cfg = config_from(args, **decoding_fields(args, decode="both"), index=args.index, corpus=args.corpus,
-                     batch_questions=args.batch_questions)
+    cfg = config_from(
+        args,
+        **decoding_fields(args, decode="both"),
+        index=args.index,
+        corpus=args.corpus,
+        batch_questions=args.batch_questions,
+    )
     questions, skipped = read_questions(args.questions)  # user errors surface before any model loads
     if args.limit:
         questions = questions[: args.limit]
@@ -115,7 +148,10 @@ def run(args: argparse.Namespace) -> int:
     if args.ship:
         check_shippable(args, cfg)
     if skipped:
-        print(f"skipped {skipped} malformed line{'s' if skipped != 1 else ''} of {args.questions}", file=sys.stderr)
+        print(
+            f"skipped {skipped} malformed line{'s' if skipped != 1 else ''} of {args.questions}",
+            file=sys.stderr,
+        )
     with progress_bar() as progress:
         pipe = load_pipeline(cfg, progress)
 
@@ -128,11 +164,21 @@ def run(args: argparse.Namespace) -> int:
         if args.restart:
             checkpoint.discard(resume)
         elif done := len(checkpoint.load(resume, key)[1]):
-            print(f"continuing an interrupted run: {done} of {len(questions)} questions already evaluated "
-                  "(--restart starts afresh)", file=sys.stderr)
-        result = run_eval(pipe, questions, cfg, step, diagnose=not args.no_diagnose,
-                          settings={"file": str(args.questions), "skipped": skipped, "stack": fingerprint(cfg)},
-                          trace_dir=Path(args.traces) if args.traces else None, resume=resume)
+            print(
+                f"continuing an interrupted run: {done} of {len(questions)} questions already evaluated "
+                "(--restart starts afresh)",
+                file=sys.stderr,
+            )
+        result = run_eval(
+            pipe,
+            questions,
+            cfg,
+            step,
+            diagnose=not args.no_diagnose,
+            settings={"file": str(args.questions), "skipped": skipped, "stack": fingerprint(cfg)},
+            trace_dir=Path(args.traces) if args.traces else None,
+            resume=resume,
+        )
     if args.csv:
         result.to_csv(args.csv)
     for fmt in ("parquet", "jsonl"):
@@ -144,9 +190,15 @@ def run(args: argparse.Namespace) -> int:
         except OSError as e:  # a read-only cache must not lose the printed result
             print(f"note: could not save the run for the app ({e})", file=sys.stderr)
     if args.ship:
-        print(f"shipped as {shipped_runs.ship(result, cfg, Path(args.questions), args.ship)}", file=sys.stderr)
+        print(
+            f"shipped as {shipped_runs.ship(result, cfg, Path(args.questions), args.ship)}", file=sys.stderr
+        )
     if args.json:
-        print(json.dumps({"settings": result.settings, "summary": result.summary()}, indent=1, ensure_ascii=False))
+        print(
+            json.dumps(
+                {"settings": result.settings, "summary": result.summary()}, indent=1, ensure_ascii=False
+            )
+        )
     else:
         print(result.table_text())
     return 0

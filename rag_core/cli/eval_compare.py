@@ -5,6 +5,7 @@ A run is a saved run's file (`.json`, as `eval` writes it) or its name in the ev
 (`latest`, `run-20261201-120000`). The output: both runs' settings, EM in each over the paired
 questions, the verdict transitions from A to B, and every question whose verdict changed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,23 +25,31 @@ def resolve_run(name: str) -> EvalRun:
         path = eval_folder() / f"{name}.json"
     run = load_run(path) if path.is_file() else None
     if run is None:
-        raise CliError(f"no saved evaluation run {name!r}: give a run's .json file or the name of one in {eval_folder()}")
+        raise CliError(
+            f"no saved evaluation run {name!r}: give a run's .json file or the name of one in {eval_folder()}"
+        )
     return run
 
 
 def describe(run: EvalRun) -> str:
     """One line of a run's settings: 'file dev.jsonl · index wiki · k 1 · …'."""
     s = run.settings
-    return " · ".join(f"{key} {s[key]}" for key in SETTINGS_SHOWN if s.get(key) not in (None, "")) + \
-        f" · {len(run.results)} questions"
+    return (
+        " · ".join(f"{key} {s[key]}" for key in SETTINGS_SHOWN if s.get(key) not in (None, ""))
+        + f" · {len(run.results)} questions"
+    )
 
 
 def comparison_text(cmp: Comparison, a: EvalRun, b: EvalRun) -> str:
     em_a, em_b = cmp.em()
     c = cmp.counts()
-    lines = [f"A: {describe(a)}", f"B: {describe(b)}", "",
-             f"{cmp.mode} EM over {len(cmp.rows)} paired questions: A {100 * em_a:.1f}% -> B {100 * em_b:.1f}%"
-             f" · fixed {c['fixed']} · broken {c['broken']} · unchanged {c['same']}"]
+    lines = [
+        f"A: {describe(a)}",
+        f"B: {describe(b)}",
+        "",
+        f"{cmp.mode} EM over {len(cmp.rows)} paired questions: A {100 * em_a:.1f}% -> B {100 * em_b:.1f}%"
+        f" · fixed {c['fixed']} · broken {c['broken']} · unchanged {c['same']}",
+    ]
     if c["only in A"] or c["only in B"]:
         lines.append(f"not paired: {c['only in A']} questions only in A, {c['only in B']} only in B")
     trans = cmp.transitions()
@@ -49,7 +58,9 @@ def comparison_text(cmp: Comparison, a: EvalRun, b: EvalRun) -> str:
     changed = diff[diff.outcome_a != diff.outcome_b]
     lines += ["", f"questions whose verdict changed ({len(changed)}):"]
     if len(changed):
-        lines.append(changed[["question", "answer_a", "answer_b", "outcome_a", "outcome_b"]].to_string(index=False))
+        lines.append(
+            changed[["question", "answer_a", "answer_b", "outcome_a", "outcome_b"]].to_string(index=False)
+        )
     else:
         lines.append("(none)")
     return "\n".join(lines)

@@ -7,6 +7,7 @@ Prints the 2×2 accuracy table (index year × leaders year) per decoding beside 
 and the closed-book accuracy against both years. Results are cached (see `experiments`), so a
 second run, or the app's Index swap page, shows the table without recomputing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,15 +36,31 @@ HELP = "the 2016/2018 index hot-swap experiment"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--csv", default=None, help="write one row per (position, index, decoding) here")
-    p.add_argument("--limit", type=positive_int, default=None, help="only the first N positions of leaders.csv")
-    p.add_argument("--split", choices=SPLITS, default=None,
-                   help="only one half of the positions (tune: for choosing settings; test: the held-out half)")
+    p.add_argument(
+        "--limit", type=positive_int, default=None, help="only the first N positions of leaders.csv"
+    )
+    p.add_argument(
+        "--split",
+        choices=SPLITS,
+        default=None,
+        help="only one half of the positions (tune: for choosing settings; test: the held-out half)",
+    )
     add_decoding_args(p)
-    p.add_argument("--ship", action="store_true",
-                   help="after a complete run, store it as the shipped reference run (assets/leaders_run.json)")
-    p.add_argument("--also", nargs="+", default=[], metavar="K[:SCALE]",
-                   help="other settings computed alongside from the same prompts, e.g. --also 3 1 5:50 (K <= -k)")
-    p.add_argument("--no-cache", action="store_true", help="recompute every position (the cache is refreshed)")
+    p.add_argument(
+        "--ship",
+        action="store_true",
+        help="after a complete run, store it as the shipped reference run (assets/leaders_run.json)",
+    )
+    p.add_argument(
+        "--also",
+        nargs="+",
+        default=[],
+        metavar="K[:SCALE]",
+        help="other settings computed alongside from the same prompts, e.g. --also 3 1 5:50 (K <= -k)",
+    )
+    p.add_argument(
+        "--no-cache", action="store_true", help="recompute every position (the cache is refreshed)"
+    )
     p.add_argument("--json", action="store_true", help="print the tables as JSON")
     add_model_args(p)
     add_batch_arg(p)
@@ -54,31 +71,50 @@ def _pct(x: float) -> str:
 
 
 def report_lines(result) -> list[str]:
-    lines = [f"{result.positions} positions; settings: " + ", ".join(f"{k}={v}" for k, v in result.settings.items())]
+    lines = [
+        f"{result.positions} positions; settings: "
+        + ", ".join(f"{k}={v}" for k, v in result.settings.items())
+    ]
     for d in result.decodings():
         for split, label in (("test", "held-out half"), ("tune", "tuning half"), (None, "all positions")):
             t = result.table(d, split)
-            n = len({r["position"] for r in result.rows if split is None or position_split(r["position"]) == split})
+            n = len(
+                {
+                    r["position"]
+                    for r in result.rows
+                    if split is None or position_split(r["position"]) == split
+                }
+            )
             lines.append("")
             lines.append(f"{d}, {label} ({n}): accuracy (measured | paper)   leaders 2016     leaders 2018")
             for idx in YEARS:
-                cells = [f"{_pct(t.loc[f'index {idx}', f'leaders {y}'])} | {_pct(PAPER[(idx, y)])}" for y in YEARS]
+                cells = [
+                    f"{_pct(t.loc[f'index {idx}', f'leaders {y}'])} | {_pct(PAPER[(idx, y)])}" for y in YEARS
+                ]
                 lines.append(f"  index {idx}                      {cells[0]:>14}   {cells[1]:>14}")
         o = result.override(d)
         n = max(1, o["total"])
-        lines.append(f"  answers naming the other year's holder: {o['other_year']}/{o['total']} "
-                     f"({o['other_year_in_passages']} named in the retrieved passages, {o['other_year_closed_book']} "
-                     f"also the closed-book answer); naming both (ambiguous): {o['ambiguous']}; naming neither: "
-                     f"{o['neither']}; passages lacking the holder: {o['passages_lack_holder']} ({100 * o['passages_lack_holder'] / n:.0f}%)")
-        lines.append(f"  goal on the held-out half (matched >= {GOAL_MATCHED:.0%}, mismatched <= {GOAL_MISMATCHED:.0%}): "
-                     + ("met" if result.goal_met(d) else "not met"))
+        lines.append(
+            f"  answers naming the other year's holder: {o['other_year']}/{o['total']} "
+            f"({o['other_year_in_passages']} named in the retrieved passages, {o['other_year_closed_book']} "
+            f"also the closed-book answer); naming both (ambiguous): {o['ambiguous']}; naming neither: "
+            f"{o['neither']}; passages lacking the holder: {o['passages_lack_holder']} ({100 * o['passages_lack_holder'] / n:.0f}%)"
+        )
+        lines.append(
+            f"  goal on the held-out half (matched >= {GOAL_MATCHED:.0%}, mismatched <= {GOAL_MISMATCHED:.0%}): "
+            + ("met" if result.goal_met(d) else "not met")
+        )
         if not result.goal_met(d):
             lines.append(f"  finding: {result.finding(d)}")
     cb = result.closed_book_accuracy()
     lines.append("")
-    lines.append(f"closed-book (no passage): names the 2016 holder {_pct(cb['2016'])}, the 2018 holder {_pct(cb['2018'])}")
+    lines.append(
+        f"closed-book (no passage): names the 2016 holder {_pct(cb['2016'])}, the 2018 holder {_pct(cb['2018'])}"
+    )
     if result.elapsed_s:
-        lines.append(f"compute time: {result.elapsed_s / 60:.1f} min" + ("" if result.complete else " (partial run)"))
+        lines.append(
+            f"compute time: {result.elapsed_s / 60:.1f} min" + ("" if result.complete else " (partial run)")
+        )
     return lines
 
 
@@ -97,28 +133,51 @@ def _variant(text: str, cfg):
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = experiment_config(config_from(args, **decoding_fields(args), index="2018", corpus=None,
-                                               batch_questions=args.batch_questions))
+    cfg = experiment_config(
+        config_from(
+            args, **decoding_fields(args), index="2018", corpus=None, batch_questions=args.batch_questions
+        )
+    )
     variants = [_variant(v, cfg) for v in args.also]
     if args.ship and shipped_path(cfg) is None:  # said before the run, not after it
-        raise CliError("--ship is for the default models or --preset base (a shipped run is checked against them)")
+        raise CliError(
+            "--ship is for the default models or --preset base (a shipped run is checked against them)"
+        )
     if args.csv and os.path.isdir(args.csv):
         raise CliError(f"--csv {args.csv} is a folder; give a file name")
     positions = None
     if args.split:
         positions = [p for p in leaders_frame(args.limit)["position"] if position_split(p) == args.split]
     with progress_bar() as progress:
-        result = run_experiment(cfg, lambda: load_pipeline(cfg), limit=args.limit, progress=progress,
-                                use_cache=not args.no_cache, variants=variants, positions=positions)
+        result = run_experiment(
+            cfg,
+            lambda: load_pipeline(cfg),
+            limit=args.limit,
+            progress=progress,
+            use_cache=not args.no_cache,
+            variants=variants,
+            positions=positions,
+        )
     if args.csv:
         result.to_csv(args.csv)
     if args.ship:
         print(f"shipped: {write_shipped(result, shipped_path(cfg))}", file=sys.stderr)
     if args.json:
-        out = {d: {split or "all": result.table(d, split).to_dict() for split in ("test", "tune", None)}
-               for d in result.decodings()}
-        print(json.dumps({"tables": out, "closed_book": result.closed_book_accuracy(), "settings": result.settings,
-                          "positions": result.positions}, indent=1))
+        out = {
+            d: {split or "all": result.table(d, split).to_dict() for split in ("test", "tune", None)}
+            for d in result.decodings()
+        }
+        print(
+            json.dumps(
+                {
+                    "tables": out,
+                    "closed_book": result.closed_book_accuracy(),
+                    "settings": result.settings,
+                    "positions": result.positions,
+                },
+                indent=1,
+            )
+        )
         return 0
     print("\n".join(report_lines(result)))
     for v in variants:

@@ -1,4 +1,5 @@
 """Plain-text and JSON summaries of a trace, for the command line."""
+
 from __future__ import annotations
 
 from rag_core import marginals
@@ -13,13 +14,15 @@ def ask_json(trace: Trace, confidence: dict[str, Confidence] | None = None) -> d
     lpz = trace.log_prior
     answers = {}
     for c in trace.candidates:
-        answers.setdefault(c.decoding, []).append({
-            "answer": c.answer,
-            "p_seq": prob(c.log_p_seq(lpz)),
-            "p_tok": prob(c.log_p_tok(lpz)),
-            "finished": c.finished,
-            "posterior": marginals.citation(lpz, c.token_logp).tolist(),
-        })
+        answers.setdefault(c.decoding, []).append(
+            {
+                "answer": c.answer,
+                "p_seq": prob(c.log_p_seq(lpz)),
+                "p_tok": prob(c.log_p_tok(lpz)),
+                "finished": c.finished,
+                "posterior": marginals.citation(lpz, c.token_logp).tolist(),
+            }
+        )
     out = {
         "query": trace.query,
         "index": trace.index,
@@ -28,8 +31,17 @@ def ask_json(trace: Trace, confidence: dict[str, Confidence] | None = None) -> d
         "settings": trace.settings,
         "closed_book": trace.closed_book,
         "answers": answers,
-        "passages": [{"rank": h.rank, "id": h.passage.id, "title": h.passage.title, "score": h.score,
-                      "prior": float(p), "text": h.passage.text} for h, p in zip(trace.hits, trace.prior)],
+        "passages": [
+            {
+                "rank": h.rank,
+                "id": h.passage.id,
+                "title": h.passage.title,
+                "score": h.score,
+                "prior": float(p),
+                "text": h.passage.text,
+            }
+            for h, p in zip(trace.hits, trace.prior)
+        ],
     }
     if confidence is not None:
         out["confidence"] = {d: c.to_json() for d, c in confidence.items()}
@@ -38,8 +50,11 @@ def ask_json(trace: Trace, confidence: dict[str, Confidence] | None = None) -> d
 
 def ask_text(trace: Trace, confidence: dict[str, Confidence] | None = None) -> str:
     lpz = trace.log_prior
-    lines = [f"Q: {trace.query}", f"index {trace.index} · K={trace.k} · scale {trace.scale:g} · "
-             f"{trace.settings.get('rescore', '')} rescoring · beams {trace.settings.get('beams', 1)}"]
+    lines = [
+        f"Q: {trace.query}",
+        f"index {trace.index} · K={trace.k} · scale {trace.scale:g} · "
+        f"{trace.settings.get('rescore', '')} rescoring · beams {trace.settings.get('beams', 1)}",
+    ]
     for notice in trace.settings.get("notices", []):
         lines.append(f"note: {notice}")
     posts = {}
@@ -49,15 +64,23 @@ def ask_text(trace: Trace, confidence: dict[str, Confidence] | None = None) -> s
             continue
         best = cands[0]
         posts[decoding] = marginals.citation(lpz, best.token_logp).tolist()
-        lines.append(f"{decoding:>13}: {best.answer!s:<30} p_seq={prob(best.log_p_seq(lpz)):.3f} p_tok={prob(best.log_p_tok(lpz)):.3f}"
-                     + ("" if best.finished else " (cut at max-new-tokens)"))
+        lines.append(
+            f"{decoding:>13}: {best.answer!s:<30} p_seq={prob(best.log_p_seq(lpz)):.3f} p_tok={prob(best.log_p_tok(lpz)):.3f}"
+            + ("" if best.finished else " (cut at max-new-tokens)")
+        )
         if confidence and decoding in confidence and confidence[decoding].low:
             lines.append(f"{'':>13}  low confidence: {confidence[decoding].summary()}")
         for c in cands[1:4]:
-            lines.append(f"{'':>13}  also {c.answer!s:<25} p_seq={prob(c.log_p_seq(lpz)):.3f} p_tok={prob(c.log_p_tok(lpz)):.3f}")
+            lines.append(
+                f"{'':>13}  also {c.answer!s:<25} p_seq={prob(c.log_p_seq(lpz)):.3f} p_tok={prob(c.log_p_tok(lpz)):.3f}"
+            )
     if trace.closed_book is not None:
         lines.append(f"{'closed-book':>13}: {trace.closed_book}")
-    head = f"{'rank':>4} {'score':>7} {'prior':>6}" + "".join(f" {'post/' + d[4:7]:>8}" for d in posts) + "  passage"
+    head = (
+        f"{'rank':>4} {'score':>7} {'prior':>6}"
+        + "".join(f" {'post/' + d[4:7]:>8}" for d in posts)
+        + "  passage"
+    )
     lines += ["", head]
     for i, (h, p) in enumerate(zip(trace.hits, trace.prior)):
         post = "".join(f" {posts[d][i]:8.3f}" for d in posts)

@@ -5,10 +5,11 @@ A batch puts every question's K prompt rows through one prompt pass and one deco
 (`decoding.decode_jobs`); each question's searches read only its own rows, so its trace is the
 one it gets alone, to float32 rounding (`tests/test_batching.py`).
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -29,25 +30,55 @@ class PreparedRun:
     state0: GenState
 
 
-
 def to_candidates(gen: Generator, decoding: str, scored: list[Scored]) -> list[Candidate]:
     out = []
     for rank, s in enumerate(scored):
         alt_tokens = [[[gen.token_text(int(i)) for i in step] for step in row] for row in s.alt_ids.tolist()]
-        out.append(Candidate(decoding, rank, gen.decode(s.tokens), list(s.tokens), [gen.token_text(t) for t in s.tokens],
-                             s.token_logp, s.alt_ids, alt_tokens, s.alt_logp, s.finished, set(s.sources),
-                             list(s.forced) or [False] * len(s.tokens), s.search_score))
+        out.append(
+            Candidate(
+                decoding,
+                rank,
+                gen.decode(s.tokens),
+                list(s.tokens),
+                [gen.token_text(t) for t in s.tokens],
+                s.token_logp,
+                s.alt_ids,
+                alt_tokens,
+                s.alt_logp,
+                s.finished,
+                set(s.sources),
+                list(s.forced) or [False] * len(s.tokens),
+                s.search_score,
+            )
+        )
     return out
 
 
-def trace_of(gen: Generator, question: str, hits: list[Hit], log_pz: torch.Tensor, cfg: Config, index_name: str,
-             scale: float, decoded: tuple[list[Scored], list[Scored]], calls: int) -> Trace:
+def trace_of(
+    gen: Generator,
+    question: str,
+    hits: list[Hit],
+    log_pz: torch.Tensor,
+    cfg: Config,
+    index_name: str,
+    scale: float,
+    decoded: tuple[list[Scored], list[Scored]],
+    calls: int,
+) -> Trace:
     """The trace of one question's decoded answers (RAG-Token hypotheses, RAG-Sequence hypotheses)."""
     token_scored, seq = decoded
     candidates = to_candidates(gen, RAG_TOKEN, token_scored) + to_candidates(gen, RAG_SEQUENCE, seq)
-    settings = {"k": len(hits), "beams": cfg.beams, "rescore": cfg.rescore, "decode": cfg.decode,
-                "max_new_tokens": cfg.max_new_tokens, "length_penalty": cfg.length_penalty,
-                "early_stopping": cfg.early_stopping, "generator": gen.id, "prompt": prompt_fingerprint(gen.id)}
+    settings = {
+        "k": len(hits),
+        "beams": cfg.beams,
+        "rescore": cfg.rescore,
+        "decode": cfg.decode,
+        "max_new_tokens": cfg.max_new_tokens,
+        "length_penalty": cfg.length_penalty,
+        "early_stopping": cfg.early_stopping,
+        "generator": gen.id,
+        "prompt": prompt_fingerprint(gen.id),
+    }
     return Trace(question, index_name, hits, log_pz.double(), scale, candidates, settings, model_calls=calls)
 
 
@@ -55,8 +86,16 @@ def _job(cfg: Config, rows: list[int], log_pz: torch.Tensor) -> Job:
     return Job(rows, log_pz, SearchSettings.from_config(cfg), cfg.decode, cfg.rescore)
 
 
-def analyse(gen: Generator, question: str, hits: list[Hit], log_pz: torch.Tensor, cfg: Config, index_name: str,
-            scale: float, state0: GenState | None = None) -> Trace:
+def analyse(
+    gen: Generator,
+    question: str,
+    hits: list[Hit],
+    log_pz: torch.Tensor,
+    cfg: Config,
+    index_name: str,
+    scale: float,
+    state0: GenState | None = None,
+) -> Trace:
     """Decode under both models from one prepared state and build the trace."""
     state0 = state0 or gen.prepare(question, [h.passage for h in hits])
     # Both decodings share every forward call (see decoding.decode_jobs); same results as apart.
@@ -77,8 +116,9 @@ class Query:
     encoder: str | None = None  # the retriever's id, recorded in each trace's settings
 
 
-def decode_queries(gen: Generator, queries: list[Query], scale_of: Callable[[Config], float],
-                   keep_state: bool = False) -> list[list["PreparedRun"]]:
+def decode_queries(
+    gen: Generator, queries: list[Query], scale_of: Callable[[Config], float], keep_state: bool = False
+) -> list[list[PreparedRun]]:
     """Several questions (on any indexes) through one prompt pass and one decode loop: per query,
     one run per config, each exactly what the query decoded alone gives.
 

@@ -36,6 +36,7 @@ Each hypothesis comes back as a `Scored` answer: its tokens, a (K, T) table of l
 (NaN where never scored), the top alternative tokens at each step, whether the model itself ended
 it (`finished`), which steps were forced, and the search's own score.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -81,7 +82,9 @@ def decode_jobs(gen: Generator, state0: GenState, jobs: list[Job]) -> list[tuple
     decoded alone; a row two searches share (a passage's beam that still equals the RAG-Token path,
     or the same prompt row in two jobs) is computed once. Per job: (RAG-Token hypotheses, RAG-Sequence
     hypotheses), each best first and empty for a model the job did not ask for."""
-    token = [_token_search(j.rows, j.log_pz, j.settings, gen) if j.decode != "sequence" else None for j in jobs]
+    token = [
+        _token_search(j.rows, j.log_pz, j.settings, gen) if j.decode != "sequence" else None for j in jobs
+    ]
     per_passage = [_passage_searches(j.rows, j.settings, gen) if j.decode != "token" else [] for j in jobs]
     run_lockstep(gen, state0, [t for t in token if t is not None] + [s for ps in per_passage for s in ps])
     out = []
@@ -90,24 +93,36 @@ def decode_jobs(gen: Generator, state0: GenState, jobs: list[Job]) -> list[tuple
         seq = []
         if ps:
             state = state0 if job.rows == _all_rows(state0) else gen.select(state0, torch.tensor(job.rows))
-            seq = rescore_hypotheses(gen, state, job.log_pz, [s.results() for s in ps], job.rescore,
-                                     job.settings.top_alternatives, token_scored)
+            seq = rescore_hypotheses(
+                gen,
+                state,
+                job.log_pz,
+                [s.results() for s in ps],
+                job.rescore,
+                job.settings.top_alternatives,
+                token_scored,
+            )
         out.append((token_scored, seq))
     return out
 
 
-def rag_token_decode(gen: Generator, state0: GenState, log_pz: torch.Tensor,
-                     settings: SearchSettings = SearchSettings()) -> list[Scored]:
+def rag_token_decode(
+    gen: Generator, state0: GenState, log_pz: torch.Tensor, settings: SearchSettings = SearchSettings()
+) -> list[Scored]:
     """The RAG-Token search on the mixture; best hypothesis first (at most `beams`)."""
     return decode_jobs(gen, state0, [Job(_all_rows(state0), log_pz, settings, "token")])[0][0]
 
 
-def closed_book_decode(gen: Generator, state0: GenState, settings: SearchSettings = SearchSettings()) -> Scored:
+def closed_book_decode(
+    gen: Generator, state0: GenState, settings: SearchSettings = SearchSettings()
+) -> Scored:
     """The generator alone on one prepared row (no passage): the best hypothesis of the same search."""
     return rag_token_decode(gen, state0, torch.zeros(1), settings)[0]
 
 
-def rag_sequence_beams(gen: Generator, state0: GenState, settings: SearchSettings = SearchSettings()) -> list[list[Scored]]:
+def rag_sequence_beams(
+    gen: Generator, state0: GenState, settings: SearchSettings = SearchSettings()
+) -> list[list[Scored]]:
     """A search per passage under p(y|x,z); per passage its finished hypotheses, best first, each
     with a (1, T) table of its own passage's log-probs."""
     searches = _passage_searches(_all_rows(state0), settings, gen)
@@ -115,16 +130,22 @@ def rag_sequence_beams(gen: Generator, state0: GenState, settings: SearchSetting
     return [s.results() for s in searches]
 
 
-def decode_both(gen: Generator, state0: GenState, log_pz: torch.Tensor, settings: SearchSettings = SearchSettings(),
-                rescore: str = "thorough") -> tuple[list[Scored], list[Scored]]:
+def decode_both(
+    gen: Generator,
+    state0: GenState,
+    log_pz: torch.Tensor,
+    settings: SearchSettings = SearchSettings(),
+    rescore: str = "thorough",
+) -> tuple[list[Scored], list[Scored]]:
     """RAG-Token and RAG-Sequence from the same forward calls: the K + 1 searches run in lockstep,
     and a passage's beam that still equals a RAG-Token hypothesis shares its rows. The results are
     exactly those of `rag_token_decode` and `rag_sequence_decode` run alone."""
     return decode_jobs(gen, state0, [Job(_all_rows(state0), log_pz, settings, "both", rescore)])[0]
 
 
-def score_answers(gen: Generator, state0: GenState, answers: list[list[int]], top_alternatives: int = 5
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def score_answers(
+    gen: Generator, state0: GenState, answers: list[list[int]], top_alternatives: int = 5
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Teacher-force N answers under all K passages in one batched pass.
 
     Returns token log-probs (N, K, T), mask (N, T), alternative ids and log-probs (N, K, T, A); the
@@ -148,13 +169,20 @@ def score_answers(gen: Generator, state0: GenState, answers: list[list[int]], to
             logp = gen.teacher_force_packed(state0, packed)  # (K, L, V)
             step = packed.steps + 1  # (L,) the answer step each packed position predicts
             target = ids[packed.owner, step]  # (L,)
-            tok[packed.owner, :, step] = logp.gather(-1, target.view(1, -1, 1).expand(k, -1, 1)).squeeze(-1).T  # (L, K)
+            tok[packed.owner, :, step] = (
+                logp.gather(-1, target.view(1, -1, 1).expand(k, -1, 1)).squeeze(-1).T
+            )  # (L, K)
             pid, plp = topk(logp, a)  # (K, L, A)
-            alt_ids[packed.owner, :, step], alt_lp[packed.owner, :, step] = pid.transpose(0, 1), plp.transpose(0, 1)
+            alt_ids[packed.owner, :, step], alt_lp[packed.owner, :, step] = (
+                pid.transpose(0, 1),
+                plp.transpose(0, 1),
+            )
     else:
         state = gen.select(state0, torch.arange(k).repeat(n))  # (N*K rows): row n*K + z
         logp = gen.teacher_force(state, ids.repeat_interleave(k, dim=0))  # (N*K, T, V)
-        tok = logp.gather(-1, ids.repeat_interleave(k, dim=0).unsqueeze(-1)).squeeze(-1).view(n, k, t)  # (N, K, T)
+        tok = (
+            logp.gather(-1, ids.repeat_interleave(k, dim=0).unsqueeze(-1)).squeeze(-1).view(n, k, t)
+        )  # (N, K, T)
         rid, rlp = topk(logp, a)  # (N*K, T, A)
         alt_ids, alt_lp = rid.view(n, k, t, a), rlp.view(n, k, t, a)
     off = ~mask.view(n, 1, t)  # (N, 1, T)
@@ -164,9 +192,14 @@ def score_answers(gen: Generator, state0: GenState, answers: list[list[int]], to
     return tok, mask, alt_ids, alt_lp
 
 
-def rag_sequence_decode(gen: Generator, state0: GenState, log_pz: torch.Tensor,
-                        settings: SearchSettings = SearchSettings(), rescore: str = "thorough",
-                        known: list[Scored] | None = None) -> list[Scored]:
+def rag_sequence_decode(
+    gen: Generator,
+    state0: GenState,
+    log_pz: torch.Tensor,
+    settings: SearchSettings = SearchSettings(),
+    rescore: str = "thorough",
+    known: list[Scored] | None = None,
+) -> list[Scored]:
     """Per-passage searches, union, rescoring; sorted by the RAG-Sequence marginal, best first.
 
     `known`: answers already scored under every passage (e.g. the RAG-Token answer); a hypothesis
@@ -184,8 +217,16 @@ def _union(per_passage: list[list[Scored]], k: int, a: int) -> list[Scored]:
             key = tuple(h.tokens)
             if key not in union:
                 t = h.length
-                union[key] = Scored(list(h.tokens), torch.full((k, t), NAN), torch.zeros((k, t, a), dtype=torch.long),
-                                    torch.full((k, t, a), NAN), set(), h.finished, list(h.forced), h.search_score)
+                union[key] = Scored(
+                    list(h.tokens),
+                    torch.full((k, t), NAN),
+                    torch.zeros((k, t, a), dtype=torch.long),
+                    torch.full((k, t, a), NAN),
+                    set(),
+                    h.finished,
+                    list(h.forced),
+                    h.search_score,
+                )
             s = union[key]
             s.sources.add(z)
             s.token_logp[z] = h.token_logp[0]
@@ -194,9 +235,15 @@ def _union(per_passage: list[list[Scored]], k: int, a: int) -> list[Scored]:
     return list(union.values())
 
 
-def rescore_hypotheses(gen: Generator, state0: GenState, log_pz: torch.Tensor, per_passage: list[list[Scored]],
-                       rescore: str = "thorough", top_alternatives: int = 5, known: list[Scored] | None = None
-                       ) -> list[Scored]:
+def rescore_hypotheses(
+    gen: Generator,
+    state0: GenState,
+    log_pz: torch.Tensor,
+    per_passage: list[list[Scored]],
+    rescore: str = "thorough",
+    top_alternatives: int = 5,
+    known: list[Scored] | None = None,
+) -> list[Scored]:
     """The union of the per-passage hypotheses, rescored thoroughly or fast, best marginal first."""
     hyps = _union(per_passage, state0.logprobs.shape[0], top_alternatives)
     if rescore == "thorough":
@@ -205,8 +252,16 @@ def rescore_hypotheses(gen: Generator, state0: GenState, log_pz: torch.Tensor, p
         for i, h in enumerate(hyps):
             src = known_by_tokens.get(tuple(h.tokens))
             if src is not None:
-                hyps[i] = Scored(h.tokens, src.token_logp, src.alt_ids, src.alt_logp, h.sources, h.finished, h.forced,
-                                 h.search_score)
+                hyps[i] = Scored(
+                    h.tokens,
+                    src.token_logp,
+                    src.alt_ids,
+                    src.alt_logp,
+                    h.sources,
+                    h.finished,
+                    h.forced,
+                    h.search_score,
+                )
             else:
                 todo.append(i)
         if todo:
@@ -214,8 +269,16 @@ def rescore_hypotheses(gen: Generator, state0: GenState, log_pz: torch.Tensor, p
             for j, i in enumerate(todo):
                 h = hyps[i]
                 t = h.length
-                hyps[i] = Scored(h.tokens, lp[j, :, :t], ids[j, :, :t], vals[j, :, :t], h.sources, h.finished, h.forced,
-                                 h.search_score)
+                hyps[i] = Scored(
+                    h.tokens,
+                    lp[j, :, :t],
+                    ids[j, :, :t],
+                    vals[j, :, :t],
+                    h.sources,
+                    h.finished,
+                    h.forced,
+                    h.search_score,
+                )
     lpz = log_pz.double()
     # Python's sort is stable: hypotheses with equal marginals keep the order the passages gave them.
     hyps.sort(key=lambda h: float(marginals.rag_sequence(lpz, h.token_logp)), reverse=True)

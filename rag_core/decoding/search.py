@@ -5,6 +5,7 @@ for RAG-Sequence and closed-book); `run_lockstep` advances any number of them to
 `RowPool` of generator rows keyed by (passage, prefix), one `advance` call a step. The rule they
 follow is written at the top of `decoding`, which builds the searches the two models need.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -23,13 +24,17 @@ class SearchSettings:
 
     beams: int = 1  # 1 = argmax greedy; >1 = transformers' beam search
     max_new_tokens: int = 16  # answer tokens at most, end token included
-    length_penalty: float = 1.0  # finished beams rank by Σ log p / T ** length_penalty (transformers' default)
+    length_penalty: float = (
+        1.0  # finished beams rank by Σ log p / T ** length_penalty (transformers' default)
+    )
     early_stopping: bool = False  # transformers' default; True stops once B hypotheses are finished
     top_alternatives: int = 5  # alternative tokens kept per step and passage for the UI
 
     @classmethod
-    def from_config(cls, cfg) -> "SearchSettings":
-        return cls(cfg.beams, cfg.max_new_tokens, cfg.length_penalty, cfg.early_stopping, cfg.top_alternatives)
+    def from_config(cls, cfg) -> SearchSettings:
+        return cls(
+            cfg.beams, cfg.max_new_tokens, cfg.length_penalty, cfg.early_stopping, cfg.top_alternatives
+        )
 
 
 @dataclass
@@ -87,10 +92,16 @@ class _Hyp:
     forced: list[bool] = field(default_factory=list)
     ended: bool = False  # its last token is an end token the model chose
 
-    def child(self, tok: int, score: float, logp: torch.Tensor, forced: bool, ended: bool, a: int) -> "_Hyp":
+    def child(self, tok: int, score: float, logp: torch.Tensor, forced: bool, ended: bool, a: int) -> _Hyp:
         ids, vals = topk(logp, a)  # (R, A)
-        return _Hyp(self.tokens + (tok,), score, self.logp + [logp[:, tok]], self.alts + [(ids, vals)],
-                    self.forced + [forced], ended)
+        return _Hyp(
+            self.tokens + (tok,),
+            score,
+            self.logp + [logp[:, tok]],
+            self.alts + [(ids, vals)],
+            self.forced + [forced],
+            ended,
+        )
 
     def scored(self, search_score: float) -> Scored:
         r = self.logp[0].shape[0] if self.logp else 0
@@ -99,7 +110,11 @@ class _Hyp:
             ids = torch.stack([s[0] for s in self.alts], dim=1)  # (R, T, A)
             vals = torch.stack([s[1] for s in self.alts], dim=1)  # (R, T, A)
         else:
-            lp, ids, vals = torch.zeros((r, 0)), torch.zeros((r, 0, 0), dtype=torch.long), torch.zeros((r, 0, 0))
+            lp, ids, vals = (
+                torch.zeros((r, 0)),
+                torch.zeros((r, 0, 0), dtype=torch.long),
+                torch.zeros((r, 0, 0)),
+            )
         return Scored(list(self.tokens), lp, ids, vals, set(), self.ended, list(self.forced), search_score)
 
 
@@ -107,7 +122,9 @@ class Search:
     """One search over the mixture of `passages` with log weights `log_w` (one passage of weight 1
     for a RAG-Sequence beam or closed-book; all K with the prior for RAG-Token)."""
 
-    def __init__(self, passages: list[int], log_w: torch.Tensor, settings: SearchSettings, eos_ids: frozenset[int]):
+    def __init__(
+        self, passages: list[int], log_w: torch.Tensor, settings: SearchSettings, eos_ids: frozenset[int]
+    ):
         self.passages = passages
         self.log_w = log_w.view(1, -1, 1)  # (1, R, 1)
         self.s = settings
@@ -117,18 +134,22 @@ class Search:
         self.improvable = True  # transformers' early-stop heuristic, carried across steps
 
     def _norm(self, score: float, length: int) -> float:
-        return score / (length ** self.s.length_penalty)
+        return score / (length**self.s.length_penalty)
 
     def step(self, logp: torch.Tensor, step: int, forced: list[int] | None) -> None:
         """Advance by one token given the live hypotheses' rows `logp` (B, R, V)."""
-        mix = torch.logsumexp(self.log_w.to(logp.dtype) + logp, dim=1)  # (B, V) the search's next-token log-probs
+        mix = torch.logsumexp(
+            self.log_w.to(logp.dtype) + logp, dim=1
+        )  # (B, V) the search's next-token log-probs
         proc = _process(mix, forced)  # (B, V)
         last = step + 1 == self.s.max_new_tokens
         a = self.s.top_alternatives
         if self.s.beams == 1:
             tok = int(proc[0].argmax())
             ended = tok in self.eos and forced is None
-            child = self.alive[0].child(tok, self.alive[0].score + float(proc[0, tok]), logp[0], forced is not None, ended, a)
+            child = self.alive[0].child(
+                tok, self.alive[0].score + float(proc[0, tok]), logp[0], forced is not None, ended, a
+            )
             if tok in self.eos or last:
                 self.done, self.alive = [(self._norm(child.score, step + 1), child)], []
             else:
@@ -147,7 +168,9 @@ class Search:
             all_end &= ends
             if ends and rank < self.s.beams:
                 parent = self.alive[src]
-                child = parent.child(tok, score, logp[src], forced is not None, tok in self.eos and forced is None, a)
+                child = parent.child(
+                    tok, score, logp[src], forced is not None, tok in self.eos and forced is None, a
+                )
                 new_done.append((self._norm(score, step + 1), child))
             elif not ends and len(running) < self.s.beams:
                 running.append(self.alive[src].child(tok, score, logp[src], forced is not None, False, a))

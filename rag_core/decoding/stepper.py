@@ -16,6 +16,7 @@ word mostly from z2 (r = 0.68) and its second from z1 (r = 0.85), a "Frankenstei
 
 This module imports only `marginals` and `trace` (for types); it never imports Streamlit.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -66,7 +67,9 @@ def walk(log_pz: torch.Tensor, cand: Candidate) -> Walk:
     )
 
 
-def top_sources(log_pz: torch.Tensor, token_logp: torch.Tensor, min_shift: float = MIN_SHIFT) -> list[int | None]:
+def top_sources(
+    log_pz: torch.Tensor, token_logp: torch.Tensor, min_shift: float = MIN_SHIFT
+) -> list[int | None]:
     """Per step, the passage with the highest responsibility r_i(z), or None when the token says
     little about its source: r_i is within `min_shift` (total variation) of the prior p(z|x), as for
     an end token or a word every passage predicts alike."""
@@ -133,12 +136,16 @@ def sequence_table(trace: Trace) -> SequenceTable:
         thorough[n] = seq.numpy()
         src = torch.zeros(k, dtype=torch.bool)
         src[list(c.sources)] = True
-        fast_lp = torch.where(src, marginals.doc_sequence_logp(lp), torch.tensor(float("-inf"), dtype=torch.float64))  # (K,)
+        fast_lp = torch.where(
+            src, marginals.doc_sequence_logp(lp), torch.tensor(float("-inf"), dtype=torch.float64)
+        )  # (K,)
         fast[n] = fast_lp.numpy()
         p_fast[n] = float(torch.logsumexp(lpz + fast_lp, dim=-1).exp())
         if bool(scored.all()):
             p_th[n] = float(marginals.rag_sequence(lpz, lp).exp())
-    return SequenceTable([c.answer for c in cands], thorough, fast, p_th, p_fast, bool(~np.isnan(thorough).any()))
+    return SequenceTable(
+        [c.answer for c in cands], thorough, fast, p_th, p_fast, bool(~np.isnan(thorough).any())
+    )
 
 
 @dataclass
@@ -181,5 +188,9 @@ def remarginalise(log_pz: torch.Tensor, cand: Candidate, keep: list[bool]) -> Dr
         raise ValueError("keep at least one passage")
     lpz = marginals.drop_passages(log_pz, mask)  # (K,) -inf where dropped
     post = marginals.citation(lpz, cand.token_logp).masked_fill(~mask, 0.0)  # (K,)
-    return Dropped(float(marginals.rag_sequence(lpz, cand.token_logp)), float(marginals.rag_token(lpz, cand.token_logp)),
-                   post.numpy(), lpz.exp().numpy())
+    return Dropped(
+        float(marginals.rag_sequence(lpz, cand.token_logp)),
+        float(marginals.rag_token(lpz, cand.token_logp)),
+        post.numpy(),
+        lpz.exp().numpy(),
+    )

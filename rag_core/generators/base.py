@@ -6,10 +6,12 @@ Decoding then only `select`s rows (beam reordering, copying a prompt for another
 `advance`s every row by one token; the prompts' key/value caches are reused throughout.
 `teacher_force` scores given answers in one pass from a prepared state.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 import torch
 
@@ -76,7 +78,11 @@ def forced_ids(generation_config, encoder_decoder: bool) -> tuple[int | None, fr
     length limit of any model."""
     bos = getattr(generation_config, "forced_bos_token_id", None) if encoder_decoder else None
     eos = getattr(generation_config, "forced_eos_token_id", None)
-    eos_set = frozenset() if eos is None else frozenset([int(eos)] if isinstance(eos, int) else [int(e) for e in eos])
+    eos_set = (
+        frozenset()
+        if eos is None
+        else frozenset([int(eos)] if isinstance(eos, int) else [int(e) for e in eos])
+    )
     return (None if bos is None else int(bos)), eos_set
 
 
@@ -103,12 +109,15 @@ class PackedAnswers:
     steps: torch.Tensor  # (L,) long: its step within that answer (0 = the answer's first token)
 
     @classmethod
-    def of(cls, answers: Sequence[Sequence[int]]) -> "PackedAnswers":
+    def of(cls, answers: Sequence[Sequence[int]]) -> PackedAnswers:
         tokens = [int(t) for a in answers for t in list(a)[:-1]]
         owner = [n for n, a in enumerate(answers) for _ in range(max(len(a) - 1, 0))]
         steps = [i for a in answers for i in range(max(len(a) - 1, 0))]
-        return cls(torch.tensor(tokens, dtype=torch.long), torch.tensor(owner, dtype=torch.long),
-                   torch.tensor(steps, dtype=torch.long))
+        return cls(
+            torch.tensor(tokens, dtype=torch.long),
+            torch.tensor(owner, dtype=torch.long),
+            torch.tensor(steps, dtype=torch.long),
+        )
 
     def mask(self) -> torch.Tensor:
         """(L, L) bool: the block-diagonal causal mask (one block per answer)."""

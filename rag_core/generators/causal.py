@@ -10,10 +10,11 @@ rescoring reuse: a new token costs one position per row.
 The few-shot prompt teaches the small model to copy a short span from the passage. The closed-book
 prompt has the same shape without passages, so "what the model knows by itself" is comparable.
 """
+
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -38,35 +39,56 @@ from rag_core.models.sources import TOKENIZER_LOCK
 # reworded afterwards so that no dev or test answer stands in the prompt (the Opera House's country,
 # the film's director; tests/test_training_data.py checks it); the figures above are from before.
 FEW_SHOT = [
-    ("Sydney Opera House",
-     "The Sydney Opera House is a performing arts centre on Bennelong Point in Sydney Harbour. It was designed by "
-     "the Danish architect Jørn Utzon and formally opened by Queen Elizabeth II in 1973.",
-     "Who designed the Sydney Opera House?", "Jørn Utzon"),
-    ("Walkman",
-     "The Walkman is a brand of portable cassette players first sold in Japan in 1979. It was developed by the "
-     "electronics company Sony, whose co-founder Masaru Ibuka wanted to listen to music on long flights.",
-     "Which company developed the Walkman?", "Sony"),
-    ("Angkor Wat",
-     "Angkor Wat is a temple complex in Cambodia, built in the 12th century by the Khmer king Suryavarman II. It lies "
-     "5.5 kilometres north of the modern city of Siem Reap.",
-     "Near which city is Angkor Wat?", "Siem Reap"),
-    ("Penicillin",
-     "Penicillin was discovered in 1928 by the Scottish scientist Alexander Fleming at St Mary's Hospital in London. "
-     "It was first mass-produced in 1942 to treat wounded soldiers.",
-     "In what year was penicillin discovered?", "1928"),
-    ("Lake Baikal",
-     "Lake Baikal is a rift lake in Siberia, Russia. It is the deepest lake in the world, reaching 1,642 metres, and "
-     "holds about 23% of the world's fresh surface water.",
-     "How deep is Lake Baikal in metres?", "1,642"),
-    ("Apocalypse Now",
-     "Apocalypse Now is a 1979 American war film starring Marlon Brando and Martin Sheen. Its "
-     "story was inspired by Joseph Conrad's 1899 novella Heart of Darkness, moved from the Congo to the Vietnam War.",
-     "Which 1899 novella by Joseph Conrad inspired the film Apocalypse Now?", "Heart of Darkness"),
-    ("President of the International Olympic Committee",
-     "The President of the International Olympic Committee heads the IOC and is elected by its members for an "
-     "eight-year term. Juan Antonio Samaranch led it from 1980 to 2001 and was followed by Jacques Rogge. Thomas "
-     "Bach, a former Olympic fencer from Germany, has been president since September 2013.",
-     "Who is the President of the International Olympic Committee?", "Thomas Bach"),
+    (
+        "Sydney Opera House",
+        "The Sydney Opera House is a performing arts centre on Bennelong Point in Sydney Harbour. It was designed by "
+        "the Danish architect Jørn Utzon and formally opened by Queen Elizabeth II in 1973.",
+        "Who designed the Sydney Opera House?",
+        "Jørn Utzon",
+    ),
+    (
+        "Walkman",
+        "The Walkman is a brand of portable cassette players first sold in Japan in 1979. It was developed by the "
+        "electronics company Sony, whose co-founder Masaru Ibuka wanted to listen to music on long flights.",
+        "Which company developed the Walkman?",
+        "Sony",
+    ),
+    (
+        "Angkor Wat",
+        "Angkor Wat is a temple complex in Cambodia, built in the 12th century by the Khmer king Suryavarman II. It lies "
+        "5.5 kilometres north of the modern city of Siem Reap.",
+        "Near which city is Angkor Wat?",
+        "Siem Reap",
+    ),
+    (
+        "Penicillin",
+        "Penicillin was discovered in 1928 by the Scottish scientist Alexander Fleming at St Mary's Hospital in London. "
+        "It was first mass-produced in 1942 to treat wounded soldiers.",
+        "In what year was penicillin discovered?",
+        "1928",
+    ),
+    (
+        "Lake Baikal",
+        "Lake Baikal is a rift lake in Siberia, Russia. It is the deepest lake in the world, reaching 1,642 metres, and "
+        "holds about 23% of the world's fresh surface water.",
+        "How deep is Lake Baikal in metres?",
+        "1,642",
+    ),
+    (
+        "Apocalypse Now",
+        "Apocalypse Now is a 1979 American war film starring Marlon Brando and Martin Sheen. Its "
+        "story was inspired by Joseph Conrad's 1899 novella Heart of Darkness, moved from the Congo to the Vietnam War.",
+        "Which 1899 novella by Joseph Conrad inspired the film Apocalypse Now?",
+        "Heart of Darkness",
+    ),
+    (
+        "President of the International Olympic Committee",
+        "The President of the International Olympic Committee heads the IOC and is elected by its members for an "
+        "eight-year term. Juan Antonio Samaranch led it from 1980 to 2001 and was followed by Jacques Rogge. Thomas "
+        "Bach, a former Olympic fencer from Germany, has been president since September 2013.",
+        "Who is the President of the International Olympic Committee?",
+        "Thomas Bach",
+    ),
 ]
 INSTRUCTION = "Answer each question with a short phrase copied from the passage."
 CLOSED_INSTRUCTION = "Answer each question with a short phrase."
@@ -89,7 +111,9 @@ def rag_prefix(style: str = FEW_SHOT_STYLE) -> str:
     """The part of every RAG prompt that does not depend on the question or the passage."""
     if style == PLAIN_STYLE:
         return f"{INSTRUCTION}\n\n"
-    shots = "".join(f"Question: {q}\nPassage: {t}: {p}\nQuestion: {q}\nAnswer: {a}\n\n" for t, p, q, a in FEW_SHOT)
+    shots = "".join(
+        f"Question: {q}\nPassage: {t}: {p}\nQuestion: {q}\nAnswer: {a}\n\n" for t, p, q, a in FEW_SHOT
+    )
     return f"{INSTRUCTION}\n\n{shots}"
 
 
@@ -143,7 +167,9 @@ def newline_tokens(tokenizer) -> set[int]:
 
 
 class CausalGenerator:
-    def __init__(self, model, tokenizer, model_id: str, device: torch.device, prompt_style: str = FEW_SHOT_STYLE):
+    def __init__(
+        self, model, tokenizer, model_id: str, device: torch.device, prompt_style: str = FEW_SHOT_STYLE
+    ):
         if prompt_style not in PROMPT_STYLES:
             raise ValueError(f"unknown prompt style {prompt_style!r}")
         self.id = model_id
@@ -158,12 +184,21 @@ class CausalGenerator:
         # An answer ends at the end of its line; every token containing a newline ends it.
         self.eos_ids = frozenset(eos | set(nl))
         self.newline_id = tokenizer.encode("\n", add_special_tokens=False)[-1]
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+        self.pad_id = (
+            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+        )
         self.forced_bos_id, self.forced_eos_ids = forced_ids(model.generation_config, encoder_decoder=False)
 
     # -- the forward pass, with our own (immutable) cache: a tuple of (keys, values) per layer
-    def _forward(self, input_ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache,
-                 last_only: bool = False, prefix=None) -> tuple[torch.Tensor, tuple]:
+    def _forward(
+        self,
+        input_ids: torch.Tensor,
+        mask: torch.Tensor,
+        positions: torch.Tensor,
+        cache,
+        last_only: bool = False,
+        prefix=None,
+    ) -> tuple[torch.Tensor, tuple]:
         """Log-probs (R, L or 1, V) and the rows' new cache. `cache`: the rows' own keys/values so
         far, or None; `prefix`: the shared few-shot part's keys/values (one row, never copied, see
         shared_prefix.py), or None; `mask`: 4-D (R, 1, L, prefix + cache + L), or 2-D over the same
@@ -172,9 +207,15 @@ class CausalGenerator:
         ForwardCounter.tick()
         if mask.dim() == 2:
             mask = causal_mask(mask, input_ids.shape[1])  # (R, 1, L, prefix + cache + L)
-        out = self.model(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device),
-                         position_ids=positions.to(self.device), cache=as_cache(cache), use_cache=True,
-                         logits_to_keep=1 if last_only else 0, shared_prefix=prefix)
+        out = self.model(
+            input_ids=input_ids.to(self.device),
+            attention_mask=mask.to(self.device),
+            position_ids=positions.to(self.device),
+            cache=as_cache(cache),
+            use_cache=True,
+            logits_to_keep=1 if last_only else 0,
+            shared_prefix=prefix,
+        )
         new_cache = tuple((layer.keys, layer.values) for layer in out.cache.layers)
         return torch.log_softmax(out.logits.float(), dim=-1).cpu(), new_cache  # (R, L or 1, V)
 
@@ -186,7 +227,9 @@ class CausalGenerator:
             if len(store) >= 4:  # a handful of prefixes at most (RAG, closed-book, a boundary split)
                 store.pop(next(iter(store)))
             t = torch.tensor([ids])  # (1, P)
-            _, store[ids] = self._forward(t, torch.ones_like(t), torch.arange(len(ids)).unsqueeze(0), None, True)
+            _, store[ids] = self._forward(
+                t, torch.ones_like(t), torch.arange(len(ids)).unsqueeze(0), None, True
+            )
         return store[ids]
 
     def _tokenize(self, texts: Sequence[str]) -> list[list[int]]:
@@ -202,9 +245,15 @@ class CausalGenerator:
         if any(closed) and not all(closed):
             raise ValueError("closed-book and RAG rows have different few-shot parts: prepare them apart")
         if all(closed):
-            prefix, prompts = closed_book_prefix(self.prompt_style), [closed_book_prompt(q, self.prompt_style) for q, _ in rows]
+            prefix, prompts = (
+                closed_book_prefix(self.prompt_style),
+                [closed_book_prompt(q, self.prompt_style) for q, _ in rows],
+            )
         else:
-            prefix, prompts = rag_prefix(self.prompt_style), [rag_prompt(q, p, self.prompt_style) for q, p in rows]
+            prefix, prompts = (
+                rag_prefix(self.prompt_style),
+                [rag_prompt(q, p, self.prompt_style) for q, p in rows],
+            )
         ids_of = self.__dict__.setdefault("_prefix_ids", {})  # the prefix text is fixed: tokenise it once
         if prefix not in ids_of:
             ids_of[prefix] = self._tokenize([prefix])[0]
@@ -217,8 +266,8 @@ class CausalGenerator:
         own = torch.full((k, s), self.pad_id, dtype=torch.long)  # (K, S)
         own_mask = torch.zeros((k, s), dtype=torch.long)  # (K, S)
         for i, r in enumerate(rows):
-            own[i, s - (len(r) - n):] = torch.tensor(r[n:])
-            own_mask[i, s - (len(r) - n):] = 1
+            own[i, s - (len(r) - n) :] = torch.tensor(r[n:])
+            own_mask[i, s - (len(r) - n) :] = 1
         attn = torch.cat([torch.ones((k, n), dtype=torch.long), own_mask], dim=1)  # (K, n+S)
         positions = n + (own_mask.cumsum(-1) - 1).clamp(min=0)  # (K, S)
         prefix = self._prefix_cache(tuple(prefix_ids[:n])) if n else None  # per layer (1, H, n, D), shared
@@ -229,18 +278,31 @@ class CausalGenerator:
     def select(self, state: GenState, idx: torch.Tensor) -> GenState:
         dev_idx = idx.to(self.device)
         kv = tuple((k.index_select(0, dev_idx), v.index_select(0, dev_idx)) for k, v in state.cache["kv"])
-        cache = {"kv": kv, "prefix": state.cache["prefix"], "attn": state.cache["attn"][idx],
-                 "next_pos": state.cache["next_pos"][idx]}
+        cache = {
+            "kv": kv,
+            "prefix": state.cache["prefix"],
+            "attn": state.cache["attn"][idx],
+            "next_pos": state.cache["next_pos"][idx],
+        }
         return GenState(state.logprobs[idx], state.rows[idx], state.steps, cache, state.calls)
 
     @torch.inference_mode()
     def _extend(self, state: GenState, tokens: torch.Tensor) -> tuple[torch.Tensor, dict]:
         """Feed `tokens` (R, T) after each row's cached context: log-probs (R, T, V), new cache."""
         r, t = tokens.shape
-        attn = torch.cat([state.cache["attn"], torch.ones((r, t), dtype=state.cache["attn"].dtype)], dim=1)  # (R, L+T)
+        attn = torch.cat(
+            [state.cache["attn"], torch.ones((r, t), dtype=state.cache["attn"].dtype)], dim=1
+        )  # (R, L+T)
         positions = state.cache["next_pos"].unsqueeze(1) + torch.arange(t)  # (R, T)
-        logp, kv = self._forward(tokens, attn, positions, state.cache["kv"], prefix=state.cache["prefix"])  # (R, T, V)
-        return logp, {"kv": kv, "prefix": state.cache["prefix"], "attn": attn, "next_pos": positions[:, -1] + 1}
+        logp, kv = self._forward(
+            tokens, attn, positions, state.cache["kv"], prefix=state.cache["prefix"]
+        )  # (R, T, V)
+        return logp, {
+            "kv": kv,
+            "prefix": state.cache["prefix"],
+            "attn": attn,
+            "next_pos": positions[:, -1] + 1,
+        }
 
     def advance(self, state: GenState, tokens: torch.Tensor) -> GenState:
         logp, cache = self._extend(state, tokens.view(-1, 1))  # (R, 1, V)
@@ -265,10 +327,13 @@ class CausalGenerator:
         r, l = state.logprobs.shape[0], len(packed.tokens)
         prompt = state.cache["attn"].bool()  # (R, P)
         own = packed.mask()  # (L, L): same answer, not later
-        mask = torch.cat([prompt[:, None, None, :].expand(r, 1, l, -1), own.expand(r, 1, l, l)], dim=-1)  # (R, 1, L, P+L)
+        mask = torch.cat(
+            [prompt[:, None, None, :].expand(r, 1, l, -1), own.expand(r, 1, l, l)], dim=-1
+        )  # (R, 1, L, P+L)
         positions = state.cache["next_pos"].unsqueeze(1) + packed.steps.unsqueeze(0)  # (R, L)
-        logp, _ = self._forward(packed.tokens.expand(r, l), mask, positions, state.cache["kv"],
-                                prefix=state.cache["prefix"])  # (R, L, V)
+        logp, _ = self._forward(
+            packed.tokens.expand(r, l), mask, positions, state.cache["kv"], prefix=state.cache["prefix"]
+        )  # (R, L, V)
         return logp
 
     def encode_answer(self, text: str) -> list[int]:

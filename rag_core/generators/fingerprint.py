@@ -1,6 +1,7 @@
 """One short hash of the prompt a generator reads, so that a cached or shipped result made under
 another prompt is recognised as stale (the index swap's runs, eval checkpoints and shipped eval
 runs are all keyed by it, beside the generator's id)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -20,8 +21,12 @@ def prompt_fingerprint(generator_id: str | None = None) -> str:
     prompt's hash is the one every result made before the plain prompt existed was keyed by."""
     p = Passage("{id}", "{title}", "{text}")
     style = prompt_style_of(generator_id) if generator_id else causal.FEW_SHOT_STYLE
-    parts = [causal.rag_prompt("{question}", p, style), causal.closed_book_prompt("{question}", style),
-             seq2seq.rag_input("{question}", p), seq2seq.rag_input("{question}", None)]
+    parts = [
+        causal.rag_prompt("{question}", p, style),
+        causal.closed_book_prompt("{question}", style),
+        seq2seq.rag_input("{question}", p),
+        seq2seq.rag_input("{question}", None),
+    ]
     if style != causal.FEW_SHOT_STYLE:
         parts.append(style)
     if generator_id == TRAINED_GENERATOR:  # the id names the adapter's role, its hash the weights

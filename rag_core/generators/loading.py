@@ -1,6 +1,7 @@
 """Load a generator by id: the packaged SmolLM2 GGUF (converted once, cached as safetensors), a
 local folder, a hub id, or a RAG checkpoint whose `.generator` submodule is taken.
 """
+
 from __future__ import annotations
 
 import logging
@@ -91,6 +92,7 @@ def load_generator(model_id: str, device: torch.device, allow_downloads: bool = 
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     if model_id in (BASE_GENERATOR, TRAINED_GENERATOR):
+
         def made():  # the cached folder of this packaged generator, made on first use
             base = smollm_folder(progress)
             return base if model_id == BASE_GENERATOR else trained_folder(base, progress)

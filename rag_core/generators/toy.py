@@ -11,9 +11,10 @@ goes to a catch-all token "<other>"; after a prefix with no table, the answer en
 >>> round(s.logprobs[0, g.vocab.index("yes")].exp().item(), 3)
 0.8
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -25,7 +26,11 @@ OTHER = "<other>"
 
 
 class ToyGenerator:
-    def __init__(self, tables: dict[str, dict[str, dict[str, float]]], closed_book: dict[str, dict[str, float]] | None = None):
+    def __init__(
+        self,
+        tables: dict[str, dict[str, dict[str, float]]],
+        closed_book: dict[str, dict[str, float]] | None = None,
+    ):
         self.id = "toy"
         self.tables = tables
         self.closed_book = closed_book or {}
@@ -49,7 +54,9 @@ class ToyGenerator:
             probs[1] += max(0.0, 1.0 - float(probs.sum()))
         return torch.log(probs.clamp(min=0))  # (V,) float64: the toy numbers stay exact
 
-    def _logprobs(self, tables: list[dict], rows: torch.Tensor, prefixes: list[tuple[int, ...]]) -> torch.Tensor:
+    def _logprobs(
+        self, tables: list[dict], rows: torch.Tensor, prefixes: list[tuple[int, ...]]
+    ) -> torch.Tensor:
         ForwardCounter.tick()
         return torch.stack([self._dist(tables[int(r)], p) for r, p in zip(rows, prefixes)])  # (R, V)
 
@@ -60,7 +67,9 @@ class ToyGenerator:
         tables = [self.closed_book if p is None else self.tables.get(p.id, {}) for _, p in rows]
         rows = torch.arange(len(tables))
         prefixes = [()] * len(tables)
-        return GenState(self._logprobs(tables, rows, prefixes), rows, 0, {"tables": tables, "prefixes": prefixes}, 1)
+        return GenState(
+            self._logprobs(tables, rows, prefixes), rows, 0, {"tables": tables, "prefixes": prefixes}, 1
+        )
 
     def select(self, state: GenState, idx: torch.Tensor) -> GenState:
         prefixes = [state.cache["prefixes"][int(i)] for i in idx]
@@ -70,12 +79,21 @@ class ToyGenerator:
     def advance(self, state: GenState, tokens: torch.Tensor) -> GenState:
         prefixes = [p + (int(t),) for p, t in zip(state.cache["prefixes"], tokens)]
         cache = {"tables": state.cache["tables"], "prefixes": prefixes}
-        return GenState(self._logprobs(state.cache["tables"], state.rows, prefixes), state.rows, state.steps + 1, cache, state.calls + 1)
+        return GenState(
+            self._logprobs(state.cache["tables"], state.rows, prefixes),
+            state.rows,
+            state.steps + 1,
+            cache,
+            state.calls + 1,
+        )
 
     def teacher_force(self, state: GenState, answers: torch.Tensor) -> torch.Tensor:
         out = []
         for r, row in enumerate(state.rows):
-            steps = [self._dist(state.cache["tables"][int(row)], tuple(answers[r, :i].tolist())) for i in range(answers.shape[1])]
+            steps = [
+                self._dist(state.cache["tables"][int(row)], tuple(answers[r, :i].tolist()))
+                for i in range(answers.shape[1])
+            ]
             out.append(torch.stack(steps))  # (T, V)
         return torch.stack(out)  # (R, T, V)
 

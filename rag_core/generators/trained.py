@@ -7,6 +7,7 @@ sha256, the settings and the base's file hash). The merged model is cached under
 hashes the adapter's files, so a new adapter never meets an old merge; it is written to a
 temporary folder and renamed, so a killed merge leaves nothing half-made.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,8 +37,10 @@ def adapter_hash(folder: Path = ADAPTER_DIR) -> str:
 def trained_folder(base: Path, progress=None, adapter: Path = ADAPTER_DIR) -> Path:
     """A transformers folder of `base` with `adapter` merged in, marked to read the plain prompt."""
     if not all((adapter / name).is_file() for name in ADAPTER_FILES):
-        raise ModelSourceError(f"the trained adapter is missing from {adapter.name} in the assets "
-                               "(regenerate it with `make adapter`, or open the untrained stack with --preset base)")
+        raise ModelSourceError(
+            f"the trained adapter is missing from {adapter.name} in the assets "
+            "(regenerate it with `make adapter`, or open the untrained stack with --preset base)"
+        )
     target = caches.folder("models") / f"{base.name}-rag-{adapter_hash(adapter)}"
     if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
         return target

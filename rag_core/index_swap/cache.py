@@ -7,6 +7,7 @@ appended to `rows.jsonl` as they finish, so an interrupted run resumes; `result.
 when all are done. The reference run ships in `assets/leaders_run.json` under the same key, so the
 Index swap page shows a table from the first start, and only while the key still matches.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -51,18 +52,28 @@ def experiment_settings(cfg: Config) -> dict:
 def experiment_key(cfg: Config, index_checksums: dict[str, str]) -> str:
     """Cache key: model ids, both indexes' passage checksums, the prompt, leaders.csv, settings."""
     leaders_sha = hashlib.sha256((ASSETS / "leaders.csv").read_bytes()).hexdigest()
-    parts = {"question_encoder": model_key(cfg.question_encoder), "ctx_encoder": model_key(cfg.ctx_encoder or cfg.question_encoder),
-             "generator": model_key(cfg.generator), "indexes": index_checksums, "prompt": prompt_fingerprint(cfg.generator),
-             "leaders": leaders_sha, "settings": experiment_settings(cfg), "judge": JUDGE_VERSION,
-             "format": FORMAT_VERSION}
+    parts = {
+        "question_encoder": model_key(cfg.question_encoder),
+        "ctx_encoder": model_key(cfg.ctx_encoder or cfg.question_encoder),
+        "generator": model_key(cfg.generator),
+        "indexes": index_checksums,
+        "prompt": prompt_fingerprint(cfg.generator),
+        "leaders": leaders_sha,
+        "settings": experiment_settings(cfg),
+        "judge": JUDGE_VERSION,
+        "format": FORMAT_VERSION,
+    }
     return _sha(parts)[:20]
 
 
 def index_checksums() -> dict[str, str]:
     """Checksums of the passages of the 2016 and 2018 indexes (no model needed; the same values
     as the built indexes' manifests). Memoised per version of the files they are built from."""
-    stamp = tuple(os.stat(p).st_mtime_ns for p in [ASSETS / "leaders.csv"] +
-                  [ASSETS / "snapshots" / f"leaders_{y}.jsonl" for y in YEARS] if p.exists())
+    stamp = tuple(
+        os.stat(p).st_mtime_ns
+        for p in [ASSETS / "leaders.csv"] + [ASSETS / "snapshots" / f"leaders_{y}.jsonl" for y in YEARS]
+        if p.exists()
+    )
     return dict(_index_checksums(stamp))
 
 
@@ -93,11 +104,14 @@ def _read_rows(folder: Path) -> dict[str, dict]:
 def assemble(records: list[dict], settings: dict, key: str, complete: bool) -> ExperimentResult:
     rows = [r for rec in records for r in rec["rows"]]
     closed = [rec["closed"] for rec in records]
-    return ExperimentResult(rows, closed, settings, key, sum(rec.get("seconds", 0.0) for rec in records), complete)
+    return ExperimentResult(
+        rows, closed, settings, key, sum(rec.get("seconds", 0.0) for rec in records), complete
+    )
 
 
-def cached_result(cfg: Config, checksums: dict[str, str] | None = None, limit: int | None = None,
-                  partial: bool = False) -> ExperimentResult | None:
+def cached_result(
+    cfg: Config, checksums: dict[str, str] | None = None, limit: int | None = None, partial: bool = False
+) -> ExperimentResult | None:
     """The cached result for these settings if every (first `limit`) position is in; else None.
     With `partial=True`, whatever positions are cached (None if none is): `complete` says which."""
     checksums = checksums or index_checksums()
@@ -106,16 +120,24 @@ def cached_result(cfg: Config, checksums: dict[str, str] | None = None, limit: i
     leaders = leaders_frame(limit)
     if limit is None and (folder / "result.json").is_file():
         try:
-            return ExperimentResult.from_json(json.loads((folder / "result.json").read_text(encoding="utf-8")))
+            return ExperimentResult.from_json(
+                json.loads((folder / "result.json").read_text(encoding="utf-8"))
+            )
         except (ValueError, TypeError):
             pass
     done = known_rows(cfg, checksums)
     if partial:
         have = [p for p in leaders["position"] if p in done]
-        return assemble([done[p] for p in have], settings_of(cfg), key, len(have) == len(leaders_frame())) if have else None
+        return (
+            assemble([done[p] for p in have], settings_of(cfg), key, len(have) == len(leaders_frame()))
+            if have
+            else None
+        )
     if not all(p in done for p in leaders["position"]):
         return None
-    return assemble([done[p] for p in leaders["position"]], settings_of(cfg), key, len(leaders) == len(leaders_frame()))
+    return assemble(
+        [done[p] for p in leaders["position"]], settings_of(cfg), key, len(leaders) == len(leaders_frame())
+    )
 
 
 def known_rows(cfg: Config, checksums: dict[str, str]) -> dict[str, dict]:
@@ -134,15 +156,22 @@ def settings_of(cfg: Config) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ shipped run
-SHIPPED = ASSETS / "leaders_run.json"  # the default stack's reference run, so the table shows from the first start
-SHIPPED_BY_PRESET = {"default": SHIPPED, "base": ASSETS / "leaders_run_base.json"}  # one reference run per shipped stack
+SHIPPED = (
+    ASSETS / "leaders_run.json"
+)  # the default stack's reference run, so the table shows from the first start
+SHIPPED_BY_PRESET = {
+    "default": SHIPPED,
+    "base": ASSETS / "leaders_run_base.json",
+}  # one reference run per shipped stack
 
 
 def shipped_path(cfg: Config) -> Path | None:
     """Where the reference run of `cfg`'s stack ships, or None when that stack ships none."""
     for name, path in SHIPPED_BY_PRESET.items():
         stack = Config(**PRESETS[name])
-        if all(getattr(cfg, f) == getattr(stack, f) for f in ("question_encoder", "ctx_encoder", "generator")):
+        if all(
+            getattr(cfg, f) == getattr(stack, f) for f in ("question_encoder", "ctx_encoder", "generator")
+        ):
             return path
     return None
 
@@ -165,11 +194,21 @@ def overlay(live: ExperimentResult | None, shipped: ExperimentResult) -> Experim
     fresh = {c["position"] for c in live.closed}
     rows = [r for r in shipped.rows if r["position"] not in fresh] + list(live.rows)
     closed = [c for c in shipped.closed if c["position"] not in fresh] + list(live.closed)
-    return ExperimentResult(rows, closed, shipped.settings, shipped.key, shipped.elapsed_s, shipped.complete,
-                            shipped.created, shipped=len(fresh) < len(shipped.closed))
+    return ExperimentResult(
+        rows,
+        closed,
+        shipped.settings,
+        shipped.key,
+        shipped.elapsed_s,
+        shipped.complete,
+        shipped.created,
+        shipped=len(fresh) < len(shipped.closed),
+    )
 
 
-def shipped_result(cfg: Config, checksums: dict[str, str] | None = None, path: Path | None = None) -> ExperimentResult | None:
+def shipped_result(
+    cfg: Config, checksums: dict[str, str] | None = None, path: Path | None = None
+) -> ExperimentResult | None:
     """The shipped reference run of `cfg`'s stack, if it was made with exactly these settings,
     models, prompt and data (its fingerprint equals the current key); None otherwise (then only a
     live run counts)."""

@@ -10,10 +10,11 @@ False
 >>> judge("Pravind Jugnauth", "Anerood Jugnauth", "Pravind Jugnauth")  # same surname: first names decide
 (False, True, False)
 """
+
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from rag_core.retrieval.snapshots import fold
 

@@ -5,6 +5,7 @@ paper: 70% on 2016/2016, 68% on 2018/2018), the off-diagonal mismatched accuracy
 2018 index asked for 2016 leaders, 4% for the 2016 index asked for 2018 leaders). Positions fall
 into a fixed tuning half and a held-out half (`position_split`).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -25,9 +26,25 @@ PAPER = {("2016", "2016"): 0.70, ("2018", "2018"): 0.68, ("2018", "2016"): 0.12,
 GOAL_MATCHED = 0.80
 GOAL_MISMATCHED = 0.10
 
-ROW_COLUMNS = ["position", "country", "holder_2016", "holder_2018", "question", "index", "decoding", "answer",
-               "correct_2016", "correct_2018", "p_answer", "closed_book", "passages_name_2016",
-               "passages_name_2018", "top_passage", "ambiguous", "split"]
+ROW_COLUMNS = [
+    "position",
+    "country",
+    "holder_2016",
+    "holder_2018",
+    "question",
+    "index",
+    "decoding",
+    "answer",
+    "correct_2016",
+    "correct_2018",
+    "p_answer",
+    "closed_book",
+    "passages_name_2016",
+    "passages_name_2018",
+    "top_passage",
+    "ambiguous",
+    "split",
+]
 SPLITS = ("tune", "test")  # prompt and settings are chosen on "tune"; results are reported on "test"
 
 
@@ -37,7 +54,7 @@ def position_split(position: str) -> str:
     >>> position_split("President of the United States") in SPLITS
     True
     """
-    return SPLITS[int(hashlib.sha256(f"split:{position}".encode("utf-8")).hexdigest(), 16) % 2]
+    return SPLITS[int(hashlib.sha256(f"split:{position}".encode()).hexdigest(), 16) % 2]
 
 
 @dataclass
@@ -59,7 +76,9 @@ class ExperimentResult:
 
     def frame(self) -> pd.DataFrame:
         frame = pd.DataFrame(self.rows, columns=ROW_COLUMNS)
-        frame["split"] = [position_split(p) for p in frame["position"]]  # fixed by the name, never stored wrong
+        frame["split"] = [
+            position_split(p) for p in frame["position"]
+        ]  # fixed by the name, never stored wrong
         frame["ambiguous"] = frame["ambiguous"].fillna(False).astype(bool)
         return frame
 
@@ -75,12 +94,16 @@ class ExperimentResult:
         frame = frame[frame["decoding"] == decoding]
         if split is not None:
             frame = frame[frame["split"] == split]
-        out = pd.DataFrame(index=[f"index {y}" for y in YEARS], columns=[f"leaders {y}" for y in YEARS], dtype=float)
+        out = pd.DataFrame(
+            index=[f"index {y}" for y in YEARS], columns=[f"leaders {y}" for y in YEARS], dtype=float
+        )
         for idx in YEARS:
             part = frame[frame["index"] == idx]
             for year in YEARS:
                 col = "ambiguous" if column == "ambiguous" else f"correct_{year}"
-                out.loc[f"index {idx}", f"leaders {year}"] = float(part[col].astype(bool).mean()) if len(part) else math.nan
+                out.loc[f"index {idx}", f"leaders {year}"] = (
+                    float(part[col].astype(bool).mean()) if len(part) else math.nan
+                )
         return out
 
     def closed_book_accuracy(self) -> dict[str, float]:
@@ -103,8 +126,15 @@ class ExperimentResult:
             t = self.table(d)
             for idx in YEARS:
                 for year in YEARS:
-                    rows.append({"decoding": d, "index": idx, "leaders": year,
-                                 "accuracy": t.loc[f"index {idx}", f"leaders {year}"], "paper": PAPER[(idx, year)]})
+                    rows.append(
+                        {
+                            "decoding": d,
+                            "index": idx,
+                            "leaders": year,
+                            "accuracy": t.loc[f"index {idx}", f"leaders {year}"],
+                            "paper": PAPER[(idx, year)],
+                        }
+                    )
         return pd.DataFrame(rows)
 
     def override(self, decoding: str) -> dict[str, int]:
@@ -119,8 +149,15 @@ class ExperimentResult:
         - `neither`: the answer names neither holder.
         """
         closed = {c["position"]: c for c in self.closed}
-        out = {"other_year": 0, "other_year_in_passages": 0, "other_year_closed_book": 0, "passages_lack_holder": 0,
-               "neither": 0, "ambiguous": 0, "total": 0}
+        out = {
+            "other_year": 0,
+            "other_year_in_passages": 0,
+            "other_year_closed_book": 0,
+            "passages_lack_holder": 0,
+            "neither": 0,
+            "ambiguous": 0,
+            "total": 0,
+        }
         for r in self.rows:
             if r["decoding"] != decoding:
                 continue
@@ -130,7 +167,9 @@ class ExperimentResult:
             if r[f"correct_{other}"] and not r[f"correct_{mine}"]:
                 out["other_year"] += 1
                 out["other_year_in_passages"] += int(r[f"passages_name_{other}"] > 0)
-                out["other_year_closed_book"] += int(bool(closed.get(r["position"], {}).get(f"correct_{other}")))
+                out["other_year_closed_book"] += int(
+                    bool(closed.get(r["position"], {}).get(f"correct_{other}"))
+                )
             if r.get("ambiguous"):
                 out["ambiguous"] += 1
             elif not r["correct_2016"] and not r["correct_2018"]:
@@ -148,14 +187,18 @@ class ExperimentResult:
         if not o["other_year"]:
             return "No answer names the other year's holder: the answers follow the index."
         copied, memory = o["other_year_in_passages"], o["other_year_closed_book"]
-        text = (f"{o['other_year']} of {o['total']} answers name the other year's holder; "
-                f"{copied} of those copy a name that a retrieved passage contains, and {memory} match the "
-                f"closed-book answer (which names the 2016 holder {100 * cb['2016']:.0f}% and the 2018 holder "
-                f"{100 * cb['2018']:.0f}% of the time). ")
+        text = (
+            f"{o['other_year']} of {o['total']} answers name the other year's holder; "
+            f"{copied} of those copy a name that a retrieved passage contains, and {memory} match the "
+            f"closed-book answer (which names the 2016 holder {100 * cb['2016']:.0f}% and the 2018 holder "
+            f"{100 * cb['2018']:.0f}% of the time). "
+        )
         if copied >= max(1, 2 * memory):
             text += "Most of them copy the other holder from the retrieved passages rather than from the model's memory."
         elif memory >= max(1, 2 * copied):
-            text += "Most of them agree with the closed-book answer: the model's memory overrides the passages."
+            text += (
+                "Most of them agree with the closed-book answer: the model's memory overrides the passages."
+            )
         else:
             text += "Neither copying from the passages nor the model's memory accounts for most of them."
         if o["ambiguous"]:
@@ -177,5 +220,5 @@ class ExperimentResult:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> "ExperimentResult":
+    def from_json(cls, data: dict) -> ExperimentResult:
         return cls(**data)

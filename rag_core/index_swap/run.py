@@ -12,11 +12,12 @@ a 2×2 table per decoding: rows = the index, columns = the leaders' year; the di
 accuracy (the paper: 70% on 2016/2016, 68% on 2018/2018), the off-diagonal mismatched accuracy
 (12% for the 2018 index asked for 2016 leaders, 4% for the 2016 index asked for 2018 leaders).
 """
+
 from __future__ import annotations
 
 import json
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from rag_core.config import DECODE_NAMES, Config, Progress
 from rag_core.decoding.answering import decode_queries
@@ -44,7 +45,10 @@ def _answer_rows(trace: Trace, leader: dict, cfg: Config) -> list[dict]:
     h16, h18 = leader["holder_2016"], leader["holder_2018"]
     base = {k: leader[k] for k in ("position", "country", "holder_2016", "holder_2018", "question")}
     blobs = [h.passage.title + "\n" + h.passage.text for h in trace.hits]
-    named = {"2016": sum(names_holder(b, h16, h18) for b in blobs), "2018": sum(names_holder(b, h18, h16) for b in blobs)}
+    named = {
+        "2016": sum(names_holder(b, h16, h18) for b in blobs),
+        "2018": sum(names_holder(b, h18, h16) for b in blobs),
+    }
     rows = []
     for decoding in DECODE_NAMES[cfg.decode]:
         best = trace.answer(decoding)
@@ -53,15 +57,29 @@ def _answer_rows(trace: Trace, leader: dict, cfg: Config) -> list[dict]:
         if best is not None:
             logp = log_p_under(best, decoding, trace.log_prior)
         c16, c18, both = judge(answer, h16, h18)
-        rows.append({**base, "index": trace.index, "decoding": decoding, "answer": answer, "correct_2016": c16,
-                     "correct_2018": c18, "ambiguous": both, "split": position_split(leader["position"]), "p_answer": prob(logp),
-                     "passages_name_2016": named["2016"], "passages_name_2018": named["2018"],
-                     "top_passage": trace.hits[0].passage.title if trace.hits else "",
-                     "passages": [h.passage.id for h in trace.hits]})
+        rows.append(
+            {
+                **base,
+                "index": trace.index,
+                "decoding": decoding,
+                "answer": answer,
+                "correct_2016": c16,
+                "correct_2018": c18,
+                "ambiguous": both,
+                "split": position_split(leader["position"]),
+                "p_answer": prob(logp),
+                "passages_name_2016": named["2016"],
+                "passages_name_2018": named["2018"],
+                "top_passage": trace.hits[0].passage.title if trace.hits else "",
+                "passages": [h.passage.id for h in trace.hits],
+            }
+        )
     return rows
 
 
-def positions_records(pipes: dict[str, Pipeline], leaders: list[dict], cfgs: list[Config]) -> list[list[dict]]:
+def positions_records(
+    pipes: dict[str, Pipeline], leaders: list[dict], cfgs: list[Config]
+) -> list[list[dict]]:
     """Answers for several positions under each of `cfgs`: both indexes × the decodings, plus
     closed-book; per position, one record per config.
 
@@ -86,14 +104,27 @@ def positions_records(pipes: dict[str, Pipeline], leaders: list[dict], cfgs: lis
                 rows[i] += _answer_rows(run.trace, leader, cfgs[i])
         c16, c18, both = judge(closed_answer, leader["holder_2016"], leader["holder_2018"])
         base = {k: leader[k] for k in ("position", "country", "holder_2016", "holder_2018", "question")}
-        closed = {**base, "answer": closed_answer, "correct_2016": c16, "correct_2018": c18, "ambiguous": both,
-                  "split": position_split(leader["position"])}
+        closed = {
+            **base,
+            "answer": closed_answer,
+            "correct_2016": c16,
+            "correct_2018": c18,
+            "ambiguous": both,
+            "split": position_split(leader["position"]),
+        }
         records = []
         for cfg_rows in rows:
             for r in cfg_rows:
                 r["closed_book"] = closed_answer
-            records.append({"position": leader["position"], "rows": cfg_rows, "closed": closed, "seconds": seconds,
-                            "shared_with": len(cfgs)})
+            records.append(
+                {
+                    "position": leader["position"],
+                    "rows": cfg_rows,
+                    "closed": closed,
+                    "seconds": seconds,
+                    "shared_with": len(cfgs),
+                }
+            )
         out.append(records)
     return out
 
@@ -104,9 +135,16 @@ def experiment_config(base: Config | None = None, **changes) -> Config:
     return cfg.validate()
 
 
-def run_experiment(cfg: Config, pipeline_factory: Callable[[], object] | None = None, limit: int | None = None,
-                   progress: Progress | None = None, use_cache: bool = True, positions: list[str] | None = None,
-                   checksums: dict[str, str] | None = None, variants: list[Config] = ()) -> ExperimentResult:
+def run_experiment(
+    cfg: Config,
+    pipeline_factory: Callable[[], object] | None = None,
+    limit: int | None = None,
+    progress: Progress | None = None,
+    use_cache: bool = True,
+    positions: list[str] | None = None,
+    checksums: dict[str, str] | None = None,
+    variants: list[Config] = (),
+) -> ExperimentResult:
     """Run (or resume) the hot-swap experiment; returns the result for the chosen positions.
 
     `pipeline_factory()` returns a loaded `Pipeline` (its index does not matter: both year indexes
@@ -136,7 +174,7 @@ def run_experiment(cfg: Config, pipeline_factory: Callable[[], object] | None = 
         t_start = time.perf_counter()
         size = pipes[YEARS[0]].batch_size(cfg)
         for i in range(0, len(todo), size):
-            batch = todo[i: i + size]
+            batch = todo[i : i + size]
             eta = ""
             if i:
                 per = (time.perf_counter() - t_start) / i
@@ -144,11 +182,15 @@ def run_experiment(cfg: Config, pipeline_factory: Callable[[], object] | None = 
             names = batch[0]["position"] + (f" and {len(batch) - 1} more" if len(batch) > 1 else "")
             span = f"{i + 1}" if len(batch) == 1 else f"{i + 1}-{i + len(batch)}"
             done_before = f", {len(leaders) - len(todo)} done before" if len(todo) < len(leaders) else ""
-            progress(f"{names}: position {span} of the {len(todo)} to compute{done_before}{eta}", i / len(todo))
+            progress(
+                f"{names}: position {span} of the {len(todo)} to compute{done_before}{eta}", i / len(todo)
+            )
             for leader, records in zip(batch, positions_records(pipes, batch, cfgs)):
                 for rec, folder, done in zip(records, folders, known):
                     done[leader["position"]] = rec
-                    append_line(folder / "rows.jsonl", json.dumps(rec, ensure_ascii=False))  # one line a position: resumable
+                    append_line(
+                        folder / "rows.jsonl", json.dumps(rec, ensure_ascii=False)
+                    )  # one line a position: resumable
         progress("done", 1.0)
     results = []
     for c, folder, done in zip(cfgs, folders, known):
@@ -172,5 +214,9 @@ def year_pipelines(pipeline_factory, progress: Progress | None = None) -> dict:
         return {year: pipe[year] for year in YEARS}
     out = {}
     for year in YEARS:
-        out[year] = pipe if pipe.index_name == year else pipe.with_index(year, load_named(year, pipe.models.encoder, progress))
+        out[year] = (
+            pipe
+            if pipe.index_name == year
+            else pipe.with_index(year, load_named(year, pipe.models.encoder, progress))
+        )
     return out

@@ -4,6 +4,7 @@ base and of the trained default, from their shipped reference runs, beside the p
 One row per (stack, decoding); the paper's row first. Only shipped runs that are current for their
 stack (fingerprint equal) enter, so a row never shows numbers another model made.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -25,22 +26,41 @@ def cell_name(idx: str, year: str) -> str:
 
 def held_out_rows(results: dict[str, ExperimentResult]) -> pd.DataFrame:
     """The comparison frame from results by preset name (a pure function of the results)."""
-    rows = [{"model": "the paper (RAG, NQ-trained BART)", "decoding": "", **{cell_name(i, y): PAPER[(i, y)] for i, y in CELLS}}]
+    rows = [
+        {
+            "model": "the paper (RAG, NQ-trained BART)",
+            "decoding": "",
+            **{cell_name(i, y): PAPER[(i, y)] for i, y in CELLS},
+        }
+    ]
     for name, result in results.items():
         for decoding in result.decodings():
             table = result.table(decoding, "test")
-            rows.append({"model": STACK_LABELS.get(name, name), "decoding": decoding,
-                         **{cell_name(i, y): float(table.loc[f"index {i}", f"leaders {y}"]) for i, y in CELLS}})
+            rows.append(
+                {
+                    "model": STACK_LABELS.get(name, name),
+                    "decoding": decoding,
+                    **{cell_name(i, y): float(table.loc[f"index {i}", f"leaders {y}"]) for i, y in CELLS},
+                }
+            )
     return pd.DataFrame(rows)
 
 
-def shipped_by_stack(checksums: dict[str, str] | None = None, base: Config | None = None) -> dict[str, ExperimentResult]:
+def shipped_by_stack(
+    checksums: dict[str, str] | None = None, base: Config | None = None
+) -> dict[str, ExperimentResult]:
     """The current shipped run of each shipped stack, under the experiment settings of `base`."""
     checksums = checksums or index_checksums()
     out = {}
     for name in STACK_LABELS:
-        cfg = experiment_config((base or Config()).with_(**{f: getattr(Config(**PRESETS[name]), f)
-                                                            for f in ("question_encoder", "ctx_encoder", "generator")}))
+        cfg = experiment_config(
+            (base or Config()).with_(
+                **{
+                    f: getattr(Config(**PRESETS[name]), f)
+                    for f in ("question_encoder", "ctx_encoder", "generator")
+                }
+            )
+        )
         result = shipped_result(cfg, checksums)
         if result is not None:
             out[name] = result

@@ -9,6 +9,7 @@ passage names as current, not the successor it mentions or the name it read last
 >>> sorted({r["index"] for r in rows}), len(rows) == 2 * len({r["question"] for r in rows})
 (['2016', '2018'], True)
 """
+
 from __future__ import annotations
 
 import json
@@ -28,10 +29,18 @@ def tuning_questions() -> list[dict]:
         if position_split(leader["position"]) != "tune":
             continue
         for year in YEARS:
-            rows.append({"question": leader["question"], "answers": [leader[f"holder_{year}"]],
-                         "title": leader["position"], "index": year})
+            rows.append(
+                {
+                    "question": leader["question"],
+                    "answers": [leader[f"holder_{year}"]],
+                    "title": leader["position"],
+                    "index": year,
+                }
+            )
     return rows
 
 
 def write_tuning_questions(path: Path = TUNING_FILE) -> None:
-    Path(path).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in tuning_questions()), encoding="utf-8")
+    Path(path).write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in tuning_questions()), encoding="utf-8"
+    )

@@ -14,13 +14,14 @@ drawn where its neighbours are; which rows were fitted is kept (`PassageMap.fitt
 >>> coords.shape, len(fitted), bool(np.array_equal(coords[fitted], x[fitted, :2]))
 ((50, 2), 20, True)
 """
+
 from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -80,8 +81,16 @@ class PassageMap:
             out = (q - self.mean) @ self.components.T  # (Q, dims): the exact projection
         else:
             step = max(1, PLACE_BLOCK // max(1, len(self.vectors)))
-            out = np.concatenate([self._weighted(q[i:i + step], float(scale or self.scale))
-                                  for i in range(0, len(q), step)]) if len(q) else np.zeros((0, self.dims), np.float32)
+            out = (
+                np.concatenate(
+                    [
+                        self._weighted(q[i : i + step], float(scale or self.scale))
+                        for i in range(0, len(q), step)
+                    ]
+                )
+                if len(q)
+                else np.zeros((0, self.dims), np.float32)
+            )
         return out[0] if single else out
 
     def lift(self, point: np.ndarray, m: int = PLACE_TOP_M, normalise: bool = True) -> np.ndarray:
@@ -130,15 +139,22 @@ def fit_pca(vectors: np.ndarray, dims: int = 2) -> PassageMap:
     big = np.argmax(np.abs(comps), axis=1)
     comps = comps * np.where(comps[np.arange(dims), big] < 0, -1.0, 1.0)[:, None]
     coords = (xc @ comps.T).astype(np.float32)  # (N, dims)
-    return PassageMap("pca", coords, x, mean.astype(np.float32), comps.astype(np.float32), time.perf_counter() - t0)
+    return PassageMap(
+        "pca", coords, x, mean.astype(np.float32), comps.astype(np.float32), time.perf_counter() - t0
+    )
 
 
 def umap_coords(x: np.ndarray, dims: int) -> np.ndarray:
     """UMAP (cosine, the parameters above, fixed seed) of every row of x: (N, D) -> (N, dims)."""
     import umap  # imported here: it takes seconds, and only a fit needs it
 
-    reducer = umap.UMAP(n_neighbors=N_NEIGHBORS, min_dist=MIN_DIST, metric="cosine", n_components=dims,
-                        random_state=RANDOM_STATE)
+    reducer = umap.UMAP(
+        n_neighbors=N_NEIGHBORS,
+        min_dist=MIN_DIST,
+        metric="cosine",
+        n_components=dims,
+        random_state=RANDOM_STATE,
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "n_jobs overridden by random_state" and numba chatter
         return np.asarray(reducer.fit_transform(x), dtype=np.float32)  # (N, dims)
@@ -149,8 +165,9 @@ def sample_rows(n: int, size: int) -> np.ndarray:
     return np.sort(np.random.default_rng(RANDOM_STATE).choice(n, size, replace=False))
 
 
-def fit_layout(x: np.ndarray, dims: int, fit: Fit, max_fit: int = MAX_FIT,
-               stage: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+def fit_layout(
+    x: np.ndarray, dims: int, fit: Fit, max_fit: int = MAX_FIT, stage: Callable[[str], None] | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Layout of every row of x (N, D) by `fit`: the whole set when N ≤ max_fit, else a sample.
 
     Returns (coords (N, dims) float32, fitted rows or None). Sampled: rows `sample_rows(N, max_fit)`
@@ -178,8 +195,10 @@ def sample_note(fitted: np.ndarray | None, n: int) -> str:
     """What the viewer should know about a sampled layout ("" for a full fit)."""
     if fitted is None:
         return ""
-    return (f"UMAP fitted on {len(fitted):,} of {n:,} passages (a fixed random sample); the other "
-            f"{n - len(fitted):,} are placed by their nearest fitted neighbours, the way the question is placed")
+    return (
+        f"UMAP fitted on {len(fitted):,} of {n:,} passages (a fixed random sample); the other "
+        f"{n - len(fitted):,} are placed by their nearest fitted neighbours, the way the question is placed"
+    )
 
 
 def estimate_umap_seconds(n: int, max_fit: int = MAX_FIT) -> float:
@@ -188,7 +207,9 @@ def estimate_umap_seconds(n: int, max_fit: int = MAX_FIT) -> float:
     return EST_SECONDS[0] + EST_SECONDS[1] * s + EST_PLACE * (n - s) * s
 
 
-def draw_rows(coords: np.ndarray, cap: int | None = None, centre: np.ndarray | None = None, keep=()) -> np.ndarray:
+def draw_rows(
+    coords: np.ndarray, cap: int | None = None, centre: np.ndarray | None = None, keep=()
+) -> np.ndarray:
     """The rows of coords (N, dims) a chart draws, sorted: every row when N ≤ cap (default
     `DRAW_CAP`, read at the call). Beyond it, `keep`
     (the top-K, high-posterior passages) always, the rows nearest `centre` (the question) for

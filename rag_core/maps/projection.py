@@ -18,6 +18,7 @@ closeness on it is not the inner-product order of the retriever.
 >>> bool(np.allclose(m.place(v[3]), m.coords[3], atol=1e-5))
 True
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -77,8 +78,9 @@ _inflight: dict[Path, tuple[threading.Thread, dict]] = {}
 _inflight_lock = threading.Lock()
 
 
-def _fit_umap_cached(x: np.ndarray, dims: int, path: Path | None, meta: dict, progress: Progress,
-                     max_fit: int = MAX_FIT) -> PassageMap:
+def _fit_umap_cached(
+    x: np.ndarray, dims: int, path: Path | None, meta: dict, progress: Progress, max_fit: int = MAX_FIT
+) -> PassageMap:
     def work(out: dict) -> None:
         t0 = time.perf_counter()
         try:
@@ -103,7 +105,9 @@ def _fit_umap_cached(x: np.ndarray, dims: int, path: Path | None, meta: dict, pr
         thread.join(0.5)
         el = time.perf_counter() - t0
         stage = out.get("stage", f"Fitting UMAP (cosine) on {len(x):,} passages")
-        progress(f"{stage}: {el:.0f} s of about {est:.0f} s; done once, then cached on disk", _fraction(el, est))
+        progress(
+            f"{stage}: {el:.0f} s of about {est:.0f} s; done once, then cached on disk", _fraction(el, est)
+        )
     with _inflight_lock:
         if path is not None and _inflight.get(path) is job:
             del _inflight[path]
@@ -112,8 +116,14 @@ def _fit_umap_cached(x: np.ndarray, dims: int, path: Path | None, meta: dict, pr
     return out["map"]
 
 
-def fit_map(index: PassageIndex, method: str = "umap", dims: int = 2, progress: Progress | None = None,
-            cache: bool = True, max_fit: int = MAX_FIT) -> PassageMap:
+def fit_map(
+    index: PassageIndex,
+    method: str = "umap",
+    dims: int = 2,
+    progress: Progress | None = None,
+    cache: bool = True,
+    max_fit: int = MAX_FIT,
+) -> PassageMap:
     """The map of an index's passages, from the disk cache when it was fitted before.
 
     `method`: "umap" (cosine, n_neighbors 15, min_dist 0.1, seed 42) or "pca"; `dims`: 2 or 3.
@@ -129,8 +139,14 @@ def fit_map(index: PassageIndex, method: str = "umap", dims: int = 2, progress: 
     note = ""
     if method == "umap" and len(x) < MIN_UMAP_POINTS:
         method, note = "pca", f"only {len(x)} passages: too few for UMAP, so this map is PCA"
-    meta = {"version": FORMAT_VERSION, "method": method, "dims": dims, "count": len(x),
-            "ids_checksum": index.manifest.get("ids_checksum", ""), "vectors": vectors_digest(index.vectors)}
+    meta = {
+        "version": FORMAT_VERSION,
+        "method": method,
+        "dims": dims,
+        "count": len(x),
+        "ids_checksum": index.manifest.get("ids_checksum", ""),
+        "vectors": vectors_digest(index.vectors),
+    }
     if method == "umap":
         meta.update(n_neighbors=N_NEIGHBORS, min_dist=MIN_DIST, metric="cosine", random_state=RANDOM_STATE)
         if len(x) > max_fit:  # only sampled layouts carry the key: full-fit cache files stay valid
@@ -159,7 +175,11 @@ def from_shipped_base(index: PassageIndex, x: np.ndarray, dims: int) -> PassageM
     """The shipped base-corpus UMAP layout extended to this index, or None where it does not fit
     (another encoder, a changed base corpus, or an index mostly of other passages)."""
     path = Path(str(SHIPPED_BASE_MAP).format(dims=dims))
-    if index.manifest.get("encoder") != DEFAULT_ENCODER or not path.is_file() or not SHIPPED_BASE_META.is_file():
+    if (
+        index.manifest.get("encoder") != DEFAULT_ENCODER
+        or not path.is_file()
+        or not SHIPPED_BASE_META.is_file()
+    ):
         return None
     base = load_wiki()
     if json.loads(SHIPPED_BASE_META.read_text()).get("checksum") != passage_checksum(base):
@@ -178,9 +198,15 @@ def from_shipped_base(index: PassageIndex, x: np.ndarray, dims: int) -> PassageM
     if (~known).any():
         coords[~known] = partial.place(x[~known])  # (n_new, dims): placed among the base passages
     added = int((~known).sum())
-    note = (f"The base passages keep the layout shipped with the app; the {added:,} passage{'s' if added != 1 else ''} "
+    note = (
+        (
+            f"The base passages keep the layout shipped with the app; the {added:,} passage{'s' if added != 1 else ''} "
             f"this index adds {'are' if added != 1 else 'is'} placed by the nearest neighbours, the way the question "
-            "is placed.") if added else ""
+            "is placed."
+        )
+        if added
+        else ""
+    )
     return PassageMap("umap", coords, x, note=note, shipped=True)
 
 
@@ -192,7 +218,10 @@ def vectors_digest(vectors: np.ndarray) -> str:
 
 
 def cache_path(meta: dict) -> Path:
-    return caches.folder("maps") / f"{meta['ids_checksum'] or 'noids'}-{meta['vectors']}-{meta['method']}-{meta['dims']}.npz"
+    return (
+        caches.folder("maps")
+        / f"{meta['ids_checksum'] or 'noids'}-{meta['vectors']}-{meta['method']}-{meta['dims']}.npz"
+    )
 
 
 def _try_save(path: Path, pmap: PassageMap, meta: dict) -> None:
@@ -232,10 +261,20 @@ def _load(path: Path, meta: dict, x: np.ndarray) -> PassageMap | None:
         return None
     if meta["method"] == "pca" and (mean is None or comps is None):
         return None
-    if ("fit_sample" in meta) != (fitted is not None) or (fitted is not None and len(fitted) != meta["fit_sample"]):
+    if ("fit_sample" in meta) != (fitted is not None) or (
+        fitted is not None and len(fitted) != meta["fit_sample"]
+    ):
         return None
-    return PassageMap(meta["method"], coords, x, mean, comps, float(stored.get("fit_seconds", 0.0)), loaded_from=path,
-                      fitted=fitted)
+    return PassageMap(
+        meta["method"],
+        coords,
+        x,
+        mean,
+        comps,
+        float(stored.get("fit_seconds", 0.0)),
+        loaded_from=path,
+        fitted=fitted,
+    )
 
 
 def how_made(pmap: PassageMap) -> str:
@@ -246,13 +285,19 @@ def how_made(pmap: PassageMap) -> str:
     """
     n = len(pmap.coords)
     if pmap.method == "pca":
-        return (f"PCA: the {pmap.dims} directions along which the {pmap.vectors.shape[1]}-dimensional passage "
-                "vectors vary most; a question is projected onto them exactly.")
+        return (
+            f"PCA: the {pmap.dims} directions along which the {pmap.vectors.shape[1]}-dimensional passage "
+            "vectors vary most; a question is projected onto them exactly."
+        )
     how = f"UMAP (cosine distance, {N_NEIGHBORS} neighbours, min_dist {MIN_DIST})"
     if pmap.shipped:
-        return (f"{how}, fitted once on the base passages and shipped; any other passage, and the question, is "
-                "placed by its nearest neighbours.")
+        return (
+            f"{how}, fitted once on the base passages and shipped; any other passage, and the question, is "
+            "placed by its nearest neighbours."
+        )
     fitted = n if pmap.fitted is None else len(pmap.fitted)
-    return (f"{how}, fitted on {fitted:,} of the {n:,} passages; "
-            f"{'the question is' if fitted == n else 'the others, and the question, are'} placed by the nearest "
-            "fitted neighbours.")
+    return (
+        f"{how}, fitted on {fitted:,} of the {n:,} passages; "
+        f"{'the question is' if fitted == n else 'the others, and the question, are'} placed by the nearest "
+        "fitted neighbours."
+    )

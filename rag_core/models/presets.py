@@ -7,6 +7,7 @@ cache, or --allow-downloads).
 >>> sorted(PRESETS)
 ['base', 'default', 'paper-sequence', 'paper-token']
 """
+
 from __future__ import annotations
 
 from rag_core.config import BASE_GENERATOR
@@ -14,8 +15,14 @@ from rag_core.config import BASE_GENERATOR
 PRESETS: dict[str, dict[str, str]] = {
     "default": {},
     "base": {"generator": BASE_GENERATOR},
-    "paper-token": {"question_encoder": "facebook/rag-token-nq", "generator": "facebook/rag-token-nq",
-                    "ctx_encoder": "facebook/dpr-ctx_encoder-multiset-base"},
-    "paper-sequence": {"question_encoder": "facebook/rag-sequence-nq", "generator": "facebook/rag-sequence-nq",
-                       "ctx_encoder": "facebook/dpr-ctx_encoder-multiset-base"},
+    "paper-token": {
+        "question_encoder": "facebook/rag-token-nq",
+        "generator": "facebook/rag-token-nq",
+        "ctx_encoder": "facebook/dpr-ctx_encoder-multiset-base",
+    },
+    "paper-sequence": {
+        "question_encoder": "facebook/rag-sequence-nq",
+        "generator": "facebook/rag-sequence-nq",
+        "ctx_encoder": "facebook/dpr-ctx_encoder-multiset-base",
+    },
 }

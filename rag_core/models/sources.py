@@ -3,6 +3,7 @@
 Hub ids load only when the user allows downloads; otherwise they must already be in the local
 hub cache. Every failure a user can cause becomes a ModelSourceError with one clear line.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -61,8 +62,10 @@ def resolve(model_id: str, allow_downloads: bool = False) -> Source:
         return Source(str(package_path(model_id)), True)
     if model_id == TRAINED_GENERATOR:  # the packaged base with the shipped adapter (merged when loaded)
         if not (ADAPTER_DIR / "adapter_model.safetensors").is_file():
-            raise ModelSourceError("the trained default's adapter is missing from the assets (regenerate it with "
-                                   "`make adapter`, or open the untrained stack with --preset base)")
+            raise ModelSourceError(
+                "the trained default's adapter is missing from the assets (regenerate it with "
+                "`make adapter`, or open the untrained stack with --preset base)"
+            )
         return Source(str(package_path(BASE_GENERATOR)), True)
     path = Path(model_id).expanduser()
     if path.exists():
@@ -76,7 +79,9 @@ def resolve(model_id: str, allow_downloads: bool = False) -> Source:
     if model_id.startswith((".", "/", "~")) or os.sep in model_id.strip("/").replace("/", "", 1):
         raise ModelSourceError(f"model folder not found: {model_id}")
     if "/" not in model_id:
-        raise ModelSourceError(f"unknown model {model_id!r}: give a folder, a hub id (owner/name) or a packaged model")
+        raise ModelSourceError(
+            f"unknown model {model_id!r}: give a folder, a hub id (owner/name) or a packaged model"
+        )
     return Source(model_id, False)
 
 

@@ -7,6 +7,7 @@ Built indexes are cached under the cache folder; for the default encoder the vec
 `assets/vectors/` (the base corpus in float16, each year's snapshot passages in float32), so a fresh
 machine needs no 3-minute encoding pass, and opens a year index in about a second.
 """
+
 from __future__ import annotations
 
 import io
@@ -29,12 +30,15 @@ from rag_core.storage.files import write_bytes_atomic, write_json_atomic
 NAMED = ("wiki", "2016", "2018")
 USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
+
 def _noop(msg: str, frac: float) -> None:
     pass
 
 
 def snapshots_available() -> bool:
-    return (ASSETS / "leaders.csv").is_file() and all((ASSETS / "snapshots" / f"leaders_{y}.jsonl").is_file() for y in (2016, 2018))
+    return (ASSETS / "leaders.csv").is_file() and all(
+        (ASSETS / "snapshots" / f"leaders_{y}.jsonl").is_file() for y in (2016, 2018)
+    )
 
 
 def default_index_name() -> str:
@@ -44,7 +48,11 @@ def default_index_name() -> str:
 def available_indexes() -> list[str]:
     names = ["2018", "2016", "wiki"] if snapshots_available() else ["wiki"]
     # dot-folders are saves in progress (temp and old copies): never offer them
-    return names + [p.name for p in sorted(user_root().glob("*")) if not p.name.startswith(".") and (p / "manifest.json").is_file()]
+    return names + [
+        p.name
+        for p in sorted(user_root().glob("*"))
+        if not p.name.startswith(".") and (p / "manifest.json").is_file()
+    ]
 
 
 def user_root() -> Path:
@@ -62,7 +70,9 @@ def named_passages(name: str) -> tuple[list[Passage], dict]:
     sources = [wiki_summaries_path()]
     if name != "wiki":
         sources += [ASSETS / "leaders.csv", snapshots.snapshot_path(int(name), ASSETS)]
-    passages, facts = _named_passages(name, tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sources))
+    passages, facts = _named_passages(
+        name, tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in sources)
+    )
     return list(passages), dict(facts)
 
 
@@ -73,7 +83,10 @@ def _named_passages(name: str, stamp: tuple) -> tuple[tuple[Passage, ...], tuple
         return tuple(base), (("base", len(base)),)
     stale = _stale(stamp[:2])  # the same for both years: the base and leaders.csv
     kept = [p for i, p in enumerate(base) if i not in stale]
-    extra = [Passage(d["id"], d["title"], d["text"], d.get("topic", "World leaders")) for d in snapshots.load_snapshot(int(name), ASSETS)]
+    extra = [
+        Passage(d["id"], d["title"], d["text"], d.get("topic", "World leaders"))
+        for d in snapshots.load_snapshot(int(name), ASSETS)
+    ]
     return tuple(kept + extra), (("base", len(base)), ("stale_removed", len(stale)), ("snapshot", len(extra)))
 
 
@@ -121,8 +134,16 @@ def write_snapshot_vectors(name: str, encoder: Encoder) -> Path:
     vectors = encoder.encode_passages(passages).astype(np.float32)  # (N_snapshot, D)
     npy, meta = shipped_vectors_path(name)
     write_bytes_atomic(npy, _npy_bytes(vectors))
-    write_json_atomic(meta, {"encoder": encoder.id, "checksum": passage_checksum(passages), "count": len(passages),
-                             "dim": int(vectors.shape[1])}, indent=1)
+    write_json_atomic(
+        meta,
+        {
+            "encoder": encoder.id,
+            "checksum": passage_checksum(passages),
+            "count": len(passages),
+            "dim": int(vectors.shape[1]),
+        },
+        indent=1,
+    )
     return npy
 
 
@@ -150,7 +171,9 @@ def named_folder(name: str, encoder: Encoder) -> Path:
 def load_named(name: str, encoder: Encoder, progress: Progress = _noop) -> PassageIndex:
     """Load a named index from the cache, building (and caching) it on first use."""
     if name not in NAMED:
-        raise IndexLoadError(f"unknown index {name!r}; choose one of {', '.join(available_indexes())} or give a folder")
+        raise IndexLoadError(
+            f"unknown index {name!r}; choose one of {', '.join(available_indexes())} or give a folder"
+        )
     if name != "wiki" and not snapshots_available():
         raise IndexLoadError(f"index {name} needs the world-leader snapshots in assets/, which are missing")
     folder = named_folder(name, encoder)
@@ -171,10 +194,18 @@ def load_named(name: str, encoder: Encoder, progress: Progress = _noop) -> Passa
     return idx
 
 
-def build_corpus_index(passages: list[Passage], encoder: Encoder, folder: Path, name: str = "",
-                       factory: str = FLAT, progress: Progress = _noop) -> PassageIndex:
+def build_corpus_index(
+    passages: list[Passage],
+    encoder: Encoder,
+    folder: Path,
+    name: str = "",
+    factory: str = FLAT,
+    progress: Progress = _noop,
+) -> PassageIndex:
     vecs = encoder.encode_passages(passages, progress)
-    return save_corpus_index(PassageIndex.build(vecs, passages, encoder.id, factory, name=name or folder.name), folder)
+    return save_corpus_index(
+        PassageIndex.build(vecs, passages, encoder.id, factory, name=name or folder.name), folder
+    )
 
 
 def save_corpus_index(idx: PassageIndex, folder: Path) -> PassageIndex:
@@ -203,5 +234,7 @@ def resolve_index(spec: str | None, encoder: Encoder, progress: Progress = _noop
     path = Path(name).expanduser()
     if path.is_dir():
         return path.name, PassageIndex.load(path, encoder_id=encoder.id, dim=encoder.dim)
-    raise IndexLoadError(f"unknown index {name!r}: not one of {', '.join(available_indexes())}, not a folder "
-                         "and not hf-dataset:DIR[:INDEX_FILE]")
+    raise IndexLoadError(
+        f"unknown index {name!r}: not one of {', '.join(available_indexes())}, not a folder "
+        "and not hf-dataset:DIR[:INDEX_FILE]"
+    )

@@ -7,6 +7,7 @@ them (`catalog.available_indexes`).
 >>> check_name("my-notes")
 'my-notes'
 """
+
 from __future__ import annotations
 
 import json
@@ -65,23 +66,36 @@ def check_name(name: str, replace: bool = False) -> str:
     if name in catalog.NAMED:
         raise CorpusError(f"{name!r} is a built-in index; choose another name")
     if not catalog.USER_NAME.match(name):
-        raise CorpusError(f"{name!r} is not a valid name: use letters, digits, '_', '.' or '-', "
-                          "start with a letter or digit, at most 64 characters")
+        raise CorpusError(
+            f"{name!r} is not a valid name: use letters, digits, '_', '.' or '-', "
+            "start with a letter or digit, at most 64 characters"
+        )
     if (catalog.user_root() / name).exists() and not replace:
-        raise CorpusError(f"an index named {name!r} already exists: tick “replace” to overwrite it, "
-                          "or choose another name")
+        raise CorpusError(
+            f"an index named {name!r} already exists: tick “replace” to overwrite it, or choose another name"
+        )
     return name
 
 
-def build_user_index(passages: list[Passage], encoder: Encoder, name: str, replace: bool = False,
-                     progress: catalog.Progress | None = None) -> PassageIndex:
+def build_user_index(
+    passages: list[Passage],
+    encoder: Encoder,
+    name: str,
+    replace: bool = False,
+    progress: catalog.Progress | None = None,
+) -> PassageIndex:
     """Encode `passages` and save them as the user index `name` (atomic: an old one stays whole
     until the new one is complete)."""
     name = check_name(name, replace)
     if not passages:
         raise CorpusError("there are no passages to index")
-    return catalog.build_corpus_index(passages, encoder, catalog.user_root() / name, name=name,
-                                      progress=progress or (lambda msg, frac: None))
+    return catalog.build_corpus_index(
+        passages,
+        encoder,
+        catalog.user_root() / name,
+        name=name,
+        progress=progress or (lambda msg, frac: None),
+    )
 
 
 def user_indexes() -> list[dict]:
@@ -94,8 +108,14 @@ def user_indexes() -> list[dict]:
             m = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             m = {}
-        rows.append({"name": folder.name, "passages": m.get("count"), "encoder": m.get("encoder", "?"),
-                     "built": str(m.get("built_at", "?")).replace("T", " ")})
+        rows.append(
+            {
+                "name": folder.name,
+                "passages": m.get("count"),
+                "encoder": m.get("encoder", "?"),
+                "built": str(m.get("built_at", "?")).replace("T", " "),
+            }
+        )
     return rows
 
 
@@ -111,7 +131,9 @@ def delete_user_index(name: str) -> None:
     os.rename(folder, trash)
     shutil.rmtree(trash, ignore_errors=True)
     if ids and not any(_ids_of(f) == ids for f in catalog.user_root().glob("*")):
-        for cached in caches.folder("maps").glob(f"{ids}-*.npz"):  # its fitted maps, unless another index shares them
+        for cached in caches.folder("maps").glob(
+            f"{ids}-*.npz"
+        ):  # its fitted maps, unless another index shares them
             cached.unlink(missing_ok=True)
 
 

@@ -10,10 +10,12 @@ We run the MiniLM model through transformers directly (mean pooling is four line
 importing sentence-transformers, whose import alone takes seconds; tests/test_encoder_reference.py
 checks both agree.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -31,7 +33,9 @@ class Encoder(Protocol):
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray: ...
 
-    def encode_passages(self, passages: Sequence[Passage], progress: Progress | None = None) -> np.ndarray: ...
+    def encode_passages(
+        self, passages: Sequence[Passage], progress: Progress | None = None
+    ) -> np.ndarray: ...
 
 
 def passage_text(p: Passage) -> str:
@@ -63,7 +67,9 @@ class MeanPoolEncoder:
     batch_size: int = 64
     default_scale: float = 20.0
     normalises: bool = True  # every vector it makes is unit-length (so s(z) is a cosine)
-    passage_model: torch.nn.Module | None = None  # a separate passage tower (None: `model` reads passages too)
+    passage_model: torch.nn.Module | None = (
+        None  # a separate passage tower (None: `model` reads passages too)
+    )
     passage_tokenizer: object | None = None
 
     @property
@@ -71,15 +77,24 @@ class MeanPoolEncoder:
         return int(self.model.config.hidden_size)
 
     @torch.inference_mode()
-    def _encode(self, texts: Sequence[str], progress: Progress | None = None, passages: bool = False) -> np.ndarray:
+    def _encode(
+        self, texts: Sequence[str], progress: Progress | None = None, passages: bool = False
+    ) -> np.ndarray:
         two = passages and self.passage_model is not None
-        model, tokenizer = (self.passage_model, self.passage_tokenizer) if two else (self.model, self.tokenizer)
+        model, tokenizer = (
+            (self.passage_model, self.passage_tokenizer) if two else (self.model, self.tokenizer)
+        )
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         done = 0
         for idx in _length_sorted_batches(texts, self.batch_size):
             with TOKENIZER_LOCK:
-                enc = tokenizer([texts[i] for i in idx], padding=True, truncation=True,
-                                max_length=self.max_length, return_tensors="pt").to(self.device)
+                enc = tokenizer(
+                    [texts[i] for i in idx],
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                ).to(self.device)
             hidden = model(**enc).last_hidden_state  # (B, L, D)
             mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)  # (B, L, 1)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)  # (B, D)
@@ -122,8 +137,9 @@ class DPREncoder:
         if self.question_model is None:
             raise ModelSourceError("no question encoder was given")
         with TOKENIZER_LOCK:
-            enc = self.question_tokenizer(list(texts), padding=True, truncation=True, max_length=self.max_length,
-                                          return_tensors="pt").to(self.device)
+            enc = self.question_tokenizer(
+                list(texts), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+            ).to(self.device)
         return self.question_model(**enc).pooler_output.float().cpu().numpy()  # (N, D)
 
     @torch.inference_mode()
@@ -132,12 +148,19 @@ class DPREncoder:
             raise ModelSourceError("no passage (context) encoder was given: use --ctx-encoder")
         out = np.zeros((len(passages), self.dim), dtype=np.float32)
         done = 0
-        for idx in _length_sorted_batches(passages, self.batch_size, key=lambda p: len(p.text) + len(p.title)):
+        for idx in _length_sorted_batches(
+            passages, self.batch_size, key=lambda p: len(p.text) + len(p.title)
+        ):
             batch = [passages[i] for i in idx]
             with TOKENIZER_LOCK:
-                enc = self.ctx_tokenizer([p.title for p in batch], [p.text for p in batch], padding=True,
-                                         truncation="only_second", max_length=self.max_length,
-                                         return_tensors="pt").to(self.device)
+                enc = self.ctx_tokenizer(
+                    [p.title for p in batch],
+                    [p.text for p in batch],
+                    padding=True,
+                    truncation="only_second",
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                ).to(self.device)
             out[idx] = self.ctx_model(**enc).pooler_output.float().cpu().numpy()  # (B, D)
             done += len(idx)
             if progress:
@@ -153,7 +176,9 @@ def _load_mean_pool(model_id: str, source: Source, device: torch.device, allow: 
     return MeanPoolEncoder(model_id, model, tok, device)
 
 
-def _with_passage_tower(query: MeanPoolEncoder, ctx_id: str, device: torch.device, allow: bool) -> MeanPoolEncoder:
+def _with_passage_tower(
+    query: MeanPoolEncoder, ctx_id: str, device: torch.device, allow: bool
+) -> MeanPoolEncoder:
     """A mean-pooling query tower with a mean-pooling passage tower of the same width (a tuned
     query encoder and the base it was trained against); keyed by the passage tower's id."""
     c_source = resolve(ctx_id, allow)
@@ -161,10 +186,18 @@ def _with_passage_tower(query: MeanPoolEncoder, ctx_id: str, device: torch.devic
         raise ModelSourceError("a DPR --ctx-encoder needs a DPR question encoder")
     passages = _load_mean_pool(ctx_id, c_source, device, allow)
     if passages.dim != query.dim:
-        raise ModelSourceError(f"the passage encoder {ctx_id} makes {passages.dim}-d vectors, the question encoder "
-                               f"{query.id} {query.dim}-d: they cannot share an index")
-    return MeanPoolEncoder(ctx_id, query.model, query.tokenizer, device, passage_model=passages.model,
-                           passage_tokenizer=passages.tokenizer)
+        raise ModelSourceError(
+            f"the passage encoder {ctx_id} makes {passages.dim}-d vectors, the question encoder "
+            f"{query.id} {query.dim}-d: they cannot share an index"
+        )
+    return MeanPoolEncoder(
+        ctx_id,
+        query.model,
+        query.tokenizer,
+        device,
+        passage_model=passages.model,
+        passage_tokenizer=passages.tokenizer,
+    )
 
 
 def _load_dpr_question(source: Source, kind: str, device: torch.device, allow: bool):
@@ -186,10 +219,14 @@ def _load_dpr_ctx(source: Source, device: torch.device, allow: bool):
     from transformers import AutoTokenizer, DPRContextEncoder
 
     kw = source.kwargs(allow)
-    return DPRContextEncoder.from_pretrained(source.ref, **kw).to(device).eval(), AutoTokenizer.from_pretrained(source.ref, **kw)
+    return DPRContextEncoder.from_pretrained(source.ref, **kw).to(
+        device
+    ).eval(), AutoTokenizer.from_pretrained(source.ref, **kw)
 
 
-def load_encoder(question_id: str, ctx_id: str | None, device: torch.device, allow_downloads: bool = False) -> Encoder:
+def load_encoder(
+    question_id: str, ctx_id: str | None, device: torch.device, allow_downloads: bool = False
+) -> Encoder:
     """Pick the backend from the model config: DPR (or a RAG checkpoint) vs mean pooling."""
     q_source = resolve(question_id, allow_downloads)
     q_kind = model_type(q_source, allow_downloads)

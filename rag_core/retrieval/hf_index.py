@@ -17,6 +17,7 @@ dimension is accepted, as the published DPR index records none.
 >>> parse_spec("hf-dataset:/no/such/psgs_w100:/elsewhere/psgs_w100.nq.HNSW128_SQ8-IP-train.faiss")[1].name
 'psgs_w100.nq.HNSW128_SQ8-IP-train.faiss'
 """
+
 from __future__ import annotations
 
 import json
@@ -48,7 +49,7 @@ def is_hf_spec(spec: str) -> bool:
 
 def parse_spec(spec: str) -> tuple[Path, Path]:
     """`hf-dataset:DIR[:INDEX_FILE]` -> (DIR, INDEX_FILE). A colon splits them unless DIR itself has one."""
-    rest = spec[len(PREFIX):] if is_hf_spec(spec) else spec
+    rest = spec[len(PREFIX) :] if is_hf_spec(spec) else spec
     if not rest:
         raise IndexLoadError("hf-dataset: needs a folder: --index hf-dataset:DIR[:INDEX_FILE]")
     cuts = [i for i, c in enumerate(rest) if c == ":"]
@@ -56,7 +57,7 @@ def parse_spec(spec: str) -> tuple[Path, Path]:
         folder, file = rest, ""
     else:  # the first cut that leaves an existing folder, else the first colon
         cut = next((i for i in cuts if Path(rest[:i]).expanduser().is_dir()), cuts[0])
-        folder, file = rest[:cut], rest[cut + 1:]
+        folder, file = rest[:cut], rest[cut + 1 :]
     folder_path = Path(folder).expanduser()
     return folder_path, (Path(file).expanduser() if file else folder_path / DEFAULT_INDEX_FILE)
 
@@ -171,17 +172,22 @@ def read_table(folder: Path) -> pa.Table:
     try:
         ds = datasets.load_from_disk(str(folder))
     except (OSError, ValueError, KeyError, pa.ArrowException) as e:
-        raise IndexLoadError(f"{folder} is not a dataset saved with Dataset.save_to_disk: "
-                             f"{first_line(e, limit=200)}") from None
+        raise IndexLoadError(
+            f"{folder} is not a dataset saved with Dataset.save_to_disk: {first_line(e, limit=200)}"
+        ) from None
     finally:
         if not bars_were_off:
             datasets.enable_progress_bars()
     if isinstance(ds, datasets.DatasetDict):
-        raise IndexLoadError(f"{folder} holds the splits {', '.join(ds)}: give one, e.g. hf-dataset:{folder / next(iter(ds))}")
+        raise IndexLoadError(
+            f"{folder} holds the splits {', '.join(ds)}: give one, e.g. hf-dataset:{folder / next(iter(ds))}"
+        )
     missing = [c for c in COLUMNS if c not in ds.column_names]
     if missing:
-        raise IndexLoadError(f"dataset {folder.name} has no {', '.join(missing)} column: an hf-dataset index needs "
-                             f"title, text and embeddings (it has {', '.join(ds.column_names)})")
+        raise IndexLoadError(
+            f"dataset {folder.name} has no {', '.join(missing)} column: an hf-dataset index needs "
+            f"title, text and embeddings (it has {', '.join(ds.column_names)})"
+        )
     if len(ds) == 0:
         raise IndexLoadError(f"dataset {folder.name} has no rows")
     if "id" in ds.column_names and ds.data.column("id").null_count:
@@ -192,17 +198,22 @@ def read_table(folder: Path) -> pa.Table:
 def vector_views(column: pa.ChunkedArray, name: str) -> ArrowVectors:
     """Zero-copy (n_i, D) views of an `embeddings` column of equal-length float lists."""
     t = column.type
-    if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)) \
-            or not pa.types.is_floating(t.value_type):
+    if not (
+        pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+    ) or not pa.types.is_floating(t.value_type):
         raise IndexLoadError(f"dataset {name}: the embeddings column holds {t}, not lists of floats")
     if column.null_count:
         raise IndexLoadError(f"dataset {name}: {column.null_count} rows have no embedding")
     lengths = pc.min_max(pc.list_value_length(column)).as_py()  # {"min": .., "max": ..}
     if lengths["min"] != lengths["max"] or not lengths["min"]:
-        raise IndexLoadError(f"dataset {name}: embeddings of unequal or zero length ({lengths['min']} to {lengths['max']})")
+        raise IndexLoadError(
+            f"dataset {name}: embeddings of unequal or zero length ({lengths['min']} to {lengths['max']})"
+        )
     width = int(lengths["min"])
     try:
-        views = [c.flatten().to_numpy(zero_copy_only=True).reshape(len(c), width) for c in column.chunks if len(c)]
+        views = [
+            c.flatten().to_numpy(zero_copy_only=True).reshape(len(c), width) for c in column.chunks if len(c)
+        ]
     except pa.ArrowException:
         raise IndexLoadError(f"dataset {name}: the embeddings have missing values") from None
     return ArrowVectors(views)
@@ -210,15 +221,19 @@ def vector_views(column: pa.ChunkedArray, name: str) -> ArrowVectors:
 
 def read_faiss(path: Path) -> faiss.Index:
     if not path.is_file():
-        raise IndexLoadError(f"no FAISS index at {path}: write one with dataset.save_faiss_index('embeddings', FILE) "
-                             "and give it as hf-dataset:DIR:FILE")
+        raise IndexLoadError(
+            f"no FAISS index at {path}: write one with dataset.save_faiss_index('embeddings', FILE) "
+            "and give it as hf-dataset:DIR:FILE"
+        )
     try:
         index = faiss.read_index(str(path))
     except RuntimeError as e:
         raise IndexLoadError(f"cannot read the FAISS index {path}: {first_line(e, limit=200)}") from None
     if index.metric_type != faiss.METRIC_INNER_PRODUCT:
-        raise IndexLoadError(f"the FAISS index {path.name} ranks by distance (metric {index.metric_type}), not by the "
-                             "inner product DPR scores with: build it with metric_type=faiss.METRIC_INNER_PRODUCT")
+        raise IndexLoadError(
+            f"the FAISS index {path.name} ranks by distance (metric {index.metric_type}), not by the "
+            "inner product DPR scores with: build it with metric_type=faiss.METRIC_INNER_PRODUCT"
+        )
     return index
 
 
@@ -231,7 +246,9 @@ def keeps_exact_vectors(index: faiss.Index, vectors: ArrowVectors, name: str) ->
     same count and width), an error. An index that cannot read back (IVF without a direct map) is
     treated as lossy, unchecked.
     """
-    rows = np.unique(np.linspace(0, len(vectors) - 1, min(len(vectors), CHECKED_ROWS)).astype(np.int64))  # (S,)
+    rows = np.unique(
+        np.linspace(0, len(vectors) - 1, min(len(vectors), CHECKED_ROWS)).astype(np.int64)
+    )  # (S,)
     try:
         got = np.asarray(index.reconstruct_batch(rows), dtype=np.float32)  # (S, D)
     except RuntimeError:
@@ -241,8 +258,10 @@ def keeps_exact_vectors(index: faiss.Index, vectors: ArrowVectors, name: str) ->
         return True
     dist = ((got[:, None, :] - want[None, :, :]) ** 2).sum(-1)  # (S, S) read-back row vs stored row
     if (np.diag(dist) > dist.min(axis=1)).any():
-        raise IndexLoadError(f"the FAISS index does not hold the embeddings of dataset {name}: "
-                             "pair the dataset folder with the index built from it")
+        raise IndexLoadError(
+            f"the FAISS index does not hold the embeddings of dataset {name}: "
+            "pair the dataset folder with the index built from it"
+        )
     return False
 
 
@@ -259,16 +278,22 @@ def check_sidecar(folder: Path, manifest: dict, encoder_id: str | None) -> dict:
         raise IndexLoadError(f"{path} is not a JSON object")
     for key in ("dim", "count", "ids_checksum"):
         if key in recorded and recorded[key] != manifest[key]:
-            raise IndexLoadError(f"dataset {folder.name} does not match its {SIDECAR}: {key} is {manifest[key]!r}, "
-                                 f"recorded {recorded[key]!r}")
+            raise IndexLoadError(
+                f"dataset {folder.name} does not match its {SIDECAR}: {key} is {manifest[key]!r}, "
+                f"recorded {recorded[key]!r}"
+            )
     encoder = recorded.get("encoder") or None
     if encoder and encoder_id is not None and encoder != encoder_id:
         raise IndexLoadError(f"index {folder.name} was built with encoder {encoder!r}, not {encoder_id!r}")
     return {**recorded, **manifest, "encoder": encoder}
 
 
-def load_hf_index(folder: str | Path, index_file: str | Path | None = None, encoder_id: str | None = None,
-                  dim: int | None = None) -> HFDatasetIndex:
+def load_hf_index(
+    folder: str | Path,
+    index_file: str | Path | None = None,
+    encoder_id: str | None = None,
+    dim: int | None = None,
+) -> HFDatasetIndex:
     """Load and check a `save_to_disk` folder and its FAISS file; IndexLoadError says what is wrong."""
     folder = Path(folder)
     index_file = Path(index_file) if index_file else folder / DEFAULT_INDEX_FILE
@@ -276,11 +301,15 @@ def load_hf_index(folder: str | Path, index_file: str | Path | None = None, enco
     vectors = vector_views(table.column("embeddings"), folder.name)
     index = read_faiss(index_file)
     if index.ntotal != table.num_rows:
-        raise IndexLoadError(f"dataset {folder.name} has {table.num_rows} rows but the FAISS index "
-                             f"{index_file.name} holds {index.ntotal} vectors")
+        raise IndexLoadError(
+            f"dataset {folder.name} has {table.num_rows} rows but the FAISS index "
+            f"{index_file.name} holds {index.ntotal} vectors"
+        )
     if index.d != vectors.shape[1]:
-        raise IndexLoadError(f"the FAISS index {index_file.name} has dimension {index.d}, "
-                             f"the dataset's embeddings {vectors.shape[1]}")
+        raise IndexLoadError(
+            f"the FAISS index {index_file.name} has dimension {index.d}, "
+            f"the dataset's embeddings {vectors.shape[1]}"
+        )
     if dim is not None and index.d != dim:
         raise IndexLoadError(f"index {folder.name} has dimension {index.d}, the encoder gives {dim}")
     passages = ArrowPassages(table)

@@ -16,6 +16,7 @@ build killed midway leaves the previous index untouched.
 >>> rows.tolist(), [round(s, 2) for s in scores[0].tolist()]
 ([[0, 1]], [0.9, 0.1])
 """
+
 from __future__ import annotations
 
 import json
@@ -55,8 +56,15 @@ class PassageIndex:
         return len(self.passages)
 
     @classmethod
-    def build(cls, vectors: np.ndarray, passages: list[Passage], encoder_id: str, factory: str = FLAT,
-              name: str = "", index: faiss.Index | None = None) -> "PassageIndex":
+    def build(
+        cls,
+        vectors: np.ndarray,
+        passages: list[Passage],
+        encoder_id: str,
+        factory: str = FLAT,
+        name: str = "",
+        index: faiss.Index | None = None,
+    ) -> PassageIndex:
         """An index over `vectors` (N, D), row i being `passages[i]`.
 
         `factory` is a FAISS factory string: "Flat" (exact), "HNSW32", "IVF1024,Flat", ...
@@ -68,7 +76,9 @@ class PassageIndex:
         if len(passages) == 0:
             raise IndexLoadError("cannot build an index over no passages")
         if index is not None and index.ntotal != len(passages):
-            raise IndexLoadError(f"the given FAISS index holds {index.ntotal} vectors for {len(passages)} passages")
+            raise IndexLoadError(
+                f"the given FAISS index holds {index.ntotal} vectors for {len(passages)} passages"
+            )
         x = np.ascontiguousarray(vectors, dtype=np.float32)  # (N, D)
         index = make_faiss_index(x, factory) if index is None else index
         manifest = {
@@ -106,12 +116,16 @@ class PassageIndex:
         return folder
 
     @classmethod
-    def load(cls, folder: str | Path, encoder_id: str | None = None, dim: int | None = None) -> "PassageIndex":
+    def load(
+        cls, folder: str | Path, encoder_id: str | None = None, dim: int | None = None
+    ) -> PassageIndex:
         """Load and check: files present, manifest readable, sizes agree, encoder and dim match."""
         folder = Path(folder)
         if not folder.is_dir():
             raise IndexLoadError(f"index folder not found: {folder}")
-        missing = [f for f in ("manifest.json", "index.faiss", "passages.jsonl") if not (folder / f).is_file()]
+        missing = [
+            f for f in ("manifest.json", "index.faiss", "passages.jsonl") if not (folder / f).is_file()
+        ]
         if missing:
             raise IndexLoadError(f"index folder {folder} is incomplete: missing {', '.join(missing)}")
         try:
@@ -158,7 +172,9 @@ def empty_faiss_index(d: int, factory: str) -> faiss.Index:
         try:
             index = faiss.index_factory(d, factory, faiss.METRIC_INNER_PRODUCT)
         except RuntimeError as e:
-            raise IndexLoadError(f"bad FAISS factory string {factory!r}: {first_line(e, limit=120)}") from None
+            raise IndexLoadError(
+                f"bad FAISS factory string {factory!r}: {first_line(e, limit=120)}"
+            ) from None
         if isinstance(index, faiss.IndexHNSW):
             index.hnsw.efConstruction = 80  # better graph than the default 40, still quick to build
             index.hnsw.efSearch = 64  # recall@10 >= 0.95 on structured data, ~1 ms a query
@@ -175,7 +191,9 @@ def is_index_folder(folder: Path) -> bool:
         manifest = json.loads((Path(folder) / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return isinstance(manifest, dict) and {"version", "encoder", "dim", "count", "ids_checksum"} <= set(manifest)
+    return isinstance(manifest, dict) and {"version", "encoder", "dim", "count", "ids_checksum"} <= set(
+        manifest
+    )
 
 
 def check_output_folder(folder: str | Path, force: bool = False) -> Path:
@@ -192,8 +210,9 @@ def check_output_folder(folder: str | Path, force: bool = False) -> Path:
     if not folder.is_dir():
         raise IndexLoadError(f"{folder} is a file, not an index folder: choose a new path")
     if not is_index_folder(folder):
-        raise IndexLoadError(f"{folder} already exists and is not a RAG Loupe index: choose a new path "
-                             "(nothing was written)")
+        raise IndexLoadError(
+            f"{folder} already exists and is not a RAG Loupe index: choose a new path (nothing was written)"
+        )
     if not force:
         raise IndexLoadError(f"{folder} is an existing index: add --force to replace it")
     return folder

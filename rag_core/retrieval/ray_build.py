@@ -16,6 +16,7 @@ The result is saved by `catalog.save_corpus_index`: the same files and manifest 
 Ray is imported here and nowhere else, and nothing imports this module until a Ray build is asked
 for, so the engine runs without Ray installed.
 """
+
 from __future__ import annotations
 
 import logging
@@ -63,7 +64,9 @@ def _auth_hint(e: BaseException) -> str:
         causes.append(str(e))
         e = e.__cause__ or e.__context__
     if any("Authentication" in c or "AuthToken" in c for c in causes):
-        return "it asks for a token: set RAY_AUTH_MODE=token here, with the cluster's token in ~/.ray/auth_token"
+        return (
+            "it asks for a token: set RAY_AUTH_MODE=token here, with the cluster's token in ~/.ray/auth_token"
+        )
     return "is it running, and is the address the one `ray start --head` printed?"
 
 
@@ -76,7 +79,9 @@ class EncodeBlock:
         self.encoder = load_encoder(spec.question, spec.ctx, device, spec.allow_downloads)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        passages = [Passage(str(i), str(t), str(x)) for i, t, x in zip(batch["id"], batch["title"], batch["text"])]
+        passages = [
+            Passage(str(i), str(t), str(x)) for i, t, x in zip(batch["id"], batch["title"], batch["text"])
+        ]
         return {"row": batch["row"], "vector": self.encoder.encode_passages(passages)}  # (B,), (B, D)
 
 
@@ -92,8 +97,12 @@ def connect(address: str | None, cpus: int | None = None) -> bool:
         except ConnectionError as e:
             raise RayClusterError(f"cannot join the Ray cluster at {address} ({_auth_hint(e)})") from None
     else:  # a session of this process alone: its notices (token auth on a local cluster) are not the user's
-        ray.init(num_cpus=cpus or os.cpu_count() or 1, include_dashboard=False, logging_level=logging.ERROR,
-                 log_to_driver=False)
+        ray.init(
+            num_cpus=cpus or os.cpu_count() or 1,
+            include_dashboard=False,
+            logging_level=logging.ERROR,
+            log_to_driver=False,
+        )
     ray.data.DataContext.get_current().enable_progress_bars = False  # ours is the one progress bar
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # not a line a block; its logs folder has them
     logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)  # "progress bars disabled"
@@ -109,21 +118,32 @@ def plan(workers: int | None, device: str) -> tuple[int, bool]:
     return workers or (gpus if use_gpu else max(1, int(ray.cluster_resources().get("CPU", 1)))), use_gpu
 
 
-def encoding(passages: list[Passage], spec: EncoderSpec, workers: int, use_gpu: bool = False,
-             actor: type = EncodeBlock) -> ray.data.Dataset:
+def encoding(
+    passages: list[Passage], spec: EncoderSpec, workers: int, use_gpu: bool = False, actor: type = EncodeBlock
+) -> ray.data.Dataset:
     """The (lazy) dataset of (row, vector) batches: `workers` copies of `actor` over the passages."""
     n = len(passages)
     items = [{"row": i, "id": p.id, "title": p.title, "text": p.text} for i, p in enumerate(passages)]
     # a few calls an actor at least, so no actor idles while another has a long queue
     calls = max(4 * workers, -(-n // BATCH))
     ds = ray.data.from_items(items, override_num_blocks=min(n, max(4 * workers, -(-n // BLOCK))))
-    return ds.map_batches(actor, fn_constructor_kwargs={"spec": spec, "use_gpu": use_gpu}, batch_size=-(-n // calls),
-                          compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=0 if use_gpu else 1,
-                          num_gpus=1 if use_gpu else 0)
+    return ds.map_batches(
+        actor,
+        fn_constructor_kwargs={"spec": spec, "use_gpu": use_gpu},
+        batch_size=-(-n // calls),
+        compute=ray.data.ActorPoolStrategy(size=workers),
+        num_cpus=0 if use_gpu else 1,
+        num_gpus=1 if use_gpu else 0,
+    )
 
 
-def encode(passages: list[Passage], spec: EncoderSpec, workers: int, use_gpu: bool = False,
-           progress: Progress | None = None) -> np.ndarray:
+def encode(
+    passages: list[Passage],
+    spec: EncoderSpec,
+    workers: int,
+    use_gpu: bool = False,
+    progress: Progress | None = None,
+) -> np.ndarray:
     """The passages' vectors (N, D) float32 in passage order, encoded by `workers` actors."""
     n = len(passages)
     ds = encoding(passages, spec, workers, use_gpu)
@@ -179,9 +199,18 @@ def sharded_index(x: np.ndarray, factory: str, shards: int) -> faiss.Index:
     return index
 
 
-def build_corpus_index(passages: list[Passage], encoder: Encoder, spec: EncoderSpec, folder: Path,
-                       factory: str = FLAT, workers: int | None = None, address: str | None = None,
-                       device: str = "auto", name: str = "", progress: Progress | None = None) -> PassageIndex:
+def build_corpus_index(
+    passages: list[Passage],
+    encoder: Encoder,
+    spec: EncoderSpec,
+    folder: Path,
+    factory: str = FLAT,
+    workers: int | None = None,
+    address: str | None = None,
+    device: str = "auto",
+    name: str = "",
+    progress: Progress | None = None,
+) -> PassageIndex:
     """`catalog.build_corpus_index` on Ray: `encoder` (loaded here) names the index and checks the
     factory before any Ray work; `spec` is what each actor loads."""
     if not passages:

@@ -3,6 +3,7 @@
 The prior p(z|x) = softmax(scale · s) is computed from these scores by `marginals.log_prior`; the
 scale belongs to the encoder (20 for MiniLM's cosine scores, 1 for DPR) and the user may change it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,5 +36,8 @@ class Retriever:
         """The top k for a query vector (1, D): the hits, best first, and their index rows (k,)."""
         scores, rows = self.index.search(q, k)  # (1, k), (1, k)
         keep = rows[0] >= 0  # FAISS pads with -1 when the index holds fewer than k passages
-        hits = [Hit(r + 1, self.index.passages[int(i)], float(s)) for r, (s, i) in enumerate(zip(scores[0][keep], rows[0][keep]))]
+        hits = [
+            Hit(r + 1, self.index.passages[int(i)], float(s))
+            for r, (s, i) in enumerate(zip(scores[0][keep], rows[0][keep]))
+        ]
         return hits, rows[0][keep].astype(np.int64)

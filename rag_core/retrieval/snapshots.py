@@ -46,13 +46,14 @@ letters such as "Đ", "ł" or "ø" mapped to their base letter, so "Vucic" match
 >>> stale_base_passages(base, leaders)
 [1, 2, 4]
 """
+
 from __future__ import annotations
 
 import json
 import re
 import unicodedata
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import pandas as pd
 
@@ -63,38 +64,190 @@ MIN_SURNAME_LEN = 5
 
 # Countries and bodies (the ``country`` column) whose holders' names do not end in a distinctive
 # family name: family name first, patronymics, or no surnames at all.  Full names only.
-NO_TRAILING_SURNAME = frozenset({
-    "China", "Taiwan", "Hong Kong", "South Korea", "North Korea", "Vietnam", "Mongolia", "Myanmar",
-    "Bhutan", "Ethiopia", "Eritrea", "Iceland", "Saudi Arabia", "Somalia", "Malaysia", "Maldives",
-    "Yemen", "Cambodia", "Indonesia", "ASEAN", "Interpol",
-})
+NO_TRAILING_SURNAME = frozenset(
+    {
+        "China",
+        "Taiwan",
+        "Hong Kong",
+        "South Korea",
+        "North Korea",
+        "Vietnam",
+        "Mongolia",
+        "Myanmar",
+        "Bhutan",
+        "Ethiopia",
+        "Eritrea",
+        "Iceland",
+        "Saudi Arabia",
+        "Somalia",
+        "Malaysia",
+        "Maldives",
+        "Yemen",
+        "Cambodia",
+        "Indonesia",
+        "ASEAN",
+        "Interpol",
+    }
+)
 
 # Surnames that are common names or ordinary words: too ambiguous to match alone.
-COMMON_SURNAMES = frozenset({
-    # common English-language surnames and words
-    "Johnson", "Jones", "Brown", "Smith", "Davis", "Walker", "Scott", "Cooper", "Murphy", "Christie",
-    "Carter", "Clark", "Kelly", "Marshall", "Justice", "Earnest", "Breed", "Barrow", "Cable",
-    "Powell", "Perry", "Carson", "Nixon", "Bentley", "Wheeler", "Lynch", "Brennan", "Sanders",
-    "Ross", "Rice", "Hunt", "Kerry", "Haley", "Stuart", "Duncan", "Thomson", "Baird", "Cousin",
-    "English", "Turnbull", "Morrison", "Weekes", "Carney", "Hassan", "McDonald", "McCarthy",
-    "Nielsen", "Reynolds", "Ivey", "Bolton", "Fallon", "Batten", "Horgan", "Payette", "Johnston",
-    "Lewis", "Young", "Gordon", "Price", "Graham", "Martin", "Moore", "Taylor", "Lee", "King",
-    "Mattis", "Schulz", "Kurz", "Lake", "Colyer", "Markell", "Williamson", "Barclay", "Drakeford",
-    "Whitaker", "Coats", "Castro", "Santos", "Moreno", "Perez", "Acosta", "Nieto", "Quesada",
-    "Benitez", "Duque", "Alvarado", "Solis", "Correa", "Abraham", "Steiner",
-    # common names in South and West Asia and Africa
-    "Khan", "Singh", "Yadav", "Patel", "Naidu", "Ansari", "Mukherjee", "Hussain", "Sharif",
-    "Mohamed", "Mohammed", "Muhammad", "Mohamad", "Ahmed", "Ismail", "Saeed", "Mustafa",
-    "Salman", "Nayef", "Keita", "Maiga", "Mohamud", "Coulibaly", "Ibrahim", "Salih", "Masum",
-    "Meta", "Mahama", "Razak", "Sellal", "Yusuf", "Lourenco",
-    # words that double as names in other languages
-    "Moon", "Philippe", "Morales", "Sanchez", "Conte",
-})
+COMMON_SURNAMES = frozenset(
+    {
+        # common English-language surnames and words
+        "Johnson",
+        "Jones",
+        "Brown",
+        "Smith",
+        "Davis",
+        "Walker",
+        "Scott",
+        "Cooper",
+        "Murphy",
+        "Christie",
+        "Carter",
+        "Clark",
+        "Kelly",
+        "Marshall",
+        "Justice",
+        "Earnest",
+        "Breed",
+        "Barrow",
+        "Cable",
+        "Powell",
+        "Perry",
+        "Carson",
+        "Nixon",
+        "Bentley",
+        "Wheeler",
+        "Lynch",
+        "Brennan",
+        "Sanders",
+        "Ross",
+        "Rice",
+        "Hunt",
+        "Kerry",
+        "Haley",
+        "Stuart",
+        "Duncan",
+        "Thomson",
+        "Baird",
+        "Cousin",
+        "English",
+        "Turnbull",
+        "Morrison",
+        "Weekes",
+        "Carney",
+        "Hassan",
+        "McDonald",
+        "McCarthy",
+        "Nielsen",
+        "Reynolds",
+        "Ivey",
+        "Bolton",
+        "Fallon",
+        "Batten",
+        "Horgan",
+        "Payette",
+        "Johnston",
+        "Lewis",
+        "Young",
+        "Gordon",
+        "Price",
+        "Graham",
+        "Martin",
+        "Moore",
+        "Taylor",
+        "Lee",
+        "King",
+        "Mattis",
+        "Schulz",
+        "Kurz",
+        "Lake",
+        "Colyer",
+        "Markell",
+        "Williamson",
+        "Barclay",
+        "Drakeford",
+        "Whitaker",
+        "Coats",
+        "Castro",
+        "Santos",
+        "Moreno",
+        "Perez",
+        "Acosta",
+        "Nieto",
+        "Quesada",
+        "Benitez",
+        "Duque",
+        "Alvarado",
+        "Solis",
+        "Correa",
+        "Abraham",
+        "Steiner",
+        # common names in South and West Asia and Africa
+        "Khan",
+        "Singh",
+        "Yadav",
+        "Patel",
+        "Naidu",
+        "Ansari",
+        "Mukherjee",
+        "Hussain",
+        "Sharif",
+        "Mohamed",
+        "Mohammed",
+        "Muhammad",
+        "Mohamad",
+        "Ahmed",
+        "Ismail",
+        "Saeed",
+        "Mustafa",
+        "Salman",
+        "Nayef",
+        "Keita",
+        "Maiga",
+        "Mohamud",
+        "Coulibaly",
+        "Ibrahim",
+        "Salih",
+        "Masum",
+        "Meta",
+        "Mahama",
+        "Razak",
+        "Sellal",
+        "Yusuf",
+        "Lourenco",
+        # words that double as names in other languages
+        "Moon",
+        "Philippe",
+        "Morales",
+        "Sanchez",
+        "Conte",
+    }
+)
 
 _SUFFIXES = {"jr", "jr.", "sr", "sr.", "ii", "iii", "iv"}
-_EXTRA_FOLD = str.maketrans({"Đ": "D", "đ": "d", "Ł": "L", "ł": "l", "Ø": "O", "ø": "o", "ı": "i",
-                             "Æ": "Ae", "æ": "ae", "Œ": "Oe", "œ": "oe", "ß": "ss", "Þ": "Th",
-                             "þ": "th", "Ð": "D", "ð": "d", "’": "'"})
+_EXTRA_FOLD = str.maketrans(
+    {
+        "Đ": "D",
+        "đ": "d",
+        "Ł": "L",
+        "ł": "l",
+        "Ø": "O",
+        "ø": "o",
+        "ı": "i",
+        "Æ": "Ae",
+        "æ": "ae",
+        "Œ": "Oe",
+        "œ": "oe",
+        "ß": "ss",
+        "Þ": "Th",
+        "þ": "th",
+        "Ð": "D",
+        "ð": "d",
+        "’": "'",
+    }
+)
 
 
 def fold(text: str) -> str:

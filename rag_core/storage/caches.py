@@ -10,6 +10,7 @@ cleared only when named.
 >>> "user-indexes" in REBUILT
 False
 """
+
 from __future__ import annotations
 
 import os
@@ -95,7 +96,7 @@ def keep_newest(kind: str, keep: Path | None = None, limit: int | None = None) -
     limit = LIMITS[kind] if limit is None else limit
     entries = [p for p in folder(kind).iterdir() if not p.name.startswith(".") and p != keep]
     entries.sort(key=lambda p: p.stat().st_mtime, reverse=True)  # newest first
-    gone = entries[max(0, limit - (keep is not None)):]
+    gone = entries[max(0, limit - (keep is not None)) :]
     for p in gone:
         aside = p.with_name(f".{p.name}.evicted-{os.getpid()}-{time.time_ns()}")
         try:

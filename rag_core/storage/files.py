@@ -8,6 +8,7 @@ the data goes to a temporary name in the same folder, then `os.replace` swaps it
 >>> write_json_atomic(target, {"n": 1}); target.read_text()
 '{"n": 1}'
 """
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 
 def write_atomic(path: Path, write: Callable[[str], None]) -> None:

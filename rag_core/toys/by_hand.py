@@ -8,6 +8,7 @@ edited tables in and shows what comes out. A `result` below is what `toys.run_sp
 
 An edit that cannot be a probability model raises `BadInput` (a ValueError) naming the cell and why.
 """
+
 from __future__ import annotations
 
 import copy
@@ -40,7 +41,9 @@ def numbers(col: pd.Series, what: str, probability: bool = True) -> list[float]:
     """
     vals = pd.to_numeric(col, errors="coerce")
     if vals.isna().any() or not np.isfinite(vals.to_numpy(dtype=float)).all():
-        raise BadInput(f"every {what} needs a number (row {int(vals.isna().to_numpy().argmax()) + 1} does not)")
+        raise BadInput(
+            f"every {what} needs a number (row {int(vals.isna().to_numpy().argmax()) + 1} does not)"
+        )
     if probability and (vals < 0).any():
         raise BadInput(f"a {what} cannot be negative (row {int((vals < 0).to_numpy().argmax()) + 1})")
     if probability and (vals > 1).any():
@@ -50,9 +53,12 @@ def numbers(col: pd.Series, what: str, probability: bool = True) -> list[float]:
 
 # ---------------- (a) two passages, two answers ----------------
 
+
 def prior_table(spec: dict) -> pd.DataFrame:
     """One row per passage: id, title and prior p(z|x), as the page's prior editor shows them."""
-    return pd.DataFrame([{"passage": p["id"], "title": p["title"], "prior p(z|x)": p["prior"]} for p in spec["passages"]])
+    return pd.DataFrame(
+        [{"passage": p["id"], "title": p["title"], "prior p(z|x)": p["prior"]} for p in spec["passages"]]
+    )
 
 
 def next_word_table(spec: dict) -> pd.DataFrame:
@@ -62,8 +68,14 @@ def next_word_table(spec: dict) -> pd.DataFrame:
     >>> next_word_table(spec).values.tolist()
     [['z1', '(start)', 'a', 0.5], ['z1', 'a', 'b', 1.0]]
     """
-    return pd.DataFrame([{"passage": z, "after": pre or START, "next word": word, "p(word|x,z,after)": p}
-                         for z, table in spec["tables"].items() for pre, dist in table.items() for word, p in dist.items()])
+    return pd.DataFrame(
+        [
+            {"passage": z, "after": pre or START, "next word": word, "p(word|x,z,after)": p}
+            for z, table in spec["tables"].items()
+            for pre, dist in table.items()
+            for word, p in dist.items()
+        ]
+    )
 
 
 def two_answer_spec(base: dict, prior_frame: pd.DataFrame, cond_frame: pd.DataFrame) -> dict:
@@ -90,8 +102,10 @@ def two_answer_spec(base: dict, prior_frame: pd.DataFrame, cond_frame: pd.DataFr
         dist = tables[r["passage"]].setdefault(after, {})
         dist[word] = dist.get(word, 0.0) + p
         if sum(dist.values()) > 1 + 1e-9:
-            raise BadInput(f"under {r['passage']} the next-word probabilities after “{after or START}” "
-                           "add up to more than 1")
+            raise BadInput(
+                f"under {r['passage']} the next-word probabilities after “{after or START}” "
+                "add up to more than 1"
+            )
     spec["tables"] = tables
     return spec
 
@@ -115,13 +129,18 @@ def answer_rows(result) -> list[dict]:
 
 # ---------------- (b) the retriever in two dimensions ----------------
 
+
 def vector_table(spec: dict) -> pd.DataFrame:
     """The query vector, then one row per passage vector: columns vector, x, y."""
-    return pd.DataFrame([{"vector": "q (query)", "x": spec["query_vector"][0], "y": spec["query_vector"][1]}]
-                        + [{"vector": p["id"], "x": p["vector"][0], "y": p["vector"][1]} for p in spec["passages"]])
+    return pd.DataFrame(
+        [{"vector": "q (query)", "x": spec["query_vector"][0], "y": spec["query_vector"][1]}]
+        + [{"vector": p["id"], "x": p["vector"][0], "y": p["vector"][1]} for p in spec["passages"]]
+    )
 
 
-def vector_spec(base: dict, vec_frame: pd.DataFrame, scale: float, query: tuple[float, float] | None = None) -> dict:
+def vector_spec(
+    base: dict, vec_frame: pd.DataFrame, scale: float, query: tuple[float, float] | None = None
+) -> dict:
     """`base` with the query vector (first row), the passage vectors (the rows after) and `scale`.
     With `query` given (the page's sliders), `vec_frame` holds the passage rows only.
 
@@ -150,17 +169,31 @@ def prior_probs(result) -> list[float]:
 
 def retriever_table(result) -> pd.DataFrame:
     """One row per passage: its score s(z) = d·q and its prior p(z|x)."""
-    return pd.DataFrame({"passage": [h.passage.id for h in result.hits], "s(z) = d·q": [h.score for h in result.hits],
-                         "p(z|x)": prior_probs(result)})
+    return pd.DataFrame(
+        {
+            "passage": [h.passage.id for h in result.hits],
+            "s(z) = d·q": [h.score for h in result.hits],
+            "p(z|x)": prior_probs(result),
+        }
+    )
 
 
 # ---------------- (c) prior to posterior ----------------
 
+
 def posterior_table(spec: dict) -> pd.DataFrame:
     """One row per passage: prior p(z|x) and p(word|x,z) of the spec's one-word answer."""
     word = spec["candidates"][0]
-    return pd.DataFrame([{"passage": p["id"], "prior p(z|x)": p["prior"],
-                          f"p({word}|x,z)": spec["tables"][p["id"]][""][word]} for p in spec["passages"]])
+    return pd.DataFrame(
+        [
+            {
+                "passage": p["id"],
+                "prior p(z|x)": p["prior"],
+                f"p({word}|x,z)": spec["tables"][p["id"]][""][word],
+            }
+            for p in spec["passages"]
+        ]
+    )
 
 
 def posterior_spec(base: dict, frame: pd.DataFrame) -> dict:

@@ -4,6 +4,7 @@ A toy gives passages with a prior (or 2-D vectors and a query vector for the ret
 passage a table of next-word probabilities (see `generators.toy`). `run_toy` returns the prior,
 the trace of the listed candidates under both marginals, and the decoded answers.
 """
+
 from __future__ import annotations
 
 import json
@@ -104,8 +105,10 @@ def run_spec(spec: dict) -> ToyResult:
     log_pz, scores = toy_prior(spec)
     if "tables" in spec:
         check_tables(spec["tables"])
-    hits = [Hit(i + 1, Passage(p["id"], p.get("title", p["id"]), p.get("text", ""), "toy"), s)
-            for i, (p, s) in enumerate(zip(spec["passages"], scores))]
+    hits = [
+        Hit(i + 1, Passage(p["id"], p.get("title", p["id"]), p.get("text", ""), "toy"), s)
+        for i, (p, s) in enumerate(zip(spec["passages"], scores))
+    ]
     if "tables" not in spec:
         return ToyResult(spec, hits, log_pz, None, None)
     gen = ToyGenerator(spec["tables"])
@@ -115,12 +118,17 @@ def run_spec(spec: dict) -> ToyResult:
     candidates: list[Candidate] = []
     if answers:
         lp, mask, ids, vals = score_answers(gen, state0, answers)  # (N, K, T)
-        scored = [Scored(a, lp[n, :, : len(a)], ids[n, :, : len(a)], vals[n, :, : len(a)]) for n, a in enumerate(answers)]
+        scored = [
+            Scored(a, lp[n, :, : len(a)], ids[n, :, : len(a)], vals[n, :, : len(a)])
+            for n, a in enumerate(answers)
+        ]
         for decoding, fn in ((RAG_TOKEN, marginals.rag_token), (RAG_SEQUENCE, marginals.rag_sequence)):
             ranked = sorted(scored, key=lambda s: float(fn(log_pz, s.token_logp)), reverse=True)
             candidates += to_candidates(gen, decoding, ranked)
     trace = Trace(question, f"toy:{spec.get('name', 'toy')}", hits, log_pz, 1.0, candidates)
-    decoded = analyse(gen, question, hits, log_pz, Config(beams=2, max_new_tokens=8), trace.index, 1.0, state0)
+    decoded = analyse(
+        gen, question, hits, log_pz, Config(beams=2, max_new_tokens=8), trace.index, 1.0, state0
+    )
     return ToyResult(spec, hits, log_pz, trace, decoded)
 
 

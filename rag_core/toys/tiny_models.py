@@ -11,6 +11,7 @@ to a folder (the same bytes on every run), so the engine can load them exactly a
     corpus           a JSONL corpus of short passages {"title", "text"}
     questions        a few questions the corpus can answer (for the tests' convenience)
 """
+
 from __future__ import annotations
 
 import json
@@ -22,11 +23,43 @@ BART_SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # ids 0..4, as BART
 BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 PLACES = ["Paris", "Lima", "Oslo", "Cairo", "Hanoi", "Quito", "Dublin", "Nairobi", "Lisbon", "Kyoto"]
-PEOPLE = ["Ada Lovelace", "Alan Turing", "Marie Curie", "Nikola Tesla", "Emmy Noether", "Carl Gauss",
-          "Grace Hopper", "Rosalind Franklin", "Niels Bohr", "Lise Meitner"]
-THINGS = ["bridge", "library", "museum", "river", "tower", "garden", "observatory", "harbour", "theatre", "school"]
+PEOPLE = [
+    "Ada Lovelace",
+    "Alan Turing",
+    "Marie Curie",
+    "Nikola Tesla",
+    "Emmy Noether",
+    "Carl Gauss",
+    "Grace Hopper",
+    "Rosalind Franklin",
+    "Niels Bohr",
+    "Lise Meitner",
+]
+THINGS = [
+    "bridge",
+    "library",
+    "museum",
+    "river",
+    "tower",
+    "garden",
+    "observatory",
+    "harbour",
+    "theatre",
+    "school",
+]
 ADJECTIVES = ["old", "famous", "large", "quiet", "green", "ancient", "modern", "small", "bright", "tall"]
-VERBS = ["built", "founded", "designed", "opened", "painted", "visited", "named", "restored", "studied", "described"]
+VERBS = [
+    "built",
+    "founded",
+    "designed",
+    "opened",
+    "painted",
+    "visited",
+    "named",
+    "restored",
+    "studied",
+    "described",
+]
 
 
 def corpus_rows(rng: random.Random, n: int = 30) -> list[dict]:
@@ -34,25 +67,31 @@ def corpus_rows(rng: random.Random, n: int = 30) -> list[dict]:
     for i in range(n):
         place, person, thing = PLACES[i % 10], PEOPLE[(3 * i) % 10], THINGS[(7 * i + i // 10) % 10]
         adj, verb, year = rng.choice(ADJECTIVES), rng.choice(VERBS), rng.randint(1700, 2000)
-        rows.append({
-            "title": f"The {adj} {thing} of {place}",
-            "text": f"The {adj} {thing} of {place} was {verb} by {person} in {year}. "
-                    f"It stands near the {rng.choice(THINGS)} and is {rng.choice(ADJECTIVES)}.",
-        })
+        rows.append(
+            {
+                "title": f"The {adj} {thing} of {place}",
+                "text": f"The {adj} {thing} of {place} was {verb} by {person} in {year}. "
+                f"It stands near the {rng.choice(THINGS)} and is {rng.choice(ADJECTIVES)}.",
+            }
+        )
     return rows
 
 
 def questions() -> list[str]:
-    return [f"Who built the {t} of {p}?" for t, p in zip(THINGS[:5], PLACES[:5])] + ["Where is the old library?"]
+    return [f"Who built the {t} of {p}?" for t, p in zip(THINGS[:5], PLACES[:5])] + [
+        "Where is the old library?"
+    ]
 
 
 def sentences(rng: random.Random, rows: list[dict], n: int = 300) -> list[str]:
     """Training text for the tokenizers: the corpus, the questions and a few hundred synthetic lines."""
     out = [r["title"] for r in rows] + [r["text"] for r in rows] + questions()
     for _ in range(n):
-        out.append(f"{rng.choice(['Who', 'When', 'Where', 'Why'])} was the {rng.choice(ADJECTIVES)} "
-                   f"{rng.choice(THINGS)} of {rng.choice(PLACES)} {rng.choice(VERBS)} by {rng.choice(PEOPLE)}? "
-                   f"In {rng.randint(1700, 2000)} / {rng.choice(PLACES)} // {rng.choice(PEOPLE)}.")
+        out.append(
+            f"{rng.choice(['Who', 'When', 'Where', 'Why'])} was the {rng.choice(ADJECTIVES)} "
+            f"{rng.choice(THINGS)} of {rng.choice(PLACES)} {rng.choice(VERBS)} by {rng.choice(PEOPLE)}? "
+            f"In {rng.randint(1700, 2000)} / {rng.choice(PLACES)} // {rng.choice(PEOPLE)}."
+        )
     return out
 
 
@@ -61,7 +100,9 @@ def bart_tokenizer(texts: list[str], vocab_size: int = 500):
     from transformers import BartTokenizerFast
 
     bpe = ByteLevelBPETokenizer()
-    bpe.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=2, special_tokens=BART_SPECIALS, show_progress=False)
+    bpe.train_from_iterator(
+        texts, vocab_size=vocab_size, min_frequency=2, special_tokens=BART_SPECIALS, show_progress=False
+    )
     model = json.loads(bpe.to_str())["model"]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
     return BartTokenizerFast(vocab=model["vocab"], merges=merges)
@@ -79,7 +120,9 @@ def dpr_tokenizers(texts: list[str]):
     chars = {c for w in words for c in w}
     tokens = BERT_SPECIALS + sorted(words | chars) + sorted("##" + c for c in chars)
     vocab = {tok: i for i, tok in enumerate(dict.fromkeys(tokens))}
-    return DPRQuestionEncoderTokenizerFast(vocab=dict(vocab)), DPRContextEncoderTokenizerFast(vocab=dict(vocab))
+    return DPRQuestionEncoderTokenizerFast(vocab=dict(vocab)), DPRContextEncoderTokenizerFast(
+        vocab=dict(vocab)
+    )
 
 
 def build_tiny_stack(folder: Path) -> dict:
@@ -105,18 +148,40 @@ def build_tiny_stack(folder: Path) -> dict:
     torch.manual_seed(SEED)
     # initializer_range 0.2 (BERT's is 0.02): at 0.02 a random encoder's [CLS] vector hardly depends
     # on the text, every s(z) comes out the same and the prior is uniform; at 0.2 it is not.
-    dpr = dict(vocab_size=len(q_tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-               intermediate_size=64, max_position_embeddings=512, projection_dim=0, initializer_range=0.2)
+    dpr = dict(
+        vocab_size=len(q_tok),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        projection_dim=0,
+        initializer_range=0.2,
+    )
     DPRQuestionEncoder(DPRConfig(**dpr)).eval().save_pretrained(paths["dpr_q"])
     q_tok.save_pretrained(paths["dpr_q"])
     DPRContextEncoder(DPRConfig(**dpr)).eval().save_pretrained(paths["dpr_ctx"])
     ctx_tok.save_pretrained(paths["dpr_ctx"])
     # init_std well above BART's 0.02 so the random model's next-token distributions are peaked,
     # not nearly uniform: differences between passages then show in the scores the tests compare.
-    bart = BartConfig(vocab_size=len(bart_tok), d_model=32, encoder_layers=2, decoder_layers=2,
-                      encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
-                      max_position_embeddings=512, init_std=0.2, decoder_start_token_id=2, eos_token_id=2,
-                      bos_token_id=0, pad_token_id=1, forced_bos_token_id=None, forced_eos_token_id=2)
+    bart = BartConfig(
+        vocab_size=len(bart_tok),
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=512,
+        init_std=0.2,
+        decoder_start_token_id=2,
+        eos_token_id=2,
+        bos_token_id=0,
+        pad_token_id=1,
+        forced_bos_token_id=None,
+        forced_eos_token_id=2,
+    )
     BartForConditionalGeneration(bart).eval().save_pretrained(paths["bart"])
     bart_tok.save_pretrained(paths["bart"])
 

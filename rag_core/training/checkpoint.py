@@ -15,6 +15,7 @@ else as JSON in its metadata. Reading it never unpickles anything.
 >>> back = load(folder); back.step, back.losses, back.weights["query"]["w"].tolist()
 (3, [2.0, 1.5, 1.2], [1.0, 1.0])
 """
+
 from __future__ import annotations
 
 import json
@@ -42,24 +43,37 @@ class Checkpoint:
 
 def _flatten(ckpt: Checkpoint) -> tuple[dict[str, torch.Tensor], dict]:
     """(tensors by flat name, the rest as JSON-able data): weights/PART/NAME, optim/PART/INDEX/KEY."""
-    tensors = {f"weights/{part}/{name}": t.contiguous() for part, named in ckpt.weights.items()
-               for name, t in named.items()}
+    tensors = {
+        f"weights/{part}/{name}": t.contiguous()
+        for part, named in ckpt.weights.items()
+        for name, t in named.items()
+    }
     optim = {}
     for part, sd in ckpt.optimizers.items():
         state = {}
         for idx, entry in sd.get("state", {}).items():
             state[str(idx)] = {k: v for k, v in entry.items() if not torch.is_tensor(v)}
-            tensors.update({f"optim/{part}/{idx}/{k}": v.contiguous() for k, v in entry.items() if torch.is_tensor(v)})
+            tensors.update(
+                {f"optim/{part}/{idx}/{k}": v.contiguous() for k, v in entry.items() if torch.is_tensor(v)}
+            )
         optim[part] = {"state": state, "param_groups": sd.get("param_groups", [])}
-    rest = {"step": ckpt.step, "losses": ckpt.losses, "settings": ckpt.settings, "seconds": ckpt.seconds,
-            "optimizers": optim, "parts": sorted(ckpt.weights)}
+    rest = {
+        "step": ckpt.step,
+        "losses": ckpt.losses,
+        "settings": ckpt.settings,
+        "seconds": ckpt.seconds,
+        "optimizers": optim,
+        "parts": sorted(ckpt.weights),
+    }
     return tensors, rest
 
 
 def _unflatten(tensors: dict[str, torch.Tensor], rest: dict) -> Checkpoint:
     weights: dict[str, dict[str, torch.Tensor]] = {part: {} for part in rest["parts"]}
-    optimizers = {part: {"state": {int(i): dict(e) for i, e in o["state"].items()}, "param_groups": o["param_groups"]}
-                  for part, o in rest["optimizers"].items()}
+    optimizers = {
+        part: {"state": {int(i): dict(e) for i, e in o["state"].items()}, "param_groups": o["param_groups"]}
+        for part, o in rest["optimizers"].items()
+    }
     for key, t in tensors.items():
         kind, part, name = key.split("/", 2)
         if kind == "weights":
@@ -72,7 +86,9 @@ def _unflatten(tensors: dict[str, torch.Tensor], rest: dict) -> Checkpoint:
 
 def save(folder: Path, ckpt: Checkpoint) -> None:
     tensors, rest = _flatten(ckpt)
-    write_atomic(Path(folder) / FILE, lambda tmp: save_file(tensors, tmp, metadata={"checkpoint": json.dumps(rest)}))
+    write_atomic(
+        Path(folder) / FILE, lambda tmp: save_file(tensors, tmp, metadata={"checkpoint": json.dumps(rest)})
+    )
 
 
 def exists(folder: Path) -> bool:
@@ -87,7 +103,9 @@ def load(folder: Path) -> Checkpoint:
             tensors = {k: f.get_tensor(k) for k in f.keys()}
         return _unflatten(tensors, rest)
     except (OSError, RuntimeError, TypeError, KeyError, ValueError, SafetensorError) as e:
-        raise ValueError(f"the checkpoint in {folder} cannot be read ({type(e).__name__}): start afresh with --force") from None
+        raise ValueError(
+            f"the checkpoint in {folder} cannot be read ({type(e).__name__}): start afresh with --force"
+        ) from None
 
 
 def trainable_tensors(module: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -22,6 +22,7 @@ Worked example (the posterior demo: prior 0.7 / 0.3, p(y|x,z) = 0.9 / 0.2, d1 = 
 >>> round(nll("sequence", lp, tok).item(), 3)   # -log(0.7·0.9 + 0.3·0.2) = -log 0.69
 0.371
 """
+
 from __future__ import annotations
 
 import torch
@@ -36,8 +37,9 @@ def _check(marginal: str) -> None:
         raise ValueError(f"marginal must be sequence or token, got {marginal!r}")
 
 
-def bracket(marginal: str, log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None
-            ) -> torch.Tensor:
+def bracket(
+    marginal: str, log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """Per passage, how much the answer pulls the prior toward it: (..., K).
 
     RAG-Sequence: p(z|x,y) − p(z|x). RAG-Token: Σ_i (r_i(z) − p(z|x)) over the answer's real steps.
@@ -58,15 +60,17 @@ def query_gradient(bracket_: torch.Tensor, doc_vectors: torch.Tensor, scale: flo
     return scale * (weights * doc_vectors.double()).sum(dim=-2)  # (..., D)
 
 
-def log_likelihood(marginal: str, log_pz: torch.Tensor, token_logp: torch.Tensor,
-                   mask: torch.Tensor | None = None) -> torch.Tensor:
+def log_likelihood(
+    marginal: str, log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """log p(y|x) under RAG-Sequence or RAG-Token over the K passages: (...)."""
     _check(marginal)
     fn = marginals.rag_sequence if marginal == "sequence" else marginals.rag_token
     return fn(log_pz, token_logp, mask)  # (...)
 
 
-def nll(marginal: str, log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None
-        ) -> torch.Tensor:
+def nll(
+    marginal: str, log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
     """The training loss, as the paper trains: −log p(y|x), marginalised over the top K: (...)."""
     return -log_likelihood(marginal, log_pz, token_logp, mask)  # (...)

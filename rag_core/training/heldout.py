@@ -9,12 +9,13 @@ retrieved. EM and recall follow `analysis.matching`, as `eval` counts them.
 >>> distinct, round(bits, 3)   # a twice, b and c once: H = 1.5 bits
 (3, 1.5)
 """
+
 from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 from rag_core.analysis.matching import contains_answer, exact_match, passage_text
 from rag_core.analysis.questions import EvalQuestion
@@ -44,8 +45,9 @@ class HeldOut:
         return asdict(self)
 
 
-def evaluate(pipe: Pipeline, questions: Sequence[EvalQuestion], cfg: Config, progress: Progress | None = None
-             ) -> HeldOut:
+def evaluate(
+    pipe: Pipeline, questions: Sequence[EvalQuestion], cfg: Config, progress: Progress | None = None
+) -> HeldOut:
     """Both decodings on every question through the one pipeline path (`Pipeline.run`)."""
     cfg = cfg.with_(decode="both")
     em = {d: 0 for d in DECODINGS}
@@ -72,7 +74,9 @@ def comparison_rows(heldout: dict) -> list[tuple[str, float | int, float | int |
     line and the Train page; `after` is None for a run stopped before its second measurement."""
     before, after = heldout["before"], heldout.get("after") or {}
     rows = [(f"EM {d}", before["em"][d], (after.get("em") or {}).get(d)) for d in DECODINGS]
-    return rows + [("answer-recall@1", before["recall_at_1"], after.get("recall_at_1")),
-                   (f"answer-recall@{before['k']}", before["recall_at_k"], after.get("recall_at_k")),
-                   ("distinct passages", before["distinct"], after.get("distinct")),
-                   ("passage entropy (bits)", before["entropy_bits"], after.get("entropy_bits"))]
+    return rows + [
+        ("answer-recall@1", before["recall_at_1"], after.get("recall_at_1")),
+        (f"answer-recall@{before['k']}", before["recall_at_k"], after.get("recall_at_k")),
+        ("distinct passages", before["distinct"], after.get("distinct")),
+        ("passage entropy (bits)", before["entropy_bits"], after.get("entropy_bits")),
+    ]

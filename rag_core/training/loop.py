@@ -12,12 +12,13 @@ under its top K once and remembered: only a change of the top K (a passage enter
 
 This modifies the models it is given (an app must hand it its own copy).
 """
+
 from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -50,7 +51,9 @@ class TrainSettings:
     seed: int = 0  # question order and adapter initialisation
     checkpoint_every: int = 10  # steps between checkpoints (and one at the end)
     scale: float | None = None  # retriever scale; None = the encoder's own
-    prompt: str | None = None  # a causal generator's prompt while training ("plain" or "few-shot"); None = its own
+    prompt: str | None = (
+        None  # a causal generator's prompt while training ("plain" or "few-shot"); None = its own
+    )
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -59,7 +62,7 @@ class TrainSettings:
     def lr_of(self, part: str) -> float:
         return float(self.lr if self.lr is not None else DEFAULT_LR[part])
 
-    def validate(self) -> "TrainSettings":
+    def validate(self) -> TrainSettings:
         if self.part not in PARTS:
             raise ValueError(f"part must be query, generator or both, got {self.part!r}")
         if self.marginal not in MARGINALS:
@@ -117,11 +120,15 @@ class Run:
     scale: float
     adapted: lora.Adapted | None = None  # the generator's adapters, when it trains
     optimizers: dict[str, torch.optim.Optimizer] = field(default_factory=dict)
-    remembered: dict = field(default_factory=dict)  # (question, top-K ids) -> (K, T) conditionals of a frozen generator
+    remembered: dict = field(
+        default_factory=dict
+    )  # (question, top-K ids) -> (K, T) conditionals of a frozen generator
     losses: list[float] = field(default_factory=list)
     step: int = 0
     seconds: float = 0.0
-    indexes: dict[str, PassageIndex] = field(default_factory=dict)  # other indexes named by questions' `index`
+    indexes: dict[str, PassageIndex] = field(
+        default_factory=dict
+    )  # other indexes named by questions' `index`
 
     def index_of(self, qi: int) -> PassageIndex:
         """The index question qi is retrieved from: the one its line names, else the run's own."""
@@ -133,8 +140,13 @@ class Run:
         return self.adapted.parameters()
 
 
-def start_run(models: Models, index: PassageIndex, questions: Sequence[EvalQuestion], settings: TrainSettings,
-              indexes: dict[str, PassageIndex] | None = None) -> Run:
+def start_run(
+    models: Models,
+    index: PassageIndex,
+    questions: Sequence[EvalQuestion],
+    settings: TrainSettings,
+    indexes: dict[str, PassageIndex] | None = None,
+) -> Run:
     """Attach adapters where the generator trains and make one Adam optimiser per part.
     `indexes`: the other indexes questions name (a question whose `index` is not there uses `index`)."""
     settings = settings.validate()
@@ -145,9 +157,15 @@ def start_run(models: Models, index: PassageIndex, questions: Sequence[EvalQuest
         if not isinstance(gen, CausalGenerator):
             raise ValueError("--prompt applies to a causal generator only")
         gen.prompt_style = settings.prompt  # the prompt the trained weights will read
-    run = Run(models, index, list(questions), [gen.encode_answer(q.answers[0]) for q in questions], settings,
-              float(settings.scale if settings.scale is not None else models.encoder.default_scale),
-              indexes=dict(indexes or {}))
+    run = Run(
+        models,
+        index,
+        list(questions),
+        [gen.encode_answer(q.answers[0]) for q in questions],
+        settings,
+        float(settings.scale if settings.scale is not None else models.encoder.default_scale),
+        indexes=dict(indexes or {}),
+    )
     if "generator" in settings.parts:
         run.adapted = lora.attach(gen, settings.lora_rank, settings.seed)
     for part in settings.parts:
@@ -203,7 +221,9 @@ def question_loss(run: Run, qi: int, weight: float) -> float:
     if run.adapted is not None:
         (weight * t.loss).backward()
     if "query" in run.settings.parts:
-        grad = query_gradient(bracket(run.settings.marginal, t.log_pz, t.token_logp.detach()), t.d, run.scale)  # (D,)
+        grad = query_gradient(
+            bracket(run.settings.marginal, t.log_pz, t.token_logp.detach()), t.d, run.scale
+        )  # (D,)
         t.q.backward((-weight * grad).to(t.q.device, t.q.dtype))  # the loss is −log p: descend along −grad
     return float(t.loss.detach())
 
@@ -239,9 +259,14 @@ def snapshot(run: Run) -> checkpoint.Checkpoint:
         weights["query"] = checkpoint.trainable_tensors(query_model(run.models.encoder))
     if run.adapted is not None:
         weights["generator"] = run.adapted.state()
-    return checkpoint.Checkpoint(run.step, list(run.losses), weights,
-                                 {part: opt.state_dict() for part, opt in run.optimizers.items()},
-                                 run.settings.to_dict(), run.seconds)
+    return checkpoint.Checkpoint(
+        run.step,
+        list(run.losses),
+        weights,
+        {part: opt.state_dict() for part, opt in run.optimizers.items()},
+        run.settings.to_dict(),
+        run.seconds,
+    )
 
 
 def settings_mismatch(saved: dict, settings: TrainSettings) -> str | None:
@@ -251,8 +276,10 @@ def settings_mismatch(saved: dict, settings: TrainSettings) -> str | None:
     if not differ:
         return None
     k = differ[0]
-    return (f"the run was made with {k} = {saved.get(k)!r}, not {ours[k]!r}: resume with the same settings, "
-            "or start afresh with --force")
+    return (
+        f"the run was made with {k} = {saved.get(k)!r}, not {ours[k]!r}: resume with the same settings, "
+        "or start afresh with --force"
+    )
 
 
 def restore(run: Run, ckpt: checkpoint.Checkpoint) -> None:
@@ -269,8 +296,13 @@ def restore(run: Run, ckpt: checkpoint.Checkpoint) -> None:
     run.step, run.losses, run.seconds = ckpt.step, list(ckpt.losses), ckpt.seconds
 
 
-def train(run: Run, folder, progress: Progress | None = None, should_stop: Callable[[], bool] | None = None,
-          on_step: Callable[[int, float], None] | None = None) -> bool:
+def train(
+    run: Run,
+    folder,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+) -> bool:
     """Take steps until `settings.steps`, checkpointing into `folder`; True when stopped early.
     `on_step(step, loss)` hears every step's loss as it is taken (the Train page's live curve).
 

@@ -7,6 +7,7 @@ while it trains. At the end the adapters are merged into the weights: the saved 
 transformers model that `--generator DIR` loads like any other, and the adapter alone is kept
 beside it (`adapter/`) for anyone who wants it without the merge.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -55,9 +56,15 @@ def attach(gen, rank: int = RANK, seed: int = 0) -> Adapted:
     from peft import LoraConfig, get_peft_model
 
     torch.manual_seed(seed)
-    config = LoraConfig(r=rank, lora_alpha=ALPHA_RATIO * rank, lora_dropout=DROPOUT,
-                        task_type="CAUSAL_LM" if isinstance(gen, CausalGenerator) else "SEQ_2_SEQ_LM")
-    with warnings.catch_warnings():  # transformers' deprecation notes about peft's own calls: not the user's concern
+    config = LoraConfig(
+        r=rank,
+        lora_alpha=ALPHA_RATIO * rank,
+        lora_dropout=DROPOUT,
+        task_type="CAUSAL_LM" if isinstance(gen, CausalGenerator) else "SEQ_2_SEQ_LM",
+    )
+    with (
+        warnings.catch_warnings()
+    ):  # transformers' deprecation notes about peft's own calls: not the user's concern
         warnings.simplefilter("ignore", FutureWarning)
         peft_model = get_peft_model(gen.model, config)
     peft_model.eval()  # no dropout anywhere: the loss curve is the model's own, and resumable

@@ -14,6 +14,7 @@ with `--force`. Any other existing path is refused before any work, and nothing 
 >>> check_output_folder(new, force=False, resume=False)
 'new'
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +22,8 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -68,21 +69,27 @@ def check_output_folder(folder: str | Path, force: bool, resume: bool) -> str:
         raise TrainingError("--force (start afresh) and --resume (continue) exclude each other")
     if not folder.exists():
         if not folder.parent.is_dir():
-            raise TrainingError(f"cannot write the training output to {folder}: {folder.parent} is not a folder")
+            raise TrainingError(
+                f"cannot write the training output to {folder}: {folder.parent} is not a folder"
+            )
         if resume:
             raise TrainingError(f"nothing to resume: {folder} does not exist")
         return "new"
     if not folder.is_dir():
         raise TrainingError(f"{folder} is a file, not a training output: choose a new path")
     if read_manifest(folder) is None:
-        raise TrainingError(f"{folder} already exists and is not a RAG Loupe training output: choose a new path "
-                            "(nothing was written)")
+        raise TrainingError(
+            f"{folder} already exists and is not a RAG Loupe training output: choose a new path "
+            "(nothing was written)"
+        )
     if resume:
         if not checkpoint.exists(folder):
             raise TrainingError(f"{folder} has no checkpoint to resume from: add --force to start afresh")
         return "resume"
     if not force:
-        raise TrainingError(f"{folder} is an existing training output: add --resume to continue it or --force to replace it")
+        raise TrainingError(
+            f"{folder} is an existing training output: add --resume to continue it or --force to replace it"
+        )
     return "replace"
 
 
@@ -153,5 +160,12 @@ def loss_summary(losses: Sequence[float]) -> dict:
     if not losses:
         return {"steps": 0}
     w = max(1, len(losses) // 10)
-    return {"steps": len(losses), "first": losses[0], "last": losses[-1], "min": min(losses),
-            "first_mean": float(np.mean(losses[:w])), "last_mean": float(np.mean(losses[-w:])), "window": w}
+    return {
+        "steps": len(losses),
+        "first": losses[0],
+        "last": losses[-1],
+        "min": min(losses),
+        "first_mean": float(np.mean(losses[:w])),
+        "last_mean": float(np.mean(losses[-w:])),
+        "window": w,
+    }

@@ -9,10 +9,11 @@ Only the query tower trains: the passage vectors are the index's, frozen, as in 
 the default single-tower MiniLM the folder saved here holds the tuned query tower alone; the index
 stays the one built with the base encoder.)
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
@@ -37,8 +38,9 @@ def query_tensor(encoder: Encoder, texts: Sequence[str]) -> torch.Tensor:
     """q(x) for each text, float32 on the encoder's device, with a graph when grad is on: (N, D)."""
     model = query_model(encoder)
     with TOKENIZER_LOCK:  # fast tokenizers must not be used from two threads at once
-        enc = _tokenizer(encoder)(list(texts), padding=True, truncation=True, max_length=encoder.max_length,
-                                  return_tensors="pt").to(encoder.device)
+        enc = _tokenizer(encoder)(
+            list(texts), padding=True, truncation=True, max_length=encoder.max_length, return_tensors="pt"
+        ).to(encoder.device)
     if isinstance(encoder, DPREncoder):
         return model(**enc).pooler_output.float()  # (N, D)
     hidden = model(**enc).last_hidden_state  # (N, L, D)

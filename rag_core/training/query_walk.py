@@ -25,10 +25,11 @@ one step pulls q toward d1 = (1, 0) and away from d2 = (0, 1)):
 >>> [round(v, 3) for v in g.bracket.tolist()], [round(v, 3) for v in g.gradient.tolist()]
 ([0.213, -0.213], [0.213, -0.213])
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
@@ -58,8 +59,9 @@ class Gradient:
     gradient: torch.Tensor  # (D,) scale · Σ_z bracket(z) d(z)
 
 
-def step_gradient(marginal: str, log_pz: torch.Tensor, token_logp: torch.Tensor, d: torch.Tensor,
-                  scale: float) -> Gradient:
+def step_gradient(
+    marginal: str, log_pz: torch.Tensor, token_logp: torch.Tensor, d: torch.Tensor, scale: float
+) -> Gradient:
     """The bracket and the gradient from a prior (K,), the answer's conditionals (K, T) and d(z) (K, D)."""
     b = bracket(marginal, log_pz, token_logp)  # (K,)
     return Gradient(b, query_gradient(b, d, scale))  # (K,), (D,)
@@ -131,16 +133,27 @@ class Conditionals:
         if new:
             gen = self.pipe.models.generator
             with self.pipe.models.lock:
-                lp, _, _, _ = score_answers(gen, gen.prepare(self.question, new), [self.answer_ids], 1)  # (1, N, T)
+                lp, _, _, _ = score_answers(
+                    gen, gen.prepare(self.question, new), [self.answer_ids], 1
+                )  # (1, N, T)
             for p, row in zip(new, lp[0].double()):
                 self.rows[p.id] = row  # (T,)
         return torch.stack([self.rows[p.id] for p in passages]), int(bool(new))  # (K, T)
 
 
-def walk(pipe: Pipeline, question: str, answer: str, marginal: str = "sequence", k: int | None = None,
-         scale: float | None = None, step_size: float = DEFAULT_STEP_SIZE, steps: int = 5,
-         start: np.ndarray | None = None, conditionals: Conditionals | None = None,
-         progress: Callable[[str, float], None] | None = None) -> Walk:
+def walk(
+    pipe: Pipeline,
+    question: str,
+    answer: str,
+    marginal: str = "sequence",
+    k: int | None = None,
+    scale: float | None = None,
+    step_size: float = DEFAULT_STEP_SIZE,
+    steps: int = 5,
+    start: np.ndarray | None = None,
+    conditionals: Conditionals | None = None,
+    progress: Callable[[str, float], None] | None = None,
+) -> Walk:
     """`steps` moves of q along the gradient of log p(answer|question) over the top K.
 
     `start`: a query vector to begin from instead of q(question) (e.g. one the user moved on the
@@ -173,15 +186,34 @@ def walk(pipe: Pipeline, question: str, answer: str, marginal: str = "sequence",
         g = step_gradient(marginal, log_pz, token_logp, d, scale)
         before = set(out[-1].ids) if out else {h.passage.id for h in hits}
         now = [h.passage.id for h in hits]
-        out.append(WalkStep(t, q.astype(np.float32), hits, log_pz, token_logp, g.bracket, g.gradient,
-                            float(log_likelihood(marginal, log_pz, token_logp)),
-                            [i for i in now if i not in before], [i for i in before if i not in set(now)],
-                            passes))
+        out.append(
+            WalkStep(
+                t,
+                q.astype(np.float32),
+                hits,
+                log_pz,
+                token_logp,
+                g.bracket,
+                g.gradient,
+                float(log_likelihood(marginal, log_pz, token_logp)),
+                [i for i in now if i not in before],
+                [i for i in before if i not in set(now)],
+                passes,
+            )
+        )
         if progress:
             progress(f"step {t} of {steps}", (t + 1) / (int(steps) + 1))
         if t < int(steps):
             q = q + step_size * g.gradient.numpy()  # (D,) ascent: log p(y|x) grows along the gradient
             if normalised:
                 q = q / max(float(np.linalg.norm(q)), 1e-12)  # (D,) back on the sphere the encoder maps to
-    return Walk(question, answer, [gen.token_text(i) for i in answer_ids], marginal, scale, float(step_size),
-                normalised, out)
+    return Walk(
+        question,
+        answer,
+        [gen.token_text(i) for i in answer_ids],
+        marginal,
+        scale,
+        float(step_size),
+        normalised,
+        out,
+    )

@@ -5,6 +5,7 @@ the command line and the Train page's background job does in the app, written on
 settings and base models before any model loads, measures the held-out file before and after, and
 returns the manifest it wrote.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -12,8 +13,8 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from rag_core.analysis.questions import read_questions
 from rag_core.config import Config, Progress
@@ -44,54 +45,89 @@ def data_sha256(files: list[Path]) -> str:
 
 
 def base_models(cfg) -> dict:
-    return {"question_encoder": cfg.question_encoder, "ctx_encoder": cfg.ctx_encoder, "generator": cfg.generator}
+    return {
+        "question_encoder": cfg.question_encoder,
+        "ctx_encoder": cfg.ctx_encoder,
+        "generator": cfg.generator,
+    }
 
 
 def check_resume(out: Path, data_hash: str, settings: TrainSettings, base: dict) -> None:
     """Refuse, before any model loads, a resume whose data, settings or base models differ."""
     saved = read_manifest(out) or {}
     if saved.get("data", {}).get("sha256") != data_hash:
-        raise TrainingError(f"{out} was trained on another questions file (its hash differs): "
-                            "resume with the same file, or start afresh with --force")
+        raise TrainingError(
+            f"{out} was trained on another questions file (its hash differs): "
+            "resume with the same file, or start afresh with --force"
+        )
     why = settings_mismatch(saved.get("settings", {}), settings)
     if why:
         raise TrainingError(why)
     if saved.get("base") != base:
-        raise TrainingError(f"{out} was trained from other base models ({saved.get('base')}): resume with the same ones")
+        raise TrainingError(
+            f"{out} was trained from other base models ({saved.get('base')}): resume with the same ones"
+        )
 
 
-SINGLE_TOWER_NOTE = ("the base encoder reads queries and passages with one tower; loaded with --question-encoder, "
-                     "the tuned tower would encode the passages too, while training kept the base passage vectors")
+SINGLE_TOWER_NOTE = (
+    "the base encoder reads queries and passages with one tower; loaded with --question-encoder, "
+    "the tuned tower would encode the passages too, while training kept the base passage vectors"
+)
 
 
-def fine_tune(cfg: Config, settings: TrainSettings, questions_file: str | Path | list, out: str | Path,
-              eval_file: str | Path | None = None, force: bool = False, resume: bool = False,
-              progress: Progress | None = None, should_stop: Callable[[], bool] | None = None,
-              on_step: Callable[[int, float], None] | None = None) -> dict:
+def fine_tune(
+    cfg: Config,
+    settings: TrainSettings,
+    questions_file: str | Path | list,
+    out: str | Path,
+    eval_file: str | Path | None = None,
+    force: bool = False,
+    resume: bool = False,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+) -> dict:
     """Train on `questions_file` (one file, or a list read one after the other) into `out`; the
     manifest (status "done" or "stopped").
     `should_stop` is asked before each step; `on_step(step, loss)` hears each step's loss."""
     settings = settings.validate()
     out = Path(out)
     mode = check_output_folder(out, force, resume)  # refuse a folder that is not ours before any work
-    files = [Path(f) for f in (questions_file if isinstance(questions_file, (list, tuple)) else [questions_file])]
+    files = [
+        Path(f) for f in (questions_file if isinstance(questions_file, (list, tuple)) else [questions_file])
+    ]
     read = [read_questions(str(f)) for f in files]
     questions, skipped = [q for qs, _ in read for q in qs], sum(n for _, n in read)
     held = read_questions(str(eval_file))[0] if eval_file else None
-    data = {"file": " + ".join(f.name for f in files), "sha256": data_sha256(files), "questions": len(questions),
-            "skipped": skipped}
+    data = {
+        "file": " + ".join(f.name for f in files),
+        "sha256": data_sha256(files),
+        "questions": len(questions),
+        "skipped": skipped,
+    }
     if len(files) > 1:
-        data["files"] = [{"file": f.name, "sha256": file_sha256(f), "questions": len(qs)} for f, (qs, _) in zip(files, read)]
+        data["files"] = [
+            {"file": f.name, "sha256": file_sha256(f), "questions": len(qs)}
+            for f, (qs, _) in zip(files, read)
+        ]
     if mode == "resume":
         check_resume(out, data["sha256"], settings, base_models(cfg))
     pipe = load_pipeline(cfg, progress)
     before = heldout.evaluate(pipe, held, cfg, progress) if held else None
     named = sorted({q.index for q in questions if q.index and q.index != pipe.index_name})
-    indexes = {name: resolve_index(name, pipe.models.encoder, progress or (lambda m, f: None))[1] for name in named}
+    indexes = {
+        name: resolve_index(name, pipe.models.encoder, progress or (lambda m, f: None))[1] for name in named
+    }
     session = start_run(pipe.models, pipe.index, questions, settings, indexes)
-    manifest = {**settings.to_dict(), "lr": {p: settings.lr_of(p) for p in settings.parts}, "data": data,
-                "settings": settings.to_dict(), "base": base_models(cfg), "index": pipe.index_name,
-                "device": pipe.models.device.type}
+    manifest = {
+        **settings.to_dict(),
+        "lr": {p: settings.lr_of(p) for p in settings.parts},
+        "data": data,
+        "settings": settings.to_dict(),
+        "base": base_models(cfg),
+        "index": pipe.index_name,
+        "device": pipe.models.device.type,
+    }
     start_folder(out, mode, manifest)
     if mode == "resume":
         restore(session, checkpoint.load(out))
@@ -100,11 +136,21 @@ def fine_tune(cfg: Config, settings: TrainSettings, questions_file: str | Path |
     after = None
     if held and not stopped:
         after = heldout.evaluate(Pipeline(trained, pipe.index_name, pipe.index, cfg), held, cfg, progress)
-    manifest.update(status="stopped" if stopped else "done", steps_done=session.step, seconds=round(session.seconds, 1),
-                    loss=loss_summary(session.losses), losses=session.losses, outputs=outputs)
+    manifest.update(
+        status="stopped" if stopped else "done",
+        steps_done=session.step,
+        seconds=round(session.seconds, 1),
+        loss=loss_summary(session.losses),
+        losses=session.losses,
+        outputs=outputs,
+    )
     if held:
-        manifest["heldout"] = {"file": Path(eval_file).name, "sha256": file_sha256(eval_file),
-                               "before": before.to_dict(), "after": after.to_dict() if after else None}
+        manifest["heldout"] = {
+            "file": Path(eval_file).name,
+            "sha256": file_sha256(eval_file),
+            "before": before.to_dict(),
+            "after": after.to_dict() if after else None,
+        }
     if isinstance(pipe.models.encoder, MeanPoolEncoder) and "question_encoder" in outputs:
         manifest["note"] = SINGLE_TOWER_NOTE
     return write_manifest(out, manifest)
@@ -119,8 +165,10 @@ def run_folder(base: str | Path, settings: TrainSettings, data_sha256: str, cfg:
     """
     key = json.dumps([settings.to_dict(), data_sha256, base_models(cfg), cfg.index], sort_keys=True)
     lr = "-".join(f"{settings.lr_of(p):g}" for p in settings.parts)
-    return Path(base) / (f"{settings.part}-{settings.marginal}-k{settings.k}-s{settings.steps}-lr{lr}-"
-                         f"{hashlib.sha256(key.encode()).hexdigest()[:10]}")
+    return Path(base) / (
+        f"{settings.part}-{settings.marginal}-k{settings.k}-s{settings.steps}-lr{lr}-"
+        f"{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+    )
 
 
 def run_state(folder: str | Path) -> str:
