@@ -29,7 +29,10 @@ def slope_chart(
     fig = go.Figure()
     for z, (label, title, a, b) in enumerate(zip(labels, titles, prior, posterior)):
         # hovertext, not hovertemplate: a title holding "%{...}" must not be read as a template.
-        hover = f"{plot_text(title)}<br>prior p(z|x) = {p_text(float(a))}<br>posterior p(z|x,y) = {p_text(float(b))}"
+        hover = (
+            f"{plot_text(title)}<br>prior p(z|x) = {p_text(float(a))}"
+            f"<br>posterior p(z|x,y) = {p_text(float(b))}"
+        )
         fig.add_trace(
             go.Scatter(
                 x=["prior p(z|x)", "posterior p(z|x,y)"],
@@ -711,7 +714,8 @@ def source_strip(tokens: list[str], found: list, labels: list[str]) -> go.Figure
     colors = [passage_color(s.top) if k == PASSAGE else SOURCE_COLORS[k] for s, k in zip(found, kinds)]
     hover = [
         f"step {s.step}: {plot_text(token_label(t))} · {SOURCE_LABELS[kind(s)]}"
-        f"<br>p with the passages {p_text(math.exp(s.logp_rag))} · closed-book {p_text(math.exp(s.logp_closed))}"
+        f"<br>p with the passages {p_text(math.exp(s.logp_rag))}"
+        f" · closed-book {p_text(math.exp(s.logp_closed))}"
         f" ({_times(s.gain)})<br>top passage {plot_text(labels[s.top])}: {s.top_share:.2f} of the token"
         for t, s in zip(tokens, found)
     ]

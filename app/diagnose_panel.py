@@ -95,7 +95,8 @@ def _evidence(v: verdicts.Verdict) -> None:
     if v.code == "retrieval-miss":
         st.markdown(
             f"Best passage containing it in the top {ev['depth']}: **rank {ev['rank']}**, score "
-            f"{ev['score']:.3f} (rank 1: {ev['top_score']:.3f}; rank {ev['k']}, the last retrieved: {ev['kth_score']:.3f})."
+            f"{ev['score']:.3f} (rank 1: {ev['top_score']:.3f}; "
+            f"rank {ev['k']}, the last retrieved: {ev['kth_score']:.3f})."
         )
         st.text(f"{ev['title']}: {ev['text']}")
     elif v.code == "evidence-ignored":
@@ -111,14 +112,17 @@ def _evidence(v: verdicts.Verdict) -> None:
         )
         table(frame, hide_index=True, width="stretch")
         st.caption(
-            f"closed-book: {md_text(repr(ev.get('closed_book')))} · p(y|x,z) varies by a factor {ev['ratio']:.3g} over "
+            f"closed-book: {md_text(repr(ev.get('closed_book')))} · "
+            f"p(y|x,z) varies by a factor {ev['ratio']:.3g} over "
             f"the passages (flat: at most {ev['threshold']:g})"
         )
     elif v.code == "frankenstein":
         table(pd.DataFrame(ev["steps"]), hide_index=True, width="stretch")
         st.caption(
-            f"RAG-Token {md_text(repr(ev['rag_token']))}: p_tok {p_text(ev['p_tok_token'])}, p_seq {p_text(ev['p_seq_token'])} · "
-            f"RAG-Sequence {md_text(repr(ev['rag_sequence']))}: p_tok {p_text(ev['p_tok_sequence'])}, p_seq {p_text(ev['p_seq_sequence'])}"
+            f"RAG-Token {md_text(repr(ev['rag_token']))}: "
+            f"p_tok {p_text(ev['p_tok_token'])}, p_seq {p_text(ev['p_seq_token'])} · "
+            f"RAG-Sequence {md_text(repr(ev['rag_sequence']))}: "
+            f"p_tok {p_text(ev['p_tok_sequence'])}, p_seq {p_text(ev['p_seq_sequence'])}"
         )
     elif v.code == "misleading-passage":
         extra = f", p(expected|x,z) {p_text(ev['p_expected'])}" if "p_expected" in ev else ""
@@ -129,7 +133,8 @@ def _evidence(v: verdicts.Verdict) -> None:
         st.text(f"{ev['title']}: {ev['text']}")
     elif v.code == "search-error":
         st.caption(
-            f"{ev['marginal']}: expected {md_text(repr(ev['expected']))} {p_text(ev['p_expected'])} · produced "
+            f"{ev['marginal']}: expected {md_text(repr(ev['expected']))} "
+            f"{p_text(ev['p_expected'])} · produced "
             f"{p_text(ev['p_produced'])} · beams {ev['beams']} (raise Beams in the sidebar to search wider)"
         )
 
@@ -201,9 +206,7 @@ def _scores_table(trace: Trace, d: verdicts.Diagnosis) -> None:
 def cf_key(trace: Trace, name: str) -> str:
     """The key of one counterfactual control for this trace: a new question (or index, K, scale)
     starts from its own defaults instead of the last question's settings."""
-    ident = hashlib.sha1(
-        f"{trace.query}\x00{trace.index}\x00{trace.k}\x00{trace.scale}".encode()
-    ).hexdigest()
+    ident = hashlib.sha1(f"{trace.query}\x00{trace.index}\x00{trace.k}\x00{trace.scale}".encode()).hexdigest()
     return f"cf_{name}_{ident[:12]}"
 
 
@@ -259,7 +262,8 @@ def _card(col, trace: Trace, a: counterfactual.CfAnswer) -> None:
 def _counterfactuals(trace: Trace, forced: scoring.ForcedAnswers | None) -> None:
     st.markdown("**Counterfactuals** — from the stored conditionals; a model call only where they can't tell")
     st.caption(
-        "Remove passages, keep fewer or change the scale, and the answer is chosen again under the new prior, "
+        "Remove passages, keep fewer or change the scale, and the answer is chosen again under the "
+        "new prior, "
         "so it can change: RAG-Sequence exactly, RAG-Token where the stored top tokens prove the "
         "choice (else the card says it needs a model call, which a button makes). With nothing "
         "changed, the answers are the trace's own. The Citations page's “remove a passage” keeps "
@@ -367,11 +371,13 @@ def render(trace: Trace | None) -> None:
     )
     if d.correct:
         st.success(
-            f"{DECODING_LABELS[decoding]}'s answer {md_text(repr(d.answer))} matches the expected answer: nothing to diagnose."
+            f"{DECODING_LABELS[decoding]}'s answer {md_text(repr(d.answer))} "
+            "matches the expected answer: nothing to diagnose."
         )
     elif d.correct is False:
         st.error(
-            f"{DECODING_LABELS[decoding]} answered {md_text(repr(d.answer))}; expected {md_text(' or '.join(map(repr, d.expected)))}."
+            f"{DECODING_LABELS[decoding]} answered {md_text(repr(d.answer))}; "
+            f"expected {md_text(' or '.join(map(repr, d.expected)))}."
         )
     else:
         st.info("Type the expected answer to check it; without one, only the checks that need none run.")

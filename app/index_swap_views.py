@@ -147,13 +147,15 @@ def split_positions(result, split: str) -> int:
 
 
 def override_note(result, decoding: str) -> str:
-    """The caption under the accuracy tables: how often an answer names the other year's holder, and the goal."""
+    """The caption under the accuracy tables: how often an answer names the other year's holder,
+    and the goal."""
     o = result.override(decoding)
     return (
         f"Answers naming the other year's holder: {o['other_year']} of {o['total']} "
         f"({o['other_year_in_passages']} of them named in the retrieved passages, "
         f"{o['other_year_closed_book']} also the model's closed-book answer); naming both "
-        f"(ambiguous): {o['ambiguous']}; naming neither holder: {o['neither']}. Goal (matched ≥ {results.GOAL_MATCHED:.0%}, "
+        f"(ambiguous): {o['ambiguous']}; naming neither holder: {o['neither']}. "
+        f"Goal (matched ≥ {results.GOAL_MATCHED:.0%}, "
         f"mismatched ≤ {results.GOAL_MISMATCHED:.0%}): {'met' if result.goal_met(decoding) else 'not met'}."
     )
 

@@ -11,9 +11,10 @@ st.set_page_config(page_title="RAG Loupe", page_icon=":material/search:", layout
 # Our own style rules (no user text in them): an answer or title that is one very long word wraps
 # inside its column instead of running past it or being cut with an ellipsis.
 st.html("""<style>
-[data-testid="stMarkdownContainer"], [data-testid="stText"], [data-testid="stCaptionContainer"] { overflow-wrap: anywhere; }
-[data-testid="stMetricValue"], [data-testid="stMetricValue"] * { white-space: normal !important; overflow: visible !important;
-  text-overflow: clip !important; overflow-wrap: anywhere; }
+[data-testid="stMarkdownContainer"], [data-testid="stText"],
+[data-testid="stCaptionContainer"] { overflow-wrap: anywhere; }
+[data-testid="stMetricValue"], [data-testid="stMetricValue"] * { white-space: normal !important;
+  overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; }
 </style>""")
 
 PAGES = Path(__file__).resolve().parent.parent / "pages"

@@ -128,7 +128,8 @@ def sentence_section(trace: Trace, cand, key: str = "sent") -> None:
     st.caption(
         "The passage is read again with each sentence left out in turn, and the answer scored under each "
         "(one batched pass). The bar is how much less likely the answer becomes without that sentence "
-        "(Δ log p, in nats): long green bars are the sentences the answer rests on. Exact: nothing is sampled "
+        "(Δ log p, in nats): long green bars are the sentences the answer rests on. "
+        "Exact: nothing is sampled "
         "or fitted."
     )
     top = int(citation(trace.log_prior, cand.token_logp).argmax())

@@ -48,7 +48,8 @@ def pull_bars(labels: list[str], titles: list[str], bracket, prior, posterior, m
     b = np.asarray(bracket, dtype=float)  # (K,)
     what = "p(z|x,y) − p(z|x)" if marginal == "sequence" else "Σ_i (r_i(z) − p(z|x))"
     hover = [
-        f"<b>{plot_text(t)}</b><br>prior p(z|x) = {p_text(float(p))}<br>posterior p(z|x,y) = {p_text(float(q))}"
+        f"<b>{plot_text(t)}</b><br>prior p(z|x) = {p_text(float(p))}"
+        f"<br>posterior p(z|x,y) = {p_text(float(q))}"
         f"<br>bracket {what} = {v:+.3f}"
         for t, p, q, v in zip(titles, prior, posterior, b)
     ]

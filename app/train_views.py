@@ -215,7 +215,8 @@ def fine_tune_panel(cfg: Config) -> None:
     st.caption(
         "The loop the paper trains with: for each question, retrieve the top K with the current query "
         "encoder, then lower −log p(answer|question) under the chosen marginal. The query encoder learns "
-        "through the prior only (passage vectors and index frozen); the generator learns through LoRA adapters. "
+        "through the prior only (passage vectors and index frozen); "
+        "the generator learns through LoRA adapters. "
         "It runs in the background on a copy of the models: the rest of the app stays usable."
     )
     c1, c2, c3, c4 = st.columns(4)
@@ -234,7 +235,8 @@ def fine_tune_panel(cfg: Config) -> None:
     if questions is None:
         return
     settings = TrainSettings(part=part, marginal=marginal, k=cfg.k, steps=steps, scale=cfg.scale)
-    # a run trains the session's model stack (the models the user is looking at), nothing else of the sidebar's
+    # a run trains the session's model stack (the models the user is looking at),
+    # nothing else of the sidebar's
     base = Config(
         index=cfg.index, k=cfg.k, scale=cfg.scale, **{f: getattr(cfg, f) for f in stack.STACK_FIELDS}
     )

@@ -93,7 +93,8 @@ def main():
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
         emit(
             {
-                "app_cold_error": "chromium and chromedriver are needed (apt-get install chromium chromium-driver)"
+                "app_cold_error": "chromium and chromedriver are needed "
+                "(apt-get install chromium chromium-driver)"
             }
         )
         return

@@ -53,7 +53,8 @@ def browser_draw_seconds(fig_json: str) -> float | None:
         Path(tmp, "fig.js").write_text(f"window.FIG = {json.dumps(fig_json)};")
         Path(tmp, "index.html").write_text(
             "<html><body><div id=m style='width:1100px;height:640px'></div><script src=plotly.js></script>"
-            "<script src=fig.js></script><script>const t0 = performance.now(); const f = JSON.parse(window.FIG);"
+            "<script src=fig.js></script><script>const t0 = performance.now(); "
+            "const f = JSON.parse(window.FIG);"
             "Plotly.newPlot('m', f.data, f.layout).then(() => requestAnimationFrame(() => "
             "{ window.DRAWN = performance.now() - t0; }));</script></body></html>"
         )

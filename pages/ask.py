@@ -51,7 +51,8 @@ if trace is not None:
     source_views.section(trace, key="ask_sources")
     st.subheader(f"The {trace.k} passages")
     st.caption(
-        "score s(z) = d(z)·q(x); prior p(z|x) = softmax(scale · s); p(z|x,y) tok / seq: the posterior after the "
+        "score s(z) = d(z)·q(x); prior p(z|x) = softmax(scale · s); "
+        "p(z|x,y) tok / seq: the posterior after the "
         "whole RAG-Token / RAG-Sequence answer, the passage that answer leans on."
     )
     views.passages_table(trace)

@@ -14,7 +14,8 @@ from rag_core.marginals import p_text
 st.title("Citations")
 st.caption(
     "Before the answer, the retriever's prior p(z|x). After it, the posterior p(z|x,y) ∝ p(z|x) p(y|x,z): "
-    "the passage that best explains the answer gains, the rest lose. That posterior is the model's own citation."
+    "the passage that best explains the answer gains, the rest lose. "
+    "That posterior is the model's own citation."
 )
 
 trace = views.need_trace()
@@ -115,7 +116,8 @@ fig = charts.drop_chart(
 st.plotly_chart(fig, key="cit_drop_chart")
 st.caption(
     "Two kinds of “remove a passage”. Here the answers stay fixed: the same tokens are re-marginalised over "
-    "the passages left (prior renormalised, no new model call), which shows how much each answer leaned on the "
+    "the passages left (prior renormalised, no new model call), "
+    "which shows how much each answer leaned on the "
     "removed ones. The Ask page's counterfactuals instead choose the answer again without them, so there the "
     "answer itself can change."
 )

@@ -170,6 +170,7 @@ with st.expander("Disk used by caches"):
         width="stretch",
     )
     st.caption(
-        f"All under {views.md_text(str(usage[0].path.parent))}; `python -m rag_core cache clear KIND` empties one "
+        f"All under {views.md_text(str(usage[0].path.parent))}; "
+        "`python -m rag_core cache clear KIND` empties one "
         "(everything but your indexes is rebuilt when needed)."
     )

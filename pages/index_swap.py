@@ -73,7 +73,9 @@ cfg = index_swap_run.experiment_config(state.stack_config())  # results are keye
 checksums = cache.index_checksums()  # the year indexes' passage checksums, from their files: no index built
 result = cache.cached_result(cfg, checksums, partial=True)
 st.caption(
-    f"Settings: K={cfg.k}, scale={cfg.scale or f'the encoder default ({state.models().encoder.default_scale:g})'}, greedy, up to {cfg.max_new_tokens} "
+    f"Settings: K={cfg.k}, "
+    f"scale={cfg.scale or f'the encoder default ({state.models().encoder.default_scale:g})'}, "
+    f"greedy, up to {cfg.max_new_tokens} "
     "answer tokens. An answer is correct for a year when it names that year's holder (full name or surname, "
     "accents ignored). Same as `python -m rag_core index-swap`, whose results this page shares."
 )
@@ -84,13 +86,15 @@ if result is None or not result.complete:
     if shipped is not None:
         st.info(
             f"Showing the shipped reference run ({shipped.created[:10]}; same models, prompt, snapshots and "
-            f"settings, checked by fingerprint). {done} of {len(leaders)} positions have been recomputed on this "
+            f"settings, checked by fingerprint). "
+            f"{done} of {len(leaders)} positions have been recomputed on this "
             "machine; a run replaces the shipped rows with live ones.",
             icon=":material/inventory_2:",
         )
     else:
         st.info(
-            f"{done} of {len(leaders)} positions computed so far. The full run answers every question on both "
+            f"{done} of {len(leaders)} positions computed so far. "
+            "The full run answers every question on both "
             "indexes and closed-book: on a CPU this takes a while; it resumes where it stopped."
         )
     job = jobs.get("leaders")
@@ -128,7 +132,8 @@ if result is not None:
         st.markdown(
             f"**{DECODING_LABELS[decoding]}**: accuracy by index (rows) and "
             "leaders' year (columns); the diagonal should be high, the rest low. The held-out half is the "
-            "result; the tuning half chose the base's worked examples and trained the default, so it flatters. "
+            "result; the tuning half chose the base's worked examples and trained the default, "
+            "so it flatters. "
             "The prompt's format was picked before the split, on 40 positions: 21 of them are held out now."
         )
         halves = st.columns(2)

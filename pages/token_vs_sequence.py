@@ -97,9 +97,9 @@ st.plotly_chart(
 )
 st.caption(
     "How to read the strip: each box is one token of the answer, in the colour of the passage that explains "
-    "it best (the largest responsibility r_i(z); key below the boxes). A faded box is a token no passage stands "
-    "out for: its responsibilities stay within 5 points of the prior, so it would come out much the same "
-    "whichever passage was read. ␣ is a space; ↵ is the line break that ends an answer (the default "
+    "it best (the largest responsibility r_i(z); key below the boxes). A faded box is a token no passage "
+    "stands out for: its responsibilities stay within 5 points of the prior, so it would come out much the "
+    "same whichever passage was read. ␣ is a space; ↵ is the line break that ends an answer (the default "
     "generator's end token). The outlined box is the step shown below."
 )
 source_views.section(trace, (cand.decoding,), cand.rank, key="tvs_sources", beside_responsibility=True)
@@ -143,9 +143,9 @@ if np.isnan(w.p_doc).any():
 tab1, tab2 = st.tabs(["Prefix posterior p(z|x,y_≤i)", "Running product Π p(y_j|x,z,y_<j)"])
 with tab1:
     st.caption(
-        "Before the first token each passage has its prior. Every token then moves belief toward the passages "
-        "under which the answer so far is likely, and away from the others; after the last token this is "
-        "the citation, p(z|x,y)."
+        "Before the first token each passage has its prior. Every token then moves belief toward the "
+        "passages under which the answer so far is likely, and away from the others; after the last token "
+        "this is the citation, p(z|x,y)."
     )
     st.plotly_chart(
         charts.over_steps(
@@ -177,10 +177,10 @@ with tab2:
 # --- RAG-Sequence candidates x passages, thorough and fast ---
 st.subheader("RAG-Sequence candidates × passages: log p(y|x,z)")
 st.caption(
-    "RAG-Sequence runs a beam search under each passage, pools the answers found, then needs p(y|x,z) for every "
-    "(answer, passage) pair. Thorough rescoring computes each missing pair with one more forward pass, so the "
-    "marginal is exact. Fast rescoring skips them and counts an answer as impossible under any passage whose "
-    "own beams did not find it: cheaper, and it can change which answer wins."
+    "RAG-Sequence runs a beam search under each passage, pools the answers found, then needs p(y|x,z) for "
+    "every (answer, passage) pair. Thorough rescoring computes each missing pair with one more forward pass, "
+    "so the marginal is exact. Fast rescoring skips them and counts an answer as impossible under any "
+    "passage whose own beams did not find it: cheaper, and it can change which answer wins."
 )
 table = stepper.sequence_table(trace)
 if table.answers:
@@ -200,11 +200,11 @@ if table.answers:
         )
     if table.complete:
         st.caption(
-            "Fast scores come from the thorough table by zeroing the passages that did not produce the answer; "
-            "no new model call. Where a rank order differs, the rescoring choice changed the answer."
+            "Fast scores come from the thorough table by zeroing the passages that did not produce the "
+            "answer; no new model call. Where a rank order differs, the rescoring choice changed the answer."
         )
     else:
         st.info(
-            "This trace was decoded with fast rescoring, so the pairs it never scored are empty in the thorough "
-            "table. Pick “thorough” in the sidebar to score every pair."
+            "This trace was decoded with fast rescoring, so the pairs it never scored are empty in the "
+            "thorough table. Pick “thorough” in the sidebar to score every pair."
         )

@@ -10,7 +10,8 @@ from rag_core.training.query_walk import DEFAULT_STEP_SIZE, WalkError
 st.title("Train")
 st.caption(
     "RAG learns which passages to retrieve without ever being told: it only sees questions and answers. "
-    "Differentiating log p(y|x) through the prior gives ∂ log p(y|x)/∂q = scale · Σ_z (p(z|x,y) − p(z|x)) d(z). "
+    "Differentiating log p(y|x) through the prior gives "
+    "∂ log p(y|x)/∂q = scale · Σ_z (p(z|x,y) − p(z|x)) d(z). "
     "In words: the query vector q moves toward every passage that explained the answer better than the "
     "retriever expected (posterior above prior) and away from the rest."
 )

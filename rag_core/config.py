@@ -55,7 +55,8 @@ MIN_SHIFT = (
 Progress = Callable[[str, float], None]  # how long work reports: (message, fraction done in [0, 1])
 
 # What an answer depends on besides the question, the index, the models and the prompt: every cache
-# of answers (Ask's traces, the Diagnose checks, an eval checkpoint, the index swap's rows) keys on all of these.
+# of answers (Ask's traces, the Diagnose checks, an eval checkpoint, the index swap's rows) keys on
+# all of these.
 ANSWER_SETTINGS = (
     "k",
     "scale",

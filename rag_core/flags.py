@@ -113,7 +113,10 @@ def add_batch_arg(p: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=None,
         metavar="N",
-        help="questions decoded together (default: by device, 1 on CPU, 32 on a GPU); the answers do not change",
+        help=(
+            "questions decoded together (default: by device, 1 on CPU, 32 on a GPU); "
+            "the answers do not change"
+        ),
     )
 
 

@@ -134,7 +134,8 @@ def prefix_weights(
     per-step predictives multiply to p_seq(y).
 
     >>> lp = torch.tensor([0.5, 0.5]).log()
-    >>> [[round(p, 3) for p in row] for row in prefix_weights(lp, torch.tensor([[0.9, 0.5], [0.1, 0.5]]).log()).exp().tolist()]
+    >>> [[round(p, 3) for p in row]
+    ...  for row in prefix_weights(lp, torch.tensor([[0.9, 0.5], [0.1, 0.5]]).log()).exp().tolist()]
     [[0.5, 0.9], [0.5, 0.1]]
     """
     running = torch.cumsum(_clean(token_logp, mask), dim=-1)  # (..., K, T) log p(y_≤i|x,z)

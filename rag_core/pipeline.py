@@ -120,7 +120,8 @@ def open_index(cfg: Config, encoder: Encoder, progress=None) -> tuple[str, Passa
     return resolve_index(cfg.index, encoder, prog)
 
 
-# The trace records its scale apart (the one it used, after the encoder's default), so it is not restored here.
+# The trace records its scale apart (the one it used, after the encoder's default), so it is not
+# restored here.
 DECODE_SETTINGS = tuple(name for name in ANSWER_SETTINGS if name != "scale")
 
 

@@ -92,7 +92,10 @@ def run_name(manifest: dict, folder: Path) -> str:
     except OSError:
         when = "?"
     data = (manifest.get("data") or {}).get("file") or "?"
-    return f"trained {part} · {s.get('marginal', '?')} · K={s.get('k', '?')} · {manifest.get('steps_done', '?')} steps on {data} · {when}"
+    return (
+        f"trained {part} · {s.get('marginal', '?')} · K={s.get('k', '?')} · "
+        f"{manifest.get('steps_done', '?')} steps on {data} · {when}"
+    )
 
 
 # --- fingerprints -------------------------------------------------------------------------------

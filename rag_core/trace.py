@@ -259,7 +259,8 @@ def trace_to_dict(trace: Trace) -> dict:
     """Everything in a trace as JSON-able data (NaN and -inf kept as JSON's NaN / -Infinity), so a
     stored trace is read back with `json`, never unpickled.
 
-    >>> t = Trace("q", "toy", [Hit(1, Passage("z1", "T", "text"), 0.5)], torch.zeros(1, dtype=torch.float64), 1.0, [])
+    >>> t = Trace("q", "toy", [Hit(1, Passage("z1", "T", "text"), 0.5)],
+    ...           torch.zeros(1, dtype=torch.float64), 1.0, [])
     >>> trace_from_dict(trace_to_dict(t)).hits[0].passage.title
     'T'
     """

@@ -37,7 +37,8 @@ SHARED_CACHES = ("models", "indexes", "corpus-indexes", "leaders", "maps")
 if not (CHROMIUM and DRIVER):
     if os.environ.get("RAG_LOUPE_REQUIRE_BROWSER") == "1":
         raise RuntimeError(
-            "chromium and chromedriver are required for the browser test (apt-get install chromium chromium-driver)"
+            "chromium and chromedriver are required for the browser test "
+            "(apt-get install chromium chromium-driver)"
         )
     pytest.skip("chromium / chromedriver not installed", allow_module_level=True)
 
@@ -228,7 +229,8 @@ FIND_CLIPPED_TABLES = """
 return [...document.querySelectorAll('[data-testid="stDataFrame"]')]
   .filter(t => t.getBoundingClientRect().width > 0)
   .map((t, i) => { const s = t.querySelector('.dvn-scroller');
-    return s && s.scrollWidth > s.clientWidth + 1 ? `table ${i + 1}: ${s.scrollWidth} px in ${s.clientWidth}` : null; })
+    return s && s.scrollWidth > s.clientWidth + 1 ?
+      `table ${i + 1}: ${s.scrollWidth} px in ${s.clientWidth}` : null; })
   .filter(Boolean);
 """
 

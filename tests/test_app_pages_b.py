@@ -115,7 +115,8 @@ NOTES = (
             {
                 "id": "lh",
                 "title": "Zorblax lighthouse",
-                "text": "The Zorblax lighthouse was designed by the engineer Mirela Quansah and first lit in 1911.",
+                "text": "The Zorblax lighthouse was designed by the engineer Mirela Quansah "
+                "and first lit in 1911.",
             },
             {
                 "title": "Quansah",
@@ -133,7 +134,8 @@ NOTES = (
 
 @pytest.fixture
 def user_cache(tmp_path, monkeypatch):
-    """User indexes in a temp folder; the converted models are shared with the real cache (no reconversion)."""
+    """User indexes in a temp folder; the converted models are shared with the real cache
+    (no reconversion)."""
     models = cache_dir() / "models"
     models.mkdir(parents=True, exist_ok=True)
     monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))

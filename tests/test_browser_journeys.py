@@ -107,13 +107,17 @@ def test_counterfactuals_signed_and_reset_then_an_example_leaves_nothing_stale(s
 # Emoji code points (symbols, pictographs, dingbats): drawn as empty boxes where the font lacks them.
 EMOJI = re.compile("[\u2600-\u27bf\U0001f300-\U0001faff]")
 READ_VERDICTS = """
-return [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMarkdownContainer"]')].filter(m =>
+return [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMarkdownContainer"]')]
+  .filter(m =>
     /^(?:[a-z_]+\\s+)?(Fired|Not this|Not checked) · /.test(m.innerText.trim())).map(m => {
-  const word = [...m.querySelectorAll('strong')].find(x => /^(Fired|Not this|Not checked)$/.test(x.innerText.trim()));
+  const word = [...m.querySelectorAll('strong')]
+    .find(x => /^(Fired|Not this|Not checked)$/.test(x.innerText.trim()));
   const d = m.closest('details'); const holder = d || m;
   const icon = holder.querySelector('[data-testid^="stExpanderIcon"], span[role="img"][aria-label$=" icon"]');
-  const filled = d ? [...d.querySelectorAll('[data-testid="stExpanderDetails"] *')].filter(x => x.textContent.trim()).length : -1;
-  return [m.innerText.replace(/^[a-z_]+\\s+/, '').trim(), word ? getComputedStyle(word).color : '', !!icon, !!d, !!(d && d.open), filled];
+  const filled = d ? [...d.querySelectorAll('[data-testid="stExpanderDetails"] *')]
+    .filter(x => x.textContent.trim()).length : -1;
+  return [m.innerText.replace(/^[a-z_]+\\s+/, '').trim(), word ? getComputedStyle(word).color : '',
+    !!icon, !!d, !!(d && d.open), filled];
 });
 """
 
@@ -185,17 +189,22 @@ def test_verdicts_read_at_a_glance(server, browser):
 
 # Boxes of the token strip's colour key and of the heatmap's token labels, against the plotly toolbar.
 READ_STRIP_KEY = """
-const cap = [...document.querySelectorAll('[data-testid="stCaptionContainer"]')].find(c => c.innerText.startsWith('How to read the strip'));
-const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].filter(c => c.compareDocumentPosition(cap) & Node.DOCUMENT_POSITION_FOLLOWING);
+const cap = [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
+  .find(c => c.innerText.startsWith('How to read the strip'));
+const charts = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+  .filter(c => c.compareDocumentPosition(cap) & Node.DOCUMENT_POSITION_FOLLOWING);
 const strip = charts[charts.length - 1]; const box = strip.getBoundingClientRect();
 return [...strip.querySelectorAll('.legend .traces')].map(t => { const r = t.getBoundingClientRect();
-  return [t.textContent.trim(), r.width > 0 && r.left >= box.left - 1 && r.right <= box.right + 1 && r.bottom <= box.bottom + 1]; });
+  return [t.textContent.trim(),
+    r.width > 0 && r.left >= box.left - 1 && r.right <= box.right + 1 && r.bottom <= box.bottom + 1]; });
 """
 READ_HEATMAP_TICKS = """
 const chart = document.querySelector('.st-key-cit_heatmap [data-testid="stPlotlyChart"]');
 const bar = chart.querySelector('.modebar'); const b = bar ? bar.getBoundingClientRect() : null;
-return [...chart.querySelectorAll('.xtick text, .x2tick text')].map(t => { const r = t.getBoundingClientRect();
-  return [t.textContent, !!b && b.width > 0 && r.left < b.right && r.right > b.left && r.top < b.bottom && r.bottom > b.top]; });
+return [...chart.querySelectorAll('.xtick text, .x2tick text')].map(t => {
+  const r = t.getBoundingClientRect();
+  return [t.textContent,
+    !!b && b.width > 0 && r.left < b.right && r.right > b.left && r.top < b.bottom && r.bottom > b.top]; });
 """
 
 
@@ -221,7 +230,8 @@ def test_token_vs_sequence_and_citations_explain_every_symbol(server, browser):
     for words in (
         "↵ is the line break that ends an answer",
         "A faded box is a token no passage stands out for",
-        "Responsibility r_i(z): of the probability RAG-Token gave this token, the share that came from passage z",
+        "Responsibility r_i(z): of the probability RAG-Token gave this token, "
+        "the share that came from passage z",
         "The prefix posterior p(z|x,y_≤i) is RAG-Sequence's belief",
         "Thorough rescoring computes each missing pair",
         "Fast rescoring skips them",
@@ -551,7 +561,8 @@ def test_a_background_fine_tune_cancelled_from_the_sidebar_offers_to_resume(serv
     )
     click_when_shown(
         browser,
-        '//section[@data-testid="stSidebar"]//*[@data-testid="stProgress"][contains(., "Fine-tuning default ·")]'
+        '//section[@data-testid="stSidebar"]'
+        '//*[@data-testid="stProgress"][contains(., "Fine-tuning default ·")]'
         '/following::button[.//p[normalize-space()="Cancel"]][1]',
         "the sidebar's Cancel",
     )

@@ -39,7 +39,8 @@ ROWS = [
     },
     {
         "title": "Zorblax ferry \u05e9\u05dc\u05d5\u05dd \u202eroverride\u202c",
-        "text": "The Zorblax fjord ferry sails daily. \u05d4\u05de\u05e2\u05d1\u05d5\u05e8\u05ea \u05e9\u05dc "
+        "text": "The Zorblax fjord ferry sails daily. \u05d4\u05de\u05e2\u05d1\u05d5\u05e8\u05ea "
+        "\u05e9\u05dc "
         "\u05d6\u05d5\u05e8\u05d1\u05dc\u05e7\u05e1 zero\u200bwidth\u200djoiner\ufeffbom " + LONG_WORD,
     },
     {
@@ -59,25 +60,33 @@ QUESTION = "Who runs the Zorblax fjord ferry?"
 FIND_MARKUP = f"""
 const bad = [];
 const href = e => e.getAttribute('href') || e.getAttribute('xlink:href') || '';
-document.querySelectorAll('a').forEach(a => {{ if (href(a).includes('{EVIL}')) bad.push('link ' + href(a)); }});
+document.querySelectorAll('a').forEach(a => {{
+  if (href(a).includes('{EVIL}')) bad.push('link ' + href(a)); }});
 document.querySelectorAll('img, image').forEach(i => {{
   const src = i.getAttribute('src') || href(i); if (src.includes('{EVIL}')) bad.push('image ' + src); }});
 ['inj-b', 'inj-img'].forEach(id => {{ if (document.getElementById(id)) bad.push('tag #' + id); }});
 if (window.injected) bad.push('script ran');
 document.querySelectorAll('strong, b, em, i, h1, h2, blockquote, li, span').forEach(e => {{
   const t = e.textContent.trim();
-  if (['bold', 'it', 'strong', 'Fjord heading', 'not a quote', 'not a list. The Zorblax fjord is deep.', 'styled', 'red']
+  if (['bold', 'it', 'strong', 'Fjord heading', 'not a quote', 'not a list. The Zorblax fjord is deep.',
+       'styled', 'red']
       .includes(t)) bad.push(e.tagName.toLowerCase() + ' ' + t); }});
 document.querySelectorAll('svg text').forEach(t => {{  // escaped twice: an entity shown as text
-  if (/&(quot|amp|lt|gt|#\\d+|#x[0-9a-f]+);/i.test(t.textContent)) bad.push('entity ' + t.textContent.slice(0, 40)); }});
-document.querySelectorAll('.katex, mjx-container').forEach(e => bad.push('formula ' + e.textContent.slice(0, 30)));
+  if (/&(quot|amp|lt|gt|#\\d+|#x[0-9a-f]+);/i.test(t.textContent))
+    bad.push('entity ' + t.textContent.slice(0, 40)); }});
+document.querySelectorAll('.katex, mjx-container')
+  .forEach(e => bad.push('formula ' + e.textContent.slice(0, 30)));
 return bad;
 """
 FIND_OVERFLOW = """
 const out = [];
-if (document.scrollingElement.scrollWidth > window.innerWidth + 1) out.push('page ' + document.scrollingElement.scrollWidth);
-document.querySelectorAll('[data-testid="stColumn"], [data-testid="stMainBlockContainer"], [data-testid="stSidebarContent"]')
-  .forEach(c => { c.querySelectorAll('[data-testid="stText"], [data-testid="stMarkdownContainer"], [data-testid="stCaptionContainer"], [data-testid="stMetric"], [data-testid="stAlert"]')
+if (document.scrollingElement.scrollWidth > window.innerWidth + 1)
+  out.push('page ' + document.scrollingElement.scrollWidth);
+document.querySelectorAll('[data-testid="stColumn"], [data-testid="stMainBlockContainer"], '
+                          + '[data-testid="stSidebarContent"]')
+  .forEach(c => { c.querySelectorAll('[data-testid="stText"], [data-testid="stMarkdownContainer"], '
+                                     + '[data-testid="stCaptionContainer"], [data-testid="stMetric"], '
+                                     + '[data-testid="stAlert"]')
     .forEach(e => { const r = e.getBoundingClientRect(), b = c.getBoundingClientRect();
       if (r.width > 0 && (r.right > b.right + 2 || e.scrollWidth > e.clientWidth + 2))
         out.push((e.parentElement.closest('[data-testid]') || e).getAttribute('data-testid') + ' > '

@@ -19,7 +19,10 @@ def test_chunking_keeps_every_word():
 
 
 def test_jsonl_skips_bad_rows_and_counts_them():
-    data = b'{"title": "A", "text": "alpha beta"}\nnot json\n{"title": "B"}\n{"id": "x", "title": "C", "text": "gamma"}\n'
+    data = (
+        b'{"title": "A", "text": "alpha beta"}\nnot json\n{"title": "B"}\n'
+        b'{"id": "x", "title": "C", "text": "gamma"}\n'
+    )
     parsed = parse_corpus_bytes("c.jsonl", data)
     assert [p.title for p in parsed.passages] == ["A", "C"]
     assert parsed.skipped == 2

@@ -176,7 +176,8 @@ def test_dpr_scores_and_prior(stack, engine, case):
     direct = (q @ d.T)[0]  # (K,)
     ours = torch.tensor([h.score for h in case.hits])  # (K,)
     print(
-        f"max |Δ s(z)| = {(ours - direct).abs().max().item():.2e}, prior {[round(p, 3) for p in case.log_pz.exp().tolist()]}"
+        f"max |Δ s(z)| = {(ours - direct).abs().max().item():.2e}, "
+        f"prior {[round(p, 3) for p in case.log_pz.exp().tolist()]}"
     )
     assert (ours - direct).abs().max().item() < TOL_SCORE
     assert ours.tolist() == sorted(ours.tolist(), reverse=True)

@@ -92,7 +92,8 @@ def test_decoding_after_a_beam_reorder_matches_a_plain_forward(base_pipeline, ge
     prompts = [causal.rag_prompt(q, passages[i]) for i in idx.tolist()]
     ref = plain_forward(gen, prompts, answers)[:, 2]  # (3, V): after the prompt and two tokens
     print(
-        f"two steps after a reorder vs plain forward: max |Δ log p| = {(state.logprobs - ref).abs().max():.1e}"
+        "two steps after a reorder vs plain forward: "
+        f"max |Δ log p| = {(state.logprobs - ref).abs().max():.1e}"
     )
     assert (state.logprobs - ref).abs().max() < TOL
 

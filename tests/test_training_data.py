@@ -39,7 +39,8 @@ def eval_rows():
 
 
 def naming(names: set[str]):
-    """A test: does a text name any of `names` as whole words (ignoring case and accents)? -> the name or None."""
+    """A test: does a text name any of `names` as whole words (ignoring case and accents)?
+    -> the name or None."""
     patterns = [
         (n, re.compile(r"(?<![\w-])" + re.escape(fold(n).lower()) + r"(?![\w-])")) for n in names if n.strip()
     ]

@@ -82,7 +82,8 @@ def cell(r: QuestionResult, mode: str) -> str | None:
 
 
 def error_split(results: Sequence[QuestionResult], mode: str, examples: int = 3) -> dict[str, dict]:
-    """Per cell: the count and the first few questions, e.g. {"retrieval miss": {"n": 4, "examples": [...]}}."""
+    """Per cell: the count and the first few questions,
+    e.g. {"retrieval miss": {"n": 4, "examples": [...]}}."""
     out = {c: {"n": 0, "examples": []} for c in CELLS}
     for r in results:
         c = cell(r, mode)

@@ -6,7 +6,8 @@ question's *outcome* in a run is "right" (exact match) or, when wrong, the first
 that fired ("wrong, no verdict" when none did); the transitions count the outcome pairs.
 
 >>> from .question_result import ModeResult, QuestionResult
->>> def run(*ems): return [QuestionResult(f"q{i}", ["a"], "", {"rag-sequence": ModeResult("a" if em else "b", em, em)},
+>>> def run(*ems): return [QuestionResult(f"q{i}", ["a"], "",
+...                                       {"rag-sequence": ModeResult("a" if em else "b", em, em)},
 ...                                       True, 1) for i, em in enumerate(ems)]
 >>> c = compare_results(run(True, False, False), run(True, True, False))
 >>> c.counts()

@@ -158,7 +158,8 @@ def check_evidence_ignored(
     return Verdict(
         "evidence-ignored",
         True,
-        f"the passage at rank {z + 1} ({r['title']!r}) contains {r['expected']!r}, yet under it the generator gives "
+        f"the passage at rank {z + 1} ({r['title']!r}) contains {r['expected']!r}, "
+        "yet under it the generator gives "
         f"{produced.text!r} p={p_text(r['p_produced'])} against p={p_text(r['p_expected'])} for "
         f"{r['expected']!r}",
         ev,

@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
                 progress=progress,
             )
     print(
-        f"built {args.out}: {len(idx)} passages, dim {idx.dim}, {idx.manifest['factory']}, encoder {encoder.id}"
+        f"built {args.out}: {len(idx)} passages, dim {idx.dim}, "
+        f"{idx.manifest['factory']}, encoder {encoder.id}"
     )
     return 0

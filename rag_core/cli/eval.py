@@ -75,7 +75,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--traces",
         default=None,
         metavar="DIR",
-        help="also store each question's trace in DIR as JSON (for --sweep: counterfactuals over K and scale)",
+        help=(
+            "also store each question's trace in DIR as JSON (for --sweep: counterfactuals over K and scale)"
+        ),
     )
     p.add_argument(
         "--ship",
@@ -87,7 +89,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sweep",
         action="store_true",
-        help="with --traces DIR of an earlier run: EM over K and the scale from the stored traces, no model call",
+        help=(
+            "with --traces DIR of an earlier run: EM over K and the scale from the stored traces, "
+            "no model call"
+        ),
     )
     p.add_argument("--sweep-k", type=positive_int, nargs="+", default=[1, 2, 3, 4, 5], metavar="K")
     p.add_argument(

@@ -98,18 +98,20 @@ def report_lines(result) -> list[str]:
             f"  answers naming the other year's holder: {o['other_year']}/{o['total']} "
             f"({o['other_year_in_passages']} named in the retrieved passages, {o['other_year_closed_book']} "
             f"also the closed-book answer); naming both (ambiguous): {o['ambiguous']}; naming neither: "
-            f"{o['neither']}; passages lacking the holder: {o['passages_lack_holder']} ({100 * o['passages_lack_holder'] / n:.0f}%)"
+            f"{o['neither']}; passages lacking the holder: {o['passages_lack_holder']} "
+            f"({100 * o['passages_lack_holder'] / n:.0f}%)"
         )
         lines.append(
-            f"  goal on the held-out half (matched >= {GOAL_MATCHED:.0%}, mismatched <= {GOAL_MISMATCHED:.0%}): "
-            + ("met" if result.goal_met(d) else "not met")
+            f"  goal on the held-out half (matched >= {GOAL_MATCHED:.0%}, "
+            f"mismatched <= {GOAL_MISMATCHED:.0%}): " + ("met" if result.goal_met(d) else "not met")
         )
         if not result.goal_met(d):
             lines.append(f"  finding: {result.finding(d)}")
     cb = result.closed_book_accuracy()
     lines.append("")
     lines.append(
-        f"closed-book (no passage): names the 2016 holder {_pct(cb['2016'])}, the 2018 holder {_pct(cb['2018'])}"
+        f"closed-book (no passage): names the 2016 holder {_pct(cb['2016'])}, "
+        f"the 2018 holder {_pct(cb['2018'])}"
     )
     if result.elapsed_s:
         lines.append(

@@ -65,14 +65,15 @@ def ask_text(trace: Trace, confidence: dict[str, Confidence] | None = None) -> s
         best = cands[0]
         posts[decoding] = marginals.citation(lpz, best.token_logp).tolist()
         lines.append(
-            f"{decoding:>13}: {best.answer!s:<30} p_seq={prob(best.log_p_seq(lpz)):.3f} p_tok={prob(best.log_p_tok(lpz)):.3f}"
-            + ("" if best.finished else " (cut at max-new-tokens)")
+            f"{decoding:>13}: {best.answer!s:<30} p_seq={prob(best.log_p_seq(lpz)):.3f} "
+            f"p_tok={prob(best.log_p_tok(lpz)):.3f}" + ("" if best.finished else " (cut at max-new-tokens)")
         )
         if confidence and decoding in confidence and confidence[decoding].low:
             lines.append(f"{'':>13}  low confidence: {confidence[decoding].summary()}")
         for c in cands[1:4]:
             lines.append(
-                f"{'':>13}  also {c.answer!s:<25} p_seq={prob(c.log_p_seq(lpz)):.3f} p_tok={prob(c.log_p_tok(lpz)):.3f}"
+                f"{'':>13}  also {c.answer!s:<25} p_seq={prob(c.log_p_seq(lpz)):.3f} "
+                f"p_tok={prob(c.log_p_tok(lpz)):.3f}"
             )
     if trace.closed_book is not None:
         lines.append(f"{'closed-book':>13}: {trace.closed_book}")

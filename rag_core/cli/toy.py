@@ -1,5 +1,5 @@
-"""`python -m rag_core toy NAME`: a hand-made example (obama, softmax, posterior, frankenstein) or a toy JSON file,
-printed with the numbers the seeds work out by hand."""
+"""`python -m rag_core toy NAME`: a hand-made example (obama, softmax, posterior, frankenstein)
+or a toy JSON file, printed with the numbers the seeds work out by hand."""
 
 from __future__ import annotations
 

@@ -133,8 +133,9 @@ def report(m: dict, out: str) -> str:
     ]
     if loss.get("steps"):
         lines.append(
-            f"loss {loss['first']:.3f} -> {loss['last']:.3f} over {loss['steps']} steps (mean of the first and "
-            f"last {loss['window']}: {loss['first_mean']:.3f} -> {loss['last_mean']:.3f}; min {loss['min']:.3f})"
+            f"loss {loss['first']:.3f} -> {loss['last']:.3f} over {loss['steps']} steps "
+            f"(mean of the first and last {loss['window']}: {loss['first_mean']:.3f} -> "
+            f"{loss['last_mean']:.3f}; min {loss['min']:.3f})"
         )
     for part, folder in m["outputs"].items():
         lines.append(f"wrote {out}/{folder}: load it with --{part.replace('_', '-')} {out}/{folder}")
@@ -152,6 +153,7 @@ def heldout_table(h: dict) -> list[str]:
         return "" if v is None else f"{v:>8d}" if isinstance(v, int) else f"{v:8.3f}"
 
     lines = [
-        f"{'held-out ' + h['file'] + ' (' + str(h['before']['n']) + ' questions)':<30}{'before':>8} {'after':>8}"
+        f"{'held-out ' + h['file'] + ' (' + str(h['before']['n']) + ' questions)':<30}"
+        f"{'before':>8} {'after':>8}"
     ]
     return lines + [f"  {name:<28}{cell(b)} {cell(a)}" for name, b, a in heldout.comparison_rows(h)]

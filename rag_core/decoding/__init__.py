@@ -1,1 +1,3 @@
-"""Decoding under both RAG marginals: the search itself, the batched decoders, answers as traces, and the step-by-step view."""
+"""Decoding under both RAG marginals: the search itself, the batched decoders, answers as traces,
+and the step-by-step view.
+"""

@@ -41,51 +41,55 @@ from rag_core.models.sources import TOKENIZER_LOCK
 FEW_SHOT = [
     (
         "Sydney Opera House",
-        "The Sydney Opera House is a performing arts centre on Bennelong Point in Sydney Harbour. It was designed by "
-        "the Danish architect Jørn Utzon and formally opened by Queen Elizabeth II in 1973.",
+        "The Sydney Opera House is a performing arts centre on Bennelong Point in Sydney Harbour. "
+        "It was designed by the Danish architect Jørn Utzon and formally opened by Queen Elizabeth II "
+        "in 1973.",
         "Who designed the Sydney Opera House?",
         "Jørn Utzon",
     ),
     (
         "Walkman",
-        "The Walkman is a brand of portable cassette players first sold in Japan in 1979. It was developed by the "
-        "electronics company Sony, whose co-founder Masaru Ibuka wanted to listen to music on long flights.",
+        "The Walkman is a brand of portable cassette players first sold in Japan in 1979. "
+        "It was developed by the electronics company Sony, whose co-founder Masaru Ibuka wanted to "
+        "listen to music on long flights.",
         "Which company developed the Walkman?",
         "Sony",
     ),
     (
         "Angkor Wat",
-        "Angkor Wat is a temple complex in Cambodia, built in the 12th century by the Khmer king Suryavarman II. It lies "
-        "5.5 kilometres north of the modern city of Siem Reap.",
+        "Angkor Wat is a temple complex in Cambodia, built in the 12th century by the Khmer king "
+        "Suryavarman II. It lies 5.5 kilometres north of the modern city of Siem Reap.",
         "Near which city is Angkor Wat?",
         "Siem Reap",
     ),
     (
         "Penicillin",
-        "Penicillin was discovered in 1928 by the Scottish scientist Alexander Fleming at St Mary's Hospital in London. "
-        "It was first mass-produced in 1942 to treat wounded soldiers.",
+        "Penicillin was discovered in 1928 by the Scottish scientist Alexander Fleming at "
+        "St Mary's Hospital in London. It was first mass-produced in 1942 to treat wounded soldiers.",
         "In what year was penicillin discovered?",
         "1928",
     ),
     (
         "Lake Baikal",
-        "Lake Baikal is a rift lake in Siberia, Russia. It is the deepest lake in the world, reaching 1,642 metres, and "
-        "holds about 23% of the world's fresh surface water.",
+        "Lake Baikal is a rift lake in Siberia, Russia. It is the deepest lake in the world, "
+        "reaching 1,642 metres, and holds about 23% of the world's fresh surface water.",
         "How deep is Lake Baikal in metres?",
         "1,642",
     ),
     (
         "Apocalypse Now",
         "Apocalypse Now is a 1979 American war film starring Marlon Brando and Martin Sheen. Its "
-        "story was inspired by Joseph Conrad's 1899 novella Heart of Darkness, moved from the Congo to the Vietnam War.",
+        "story was inspired by Joseph Conrad's 1899 novella Heart of Darkness, moved from the Congo "
+        "to the Vietnam War.",
         "Which 1899 novella by Joseph Conrad inspired the film Apocalypse Now?",
         "Heart of Darkness",
     ),
     (
         "President of the International Olympic Committee",
-        "The President of the International Olympic Committee heads the IOC and is elected by its members for an "
-        "eight-year term. Juan Antonio Samaranch led it from 1980 to 2001 and was followed by Jacques Rogge. Thomas "
-        "Bach, a former Olympic fencer from Germany, has been president since September 2013.",
+        "The President of the International Olympic Committee heads the IOC and is elected by its "
+        "members for an eight-year term. Juan Antonio Samaranch led it from 1980 to 2001 and was "
+        "followed by Jacques Rogge. Thomas Bach, a former Olympic fencer from Germany, has been "
+        "president since September 2013.",
         "Who is the President of the International Olympic Committee?",
         "Thomas Bach",
     ),

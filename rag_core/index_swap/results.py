@@ -194,7 +194,10 @@ class ExperimentResult:
             f"{100 * cb['2018']:.0f}% of the time). "
         )
         if copied >= max(1, 2 * memory):
-            text += "Most of them copy the other holder from the retrieved passages rather than from the model's memory."
+            text += (
+                "Most of them copy the other holder from the retrieved passages rather than "
+                "from the model's memory."
+            )
         elif memory >= max(1, 2 * copied):
             text += (
                 "Most of them agree with the closed-book answer: the model's memory overrides the passages."

@@ -98,7 +98,8 @@ class PassageMap:
         the vectors of the m passages nearest `point` on the map, weighted by 1 / map distance,
         made unit-length when the encoder's vectors are (every q it makes is).
 
-        >>> pm = PassageMap("pca", np.array([[0, 0], [1, 0], [9, 9]], np.float32), np.eye(3, dtype=np.float32))
+        >>> pm = PassageMap("pca", np.array([[0, 0], [1, 0], [9, 9]], np.float32),
+        ...                 np.eye(3, dtype=np.float32))
         >>> [round(float(v), 3) for v in pm.lift(np.array([0.25, 0.0]), m=2)]   # weights 4 : 4/3
         [0.949, 0.316, 0.0]
         """

@@ -200,9 +200,10 @@ def from_shipped_base(index: PassageIndex, x: np.ndarray, dims: int) -> PassageM
     added = int((~known).sum())
     note = (
         (
-            f"The base passages keep the layout shipped with the app; the {added:,} passage{'s' if added != 1 else ''} "
-            f"this index adds {'are' if added != 1 else 'is'} placed by the nearest neighbours, the way the question "
-            "is placed."
+            "The base passages keep the layout shipped with the app; "
+            f"the {added:,} passage{'s' if added != 1 else ''} this index adds "
+            f"{'are' if added != 1 else 'is'} placed by the nearest neighbours, "
+            "the way the question is placed."
         )
         if added
         else ""

@@ -94,7 +94,8 @@ def model_type(source: Source, allow_downloads: bool) -> str:
     except OSError:
         if not source.local and not allow_downloads:
             raise ModelSourceError(
-                f"{source.ref} is not in the local model cache; allow downloads (--allow-downloads) to fetch it"
+                f"{source.ref} is not in the local model cache; "
+                "allow downloads (--allow-downloads) to fetch it"
             ) from None
         raise ModelSourceError(f"cannot read the model config of {source.ref}") from None
     except ValueError as e:

@@ -128,7 +128,8 @@ def write_snapshot_vectors(name: str, encoder: Encoder) -> Path:
     editing a snapshot; tests/test_shipped.py says when the shipped ones no longer fit):
 
         python -c "import torch; from rag_core import catalog, encoders; enc = encoders.load_encoder(
-            catalog.DEFAULT_ENCODER, None, torch.device('cpu')); [catalog.write_snapshot_vectors(y, enc) for y in ('2016', '2018')]"
+            catalog.DEFAULT_ENCODER, None, torch.device('cpu')); [catalog.write_snapshot_vectors(y, enc)
+            for y in ('2016', '2018')]"
     """
     passages = snapshot_passages(name)
     vectors = encoder.encode_passages(passages).astype(np.float32)  # (N_snapshot, D)

@@ -116,9 +116,7 @@ class PassageIndex:
         return folder
 
     @classmethod
-    def load(
-        cls, folder: str | Path, encoder_id: str | None = None, dim: int | None = None
-    ) -> PassageIndex:
+    def load(cls, folder: str | Path, encoder_id: str | None = None, dim: int | None = None) -> PassageIndex:
         """Load and check: files present, manifest readable, sizes agree, encoder and dim match."""
         folder = Path(folder)
         if not folder.is_dir():
@@ -136,7 +134,8 @@ class PassageIndex:
             raise IndexLoadError(f"index folder {folder} is corrupt: {first_line(e, limit=200)}") from None
         if encoder_id is not None and manifest.get("encoder") != encoder_id:
             raise IndexLoadError(
-                f"index {folder.name} was built with encoder {manifest.get('encoder')!r}, not {encoder_id!r}; rebuild it"
+                f"index {folder.name} was built with encoder {manifest.get('encoder')!r}, "
+                f"not {encoder_id!r}; rebuild it"
             )
         if dim is not None and (manifest.get("dim") != dim or index.d != dim):
             raise IndexLoadError(f"index {folder.name} has dimension {index.d}, the encoder gives {dim}")

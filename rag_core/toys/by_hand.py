@@ -199,7 +199,8 @@ def posterior_table(spec: dict) -> pd.DataFrame:
 def posterior_spec(base: dict, frame: pd.DataFrame) -> dict:
     """`base` with the priors and one-word probabilities of `frame` (in passage order).
 
-    >>> base = {"candidates": ["yes"], "passages": [{"id": "z1", "prior": 1.0}], "tables": {"z1": {"": {"yes": 1.0}}}}
+    >>> base = {"candidates": ["yes"], "passages": [{"id": "z1", "prior": 1.0}],
+    ...         "tables": {"z1": {"": {"yes": 1.0}}}}
     >>> s = posterior_spec(base, pd.DataFrame({"prior p(z|x)": [0.4], "p(yes|x,z)": [0.3]}))
     >>> s["passages"][0]["prior"], s["tables"]
     (0.4, {'z1': {'': {'yes': 0.3}}})

@@ -6,7 +6,8 @@ prefix, left padding whose positions are skipped), so the numbers equal `decodin
 on a prepared state; the tests check it for a causal LM and for BART.
 
 >>> import torch
->>> gather_answer(torch.tensor([[[0.1, 0.9], [0.8, 0.2]]], dtype=torch.float64).log(), [1, 0]).exp().tolist()   # (K=1, T=2)
+>>> gather_answer(torch.tensor([[[0.1, 0.9], [0.8, 0.2]]], dtype=torch.float64).log(),
+...               [1, 0]).exp().tolist()   # (K=1, T=2)
 [[0.9, 0.8]]
 """
 
