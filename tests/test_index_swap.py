@@ -227,10 +227,10 @@ def test_the_shipped_run_is_this_code_and_data(pipes):
 
 def test_cli_limit_csv(tmp_path, capsys):
     from rag_core import cli
-    from rag_core.cli import leaders as leaders_cli
+    from rag_core.cli import index_swap as index_swap_cli
 
     out = tmp_path / "leaders.csv"
-    assert cli.main(["leaders", "--limit", "2", "--csv", str(out)] + FAST_ARGS) == 0
+    assert cli.main(["index-swap", "--limit", "2", "--csv", str(out)] + FAST_ARGS) == 0
     printed = capsys.readouterr().out.splitlines()
     with open(out, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
@@ -241,7 +241,9 @@ def test_cli_limit_csv(tmp_path, capsys):
         for year in results.YEARS:
             part = [r for r in rows if r["index"] == idx]
             measured = sum(r[f"correct_{year}"] == "True" for r in part) / len(part)
-            assert f"{leaders_cli._pct(measured)} | {leaders_cli._pct(results.PAPER[(idx, year)])}" in line, (
+            assert (
+                f"{index_swap_cli._pct(measured)} | {index_swap_cli._pct(results.PAPER[(idx, year)])}" in line
+            ), (
                 line,
                 measured,
             )
@@ -264,7 +266,7 @@ def test_cli_limit_csv(tmp_path, capsys):
 def test_cli_bad_flag_is_one_line_error(capsys):
     from rag_core import cli
 
-    assert cli.main(["leaders", "--limit", "0"]) == 2
+    assert cli.main(["index-swap", "--limit", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and "at least 1" in err[0], err
 

@@ -108,7 +108,7 @@ def test_a_killed_eval_with_traces_resumes_to_the_uninterrupted_answers(tiny_bar
 
 def test_a_killed_leaders_run_resumes_to_the_uninterrupted_rows(tiny_bart, tmp_path):
     before = set(caches.folder("leaders").iterdir())
-    args = ["rag_core", "leaders", "--limit", "2", "--generator", tiny_bart]
+    args = ["rag_core", "index-swap", "--limit", "2", "--generator", tiny_bart]
     proc = start(*args)
 
     def first_row_written() -> bool:
