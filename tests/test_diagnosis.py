@@ -11,6 +11,8 @@ import torch
 
 from rag_core import marginals
 from rag_core.analysis import counterfactual, deep_search, scoring, verdicts
+from rag_core.analysis.verdict_evidence import EVIDENCE, evidence_problems
+from rag_core.analysis.verdict_rules import VERDICTS
 from rag_core.config import Config
 from rag_core.corpus import Passage
 from rag_core.decoding.answering import analyse
@@ -46,7 +48,10 @@ def diagnose(gen, trace, state0, expected, deep=None, decoding=None):
         if expected
         else None
     )
-    return verdicts.diagnose(trace, expected, decoding, forced=forced, deep=deep)
+    d = verdicts.diagnose(trace, expected, decoding, forced=forced, deep=deep)
+    for v in d.verdicts:  # every verdict's evidence has the keys and kinds its type declares
+        assert evidence_problems(v.code, v.evidence) == [], v
+    return d
 
 
 # ------------------------------------------------------------------------------ retrieval miss
@@ -497,3 +502,7 @@ def test_counterfactual_controls_start_afresh_for_a_new_question():
     assert at.slider(key=cf_key(second, "k")).value == 2
     unchanged = {m.label: m.delta for m in at.metric}
     assert unchanged["RAG-Sequence"].endswith(", unchanged"), unchanged
+
+
+def test_every_verdict_has_an_evidence_type():
+    assert set(EVIDENCE) == set(VERDICTS)

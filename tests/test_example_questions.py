@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from rag_core.analysis import deep_search, scoring, verdicts
+from rag_core.analysis.verdict_evidence import evidence_problems
 from rag_core.config import ASSETS, Config
 from rag_core.decoding.answering import analyse
 
@@ -72,6 +73,8 @@ def test_verdicts_on_the_shipped_example_questions(default_pipeline, example_run
         for decoding in ("rag-token", "rag-sequence"):
             d = verdicts.diagnose(trace, expected, decoding, forced=forced, deep=deep, closed_book=closed)
             right = exact_match(trace.answer(decoding).answer, expected)
+            for v in d.verdicts:  # every verdict's evidence has the keys and kinds its type declares
+                assert evidence_problems(v.code, v.evidence) == [], (ex["question"], v)
             assert d.correct == right
             if right:
                 assert d.fired == [], (ex["question"], decoding, d.fired)

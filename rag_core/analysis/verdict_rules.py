@@ -13,6 +13,7 @@ from rag_core import marginals
 from rag_core.analysis import matching
 from rag_core.analysis.deep_search import DeepHit
 from rag_core.analysis.scoring import AnswerScores, total_variation
+from rag_core.analysis.verdict_evidence import Evidence
 from rag_core.config import FLAT_RATIO, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.decoding import stepper
 from rag_core.marginals import p_text, prob
@@ -33,7 +34,9 @@ class Verdict:
     code: str
     fired: bool | None  # None: could not be judged (the note says what is missing)
     summary: str
-    evidence: dict = field(default_factory=dict)
+    evidence: Evidence | dict = field(
+        default_factory=dict
+    )  # verdict_evidence.EVIDENCE[code]; {} when not judged
 
     @property
     def title(self) -> str:
