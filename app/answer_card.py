@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import state
-from app.views import md_text
+from app.safe_text import md_text
 from rag_core.analysis import confidence as certainty
 from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import p_text, prob

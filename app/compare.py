@@ -13,7 +13,7 @@ import gc
 import pandas as pd
 import streamlit as st
 
-from app import stack, state, views
+from app import safe_text, stack, state, views
 from rag_core import stacks
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.errors import first_line
@@ -71,12 +71,12 @@ def section(trace: Trace) -> None:
                 other,
             )
     except stack.LOAD_ERRORS as e:
-        st.error(f"{views.md_text(other.name)} could not answer: {views.md_text(first_line(e))}")
+        st.error(f"{safe_text.md_text(other.name)} could not answer: {safe_text.md_text(first_line(e))}")
         return
     left, right = st.columns(2)
     for col, name, t in ((left, here.name, trace), (right, other.name, theirs)):
         with col:
-            st.markdown(f"**{views.md_text(name)}**")
+            st.markdown(f"**{safe_text.md_text(name)}**")
             views.table(summary(t), hide_index=True)
             views.table(top_passages(t), hide_index=True)
 

@@ -17,7 +17,8 @@ import pandas as pd
 import streamlit as st
 
 from app import state
-from app.views import md_text, table
+from app.safe_text import md_text
+from app.views import table
 from rag_core.analysis import counterfactual, diagnosis_report, scoring, verdicts
 from rag_core.analysis.matching import exact_match
 from rag_core.config import ASSETS, DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app import charts, sidebar, state, views
+from app import charts, comparison_charts, detours, safe_text, sidebar, state, views
 from rag_core import stacks
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import shipped_runs
@@ -87,7 +87,7 @@ def run_intro(cfg, shipped: bool) -> str:
     """Before a run starts: the index and the model stack it will use, and a warning when the shipped
     questions (written for the Wikipedia passages) would be asked of another index. Returns the Run
     button's label, which then names the index it runs on."""
-    name, md = cfg.index, views.md_text
+    name, md = cfg.index, safe_text.md_text
     st.caption(
         f"Runs on the index “{md(name)}” with the model {md(state.stack_name())}, at the "
         f"sidebar's settings: K={cfg.k}, beams {cfg.beams}, {cfg.rescore} rescoring."
@@ -109,7 +109,7 @@ def run_intro(cfg, shipped: bool) -> str:
 def open_button(key: str, pick_key: str, run: ev.EvalRun) -> None:
     """'Open on the Ask page' for the question picked in the select box `pick_key`: Ask shows it under
     the run's index, K and beams (where the sidebar offers them), says what that changed, and offers
-    the way back (`views.detour`). The change is made in the click's callback, before the sidebar is
+    the way back (`detours.detour`). The change is made in the click's callback, before the sidebar is
     drawn; the page then switches (`follow_open`)."""
     st.button(
         "Open on the Ask page",
@@ -132,7 +132,7 @@ def _open(pick_key: str, run: ev.EvalRun) -> None:
     for key, (low, high) in (("k", sidebar.K_RANGE), ("beams", sidebar.BEAMS_RANGE)):
         if isinstance(s.get(key), int) and low <= s[key] <= high:
             changes[key] = s[key]
-    views.detour(str(EVAL), "Eval", **changes)
+    detours.detour(str(EVAL), "Eval", **changes)
     st.session_state.setdefault("expected_answers", {})[question] = " | ".join(row.answers)
     st.session_state["eval_goto"] = True
 
@@ -228,7 +228,9 @@ def pair(a: ev.EvalRun, b: ev.EvalRun, mode: str, key: str, names: tuple[str, st
     m[3].metric(f"broken (right in {na}, wrong in {nb})", c["broken"])
     if c["only in A"] or c["only in B"]:
         st.caption(f"Not paired: {c['only in A']} questions only in A, {c['only in B']} only in B.")
-    st.plotly_chart(charts.transition_sankey(cmp.transitions()), key=f"{key}_sankey", config=charts.NO_BAR)
+    st.plotly_chart(
+        comparison_charts.transition_sankey(cmp.transitions()), key=f"{key}_sankey", config=charts.NO_BAR
+    )
     st.caption(
         "Each question's outcome in A (left) and in B (right): right, or the first verdict that fired."
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import answer_card, state, views
+from app import answer_card, detours, state, views
 from rag_core.config import DECODING_LABELS
 from rag_core.index_swap import judge, results, stack_comparison
 from rag_core.trace import Trace
@@ -168,7 +168,7 @@ def failure_labels(fails: pd.DataFrame) -> list[str]:
 def failure_actions(fails: pd.DataFrame, decoding: str, holders: dict, here: str) -> None:
     """Pick a failing row, then step through it (Token vs Sequence, from the first token) or diagnose
     it (Ask, with this index's holder as the expected answer). Both set the question and the
-    sidebar's index, and the page they land on says so and offers the way back (`views.detour`)."""
+    sidebar's index, and the page they land on says so and offers the way back (`detours.detour`)."""
     ss = st.session_state
     if not len(fails):
         st.success(f"No failure for {decoding}.")
@@ -192,13 +192,13 @@ def failure_actions(fails: pd.DataFrame, decoding: str, holders: dict, here: str
 
     def _explain() -> None:
         row = picked()
-        views.detour(here, "Index swap", question=row["question"], index_name=row["index"])
+        detours.detour(here, "Index swap", question=row["question"], index_name=row["index"])
         ss.update(tvs_answer=(row["decoding"], 0), tvs_step=0, swap_goto="token_vs_sequence.py")
 
     def _diagnose() -> None:
         row = picked()
         q, idx = row["question"], row["index"]
-        views.detour(here, "Index swap", question=q, index_name=idx)
+        detours.detour(here, "Index swap", question=q, index_name=idx)
         ss.setdefault("expected_answers", {})[q] = holders[q][results.YEARS.index(idx)]
         ss["swap_goto"] = "ask.py"
 

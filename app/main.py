@@ -5,7 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import sidebar, stack, stack_views, views
+from app import detours, sidebar, stack, stack_views
 
 st.set_page_config(page_title="RAG Loupe", page_icon=":material/search:", layout="wide")
 # Our own style rules (no user text in them): an answer or title that is one very long word wraps
@@ -36,8 +36,8 @@ stack_views.sidebar_choice()
 stack_views.stack_line()  # every page's first line names the stack it shows
 stack_views.notices()
 sidebar.sidebar()
-views.on_page(nav.title)  # a detour's notice stays on the page it landed on
-views.follow_back()
+detours.on_page(nav.title)  # a detour's notice stays on the page it landed on
+detours.follow_back()
 try:
     nav.run()
 finally:

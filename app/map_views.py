@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import views
+from app import safe_text, views
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
@@ -16,7 +16,8 @@ def passage_points(index_name: str, stamp: str, _passages: list) -> dict:
     one build of one index (`stamp`)."""
     ps = _passages
     hover = [
-        f"<b>{views.plot_text(p.title)}</b><br>{views.plot_text(' '.join(p.text.split()[:14]))}…" for p in ps
+        f"<b>{safe_text.plot_text(p.title)}</b><br>{safe_text.plot_text(' '.join(p.text.split()[:14]))}…"
+        for p in ps
     ]
     blank = "(no topic)" if any(p.topic for p in ps) else "passages"
     return {

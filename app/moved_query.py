@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from app import state, views
+from app import safe_text, state, views
 from rag_core import marginals
 from rag_core.config import DECODING_LABELS
 from rag_core.errors import first_line
@@ -100,7 +100,7 @@ def panel(
                 state.settings_key(pipe.cfg),
             )
         except state.USER_ERRORS as e:
-            st.error(views.md_text(first_line(e, "that did not work")))
+            st.error(safe_text.md_text(first_line(e, "that did not work")))
             return
         for d, name in DECODING_LABELS.items():
             c = trace.answer(d)

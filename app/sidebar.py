@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import jobs, stack, state
-from app.views import md_text
+from app.safe_text import md_text
 from rag_core.retrieval.catalog import NAMED, available_indexes
 from rag_core.retrieval.catalog_actions import user_indexes
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app import charts, state
-from app.views import passage_label, table
+from app import charts, citation_charts, state, token_charts
+from app.safe_text import passage_label
+from app.views import table
 from rag_core.analysis.token_sources import (
     LABELS,
     MEANINGS,
@@ -84,7 +85,9 @@ def token_sources(
         drawn[d] = (c, found)
         col.caption(f"{DECODING_LABELS[d]}: {share_line(found)}")
         col.plotly_chart(
-            charts.source_strip(c.tokens, found, labels), config=charts.NO_BAR, key=f"{key}_{d}_{c.rank}"
+            token_charts.source_strip(c.tokens, found, labels),
+            config=charts.NO_BAR,
+            key=f"{key}_{d}_{c.rank}",
         )
         col.caption(key_line(found))
     if beside_responsibility and len(drawn) == 1:
@@ -149,7 +152,7 @@ def sentence_section(trace: Trace, cand, key: str = "sent") -> None:
     if not att.sentences:
         st.info("This passage has no text to split into sentences.")
         return
-    st.plotly_chart(charts.sentence_bars(att.rows()), key=f"{key}_bars", config=charts.NO_BAR)
+    st.plotly_chart(citation_charts.sentence_bars(att.rows()), key=f"{key}_bars", config=charts.NO_BAR)
     table(
         pd.DataFrame(att.rows())[["rank", "sentence", "delta_logp", "text"]],
         hide_index=True,

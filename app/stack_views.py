@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app import stack
-from app.views import md_text
+from app.safe_text import md_text
 
 
 def sidebar_choice() -> None:

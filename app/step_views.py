@@ -1,6 +1,6 @@
 """Tables and notes of the Token vs Sequence page: labels and frames built from a trace and its
 `stepper.walk`, and the verdict box. Model text goes into dataframes as plain cells, into
-Markdown only through `views.md_text`.
+Markdown only through `safe_text.md_text`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app.views import md_text, token_label
+from app.safe_text import md_text, token_label
 from rag_core.config import DECODING_LABELS, RAG_SEQUENCE
 from rag_core.decoding import stepper
 from rag_core.trace import Candidate, Trace

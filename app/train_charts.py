@@ -1,16 +1,28 @@
 """The Train page's plotly figures: the pull on each passage, the walk over steps, the walk on the
 map, and the fine-tuning loss. Plain functions returning `go.Figure`; nothing here calls Streamlit.
-Titles are escaped with `views.plot_text` and hovers use `hovertext` (see app/charts.py)."""
+Titles are escaped with `safe_text.plot_text` and hovers use `hovertext` (see app/charts.py); the
+colours are `app.palette`'s."""
 
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
 
-from app.views import passage_color, plot_text
+from app.palette import (
+    GAP_RED,
+    OTHER_PASSAGE_GREY,
+    PASSED_BY,
+    PULL,
+    PUSH,
+    QUESTION_RED,
+    RAISED_BLUE,
+    STAYED_GREY,
+    TRAIN_PRIOR_GREY,
+    passage_color,
+)
+from app.safe_text import plot_text
 from rag_core.marginals import p_text
 
-PULL, PUSH = "#1a9850", "#d73027"  # toward a passage (bracket > 0), away from it (< 0)
 # The walk's log p(y|x) axis is never shorter than MIN_LOG_P_SPAN nats, so that a change of a
 # thousandth draws as a flat line rather than a steep one; a change smaller than NO_CHANGE nats
 # (p(y|x) moved by less than 1 %) is said in words to be no measurable change.
@@ -81,9 +93,11 @@ def prior_posterior_bars(labels: list[str], prior, posterior) -> go.Figure:
     """One step's prior and posterior side by side per passage: training closes the gap."""
     fig = go.Figure()
     ticks = [plot_text(label, 22) for label in labels]
-    fig.add_trace(go.Bar(x=ticks, y=np.asarray(prior, float), name="prior p(z|x)", marker_color="#8c8c8c"))
     fig.add_trace(
-        go.Bar(x=ticks, y=np.asarray(posterior, float), name="posterior p(z|x,y)", marker_color="#2166ac")
+        go.Bar(x=ticks, y=np.asarray(prior, float), name="prior p(z|x)", marker_color=TRAIN_PRIOR_GREY)
+    )
+    fig.add_trace(
+        go.Bar(x=ticks, y=np.asarray(posterior, float), name="posterior p(z|x,y)", marker_color=RAISED_BLUE)
     )
     fig.update_layout(
         barmode="group",
@@ -112,7 +126,7 @@ def walk_lines(log_likelihood: list[float], gap: list[float], entered: list[int]
                 for s, v, n in zip(steps, log_likelihood, entered)
             ],
             hoverinfo="text",
-            marker=dict(size=[12 if n else 6 for n in entered], color="#2166ac"),
+            marker=dict(size=[12 if n else 6 for n in entered], color=RAISED_BLUE),
         )
     )
     fig.add_trace(
@@ -124,7 +138,7 @@ def walk_lines(log_likelihood: list[float], gap: list[float], entered: list[int]
             yaxis="y2",
             hovertext=[f"step {s}: gap = {v:.3f}" for s, v in zip(steps, gap)],
             hoverinfo="text",
-            line=dict(color="#b2182b", dash="dot"),
+            line=dict(color=GAP_RED, dash="dot"),
         )
     )
     fig.update_layout(
@@ -168,14 +182,14 @@ def walk_map(
             name="other passages",
             hovertext=cloud_hover,
             hoverinfo="text",
-            marker=dict(size=4, color="#b8b8b8", opacity=0.6),
+            marker=dict(size=4, color=OTHER_PASSAGE_GREY, opacity=0.6),
         )
     )
     kind = [
         "both" if a and b else "left the top K" if a else "entered the top K" if b else "passed by"
         for a, b in zip(in_first, in_last)
     ]
-    colour = {"both": "#4d4d4d", "left the top K": PUSH, "entered the top K": PULL, "passed by": "#f4a582"}
+    colour = {"both": STAYED_GREY, "left the top K": PUSH, "entered the top K": PULL, "passed by": PASSED_BY}
     for k in colour:
         sel = [i for i, v in enumerate(kind) if v == k]
         if sel:
@@ -201,7 +215,7 @@ def walk_map(
             marker=dict(
                 size=[16] + [8] * (len(path) - 1),
                 symbol=["star"] + ["circle"] * (len(path) - 1),
-                color="#e4002b",
+                color=QUESTION_RED,
             ),
         )
     )
@@ -220,7 +234,7 @@ def walk_map(
                 arrowhead=3,
                 arrowsize=1.2,
                 arrowwidth=2,
-                arrowcolor="#e4002b",
+                arrowcolor=QUESTION_RED,
                 text="",
             )
     box = np.vstack([path, passages])

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import diagnose_panel, jobs, stack, state, train_charts, views
+from app import diagnose_panel, jobs, safe_text, stack, state, train_charts, views
 from rag_core.analysis.questions import read_questions
 from rag_core.config import Config
 from rag_core.errors import first_line
@@ -96,9 +96,9 @@ def walk_map(w: query_walk.Walk, index_name: str, cloud_size: int = 1500):
     rows = np.array([row_of[i] for i in seen])  # (P,)
     near = np.argsort(-(pmap.vectors @ w.steps[0].query))[:cloud_size]  # (n,) nearest by inner product
     title = {p: idx.passages[r].title for p, r in zip(seen, rows)}
-    hover = [f"<b>{views.plot_text(title[p])}</b>" for p in seen]
+    hover = [f"<b>{safe_text.plot_text(title[p])}</b>" for p in seen]
     first, last = set(w.steps[0].ids), set(w.steps[-1].ids)
-    cloud_hover = [views.plot_text(idx.passages[r].title) for r in near]
+    cloud_hover = [safe_text.plot_text(idx.passages[r].title) for r in near]
     fig = train_charts.walk_map(
         pmap.coords[near],
         cloud_hover,
@@ -206,7 +206,7 @@ def _questions_file(upload) -> Path | None:
         return path
     except (ValueError, OSError, UnicodeDecodeError) as e:
         why = first_line(e)
-        st.error("That question file cannot be used: " + views.md_text(why))  # it may quote the file
+        st.error("That question file cannot be used: " + safe_text.md_text(why))  # it may quote the file
         return None
 
 
@@ -259,8 +259,8 @@ def fine_tune_panel(cfg: Config) -> None:
             "starting again replaces them."
         )
     st.caption(
-        f"Trains the model {views.md_text(state.stack_name())}, retrieving from the index "
-        f"“{views.md_text(cfg.index)}” (the sidebar's) with K={cfg.k}."
+        f"Trains the model {safe_text.md_text(state.stack_name())}, retrieving from the index "
+        f"“{safe_text.md_text(cfg.index)}” (the sidebar's) with K={cfg.k}."
     )
     if st.button(label, key="ft_start", type="primary" if now != "done" else "secondary"):
         if now == "damaged":
@@ -268,11 +268,11 @@ def fine_tune_panel(cfg: Config) -> None:
         jobs.start(
             JOB,
             _work(base, settings, questions, out, HELD_OUT[held], now == "resume"),
-            label=f"Fine-tuning {views.md_text(state.stack_name())} · {out.name}",
+            label=f"Fine-tuning {safe_text.md_text(state.stack_name())} · {out.name}",
         )
         st.rerun()
     if job is not None and job.error:
-        st.error("The fine-tuning stopped: " + views.md_text(job.error))
+        st.error("The fine-tuning stopped: " + safe_text.md_text(job.error))
     manifest = read_manifest(out)
     if manifest and manifest.get("losses"):
         result(manifest, out)

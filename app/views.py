@@ -1,20 +1,21 @@
-"""Small presentation helpers shared by pages: passage lists, tables, the CSV download (the answer
-cards are in `app.answer_card`).
+"""Small presentation helpers shared by pages: passage lists, tables, the exports, the line naming
+what a page shows (the answer cards are in `app.answer_card`).
 
 Passage text is always shown as plain text (st.text / dataframes), never as Markdown or HTML.
-The pages' plotly figures are built in `app.charts`.
+Text escaping is `app.safe_text`'s, colours `app.palette`'s, detours `app.detours`'; the pages'
+plotly figures are built by the chart modules (see `app.charts`).
 """
 
 from __future__ import annotations
-
-import html
-import re
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
 from app import question_box, state
+from app.detours import detour_notice
+from app.palette import QUESTION_RGB
+from app.safe_text import md_text
 from rag_core import exports, marginals
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import p_text
@@ -50,7 +51,9 @@ def passages_frame(trace: Trace) -> pd.DataFrame:
 def _tint(p) -> str:
     """A cell's background, red as strong as the probability `p` in it (none where it is missing)."""
     return (
-        "" if pd.isna(p) else f"background-color: rgba(228, 0, 43, {0.4 * min(max(float(p), 0.0), 1.0):.3f})"
+        ""
+        if pd.isna(p)
+        else f"background-color: rgba({QUESTION_RGB}, {0.4 * min(max(float(p), 0.0), 1.0):.3f})"
     )
 
 
@@ -156,79 +159,6 @@ def need_trace():
     return trace
 
 
-DETOUR_NAMES = {"question": "the question", "index_name": "the sidebar index", "k": "K", "beams": "beams"}
-
-
-def detour(page: str, label: str, **changes) -> None:
-    """Before a button takes the user to another page with other settings (`changes`, session keys):
-    remember what it changes, so the page it lands on says so and offers the way back. `page`: the
-    script to go back to; `label`: its title. Call it from a button's callback (a sidebar setting
-    cannot change once the sidebar is drawn)."""
-    ss = st.session_state
-    shown = {"question": state.question(), "index_name": state.settings().index}  # defaults included
-    ss["detour"] = {
-        "page": page,
-        "label": label,
-        "before": {k: ss.get(k) for k in changes},
-        "after": changes,
-        "was": {k: shown.get(k, ss.get(k)) for k in changes},
-        "shown_on": None,
-    }
-    ss.update(changes)
-
-
-def _undo_detour() -> None:
-    d = st.session_state.pop("detour", None)
-    if d:
-        st.session_state["detour_back_to"] = d["page"]  # the run that follows goes there (`follow_back`)
-        for k, v in d["before"].items():
-            if v is None:
-                st.session_state.pop(k, None)
-            else:
-                st.session_state[k] = v
-
-
-def follow_back() -> None:
-    """After a detour's Back button: go to the page the detour came from. Called by the app before
-    any page runs, because the click's callback has already undone the detour, so the page with the
-    button no longer draws it (a switch placed after the button never ran)."""
-    if back_to := st.session_state.pop("detour_back_to", None):
-        st.switch_page(back_to)
-
-
-def on_page(title: str) -> None:
-    """Called by the app before each page runs, with the page's title. A detour's notice belongs
-    to the page it landed on (the first other page that runs after it): once the user opens any
-    other page it is gone for good, so it never follows them onto a page it does not describe."""
-    ss = st.session_state
-    ss["_page"] = title
-    d = ss.get("detour")
-    if d and d.get("shown_on") is None and title != d["label"]:
-        d["shown_on"] = title
-    elif d and d.get("shown_on") not in (None, title):
-        ss.pop("detour")
-
-
-def detour_notice() -> None:
-    """'Opened from Index swap: the question set to …, the sidebar index to … (was …)' with a Back
-    button, on the page the detour landed on, while the settings are still the ones it set."""
-    d = st.session_state.get("detour")
-    if not d or d.get("shown_on", st.session_state.get("_page")) != st.session_state.get("_page"):
-        return
-    if any(st.session_state.get(k) != v for k, v in d["after"].items()):
-        st.session_state.pop("detour")  # the user has moved on: nothing to undo any more
-        return
-    was = d.get("was", d["before"])  # what the user saw before, a default by its value
-    words = "; ".join(
-        f"{DETOUR_NAMES.get(k, k)} set to “{md_text(v)}” (was “{md_text(was[k] or 'the default')}”)"
-        for k, v in d["after"].items()
-        if v != was[k]
-    )
-    words = words or "the question and the sidebar index were already these"
-    st.info(f"Opened from {md_text(d['label'])}: {words}.", icon=":material/alt_route:")
-    st.button(f"Back to {d['label']}, as it was", on_click=_undo_detour, key="detour_back")
-
-
 def about(trace: Trace) -> None:
     """One line naming what the page shows (the session's question, as the engine read it): the
     question, the index and the decoding settings."""
@@ -251,77 +181,3 @@ def question_notes(raw: str) -> None:
     """The notices of a question as typed (`question_box.notes`): a cut, and what it kept."""
     for note in question_box.notes(raw):
         st.warning(md_text(note), icon=":material/content_cut:")
-
-
-# --- Helpers for the step-by-step and citation pages (charts get text escaped, never as HTML) ---
-
-PASSAGE_COLORS = [
-    "#636EFA",
-    "#EF553B",
-    "#00CC96",
-    "#AB63FA",
-    "#FFA15A",
-    "#19D3F3",
-    "#FF6692",
-    "#B6E880",
-    "#FF97FF",
-    "#FECB52",
-    "#1F77B4",
-    "#FF7F0E",
-    "#2CA02C",
-    "#D62728",
-    "#9467BD",
-    "#8C564B",
-    "#E377C2",
-    "#7F7F7F",
-    "#BCBD22",
-    "#17BECF",
-]
-
-
-def token_label(token: str) -> str:
-    """A token as text with its whitespace visible: ' Mel' -> '␣Mel', '\\n' -> '↵'."""
-    return token.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") or "∅"
-
-
-def plot_text(text: str, width: int | None = None) -> str:
-    """Text for a plotly label or hover: cut to `width` characters and HTML-escaped (plotly reads a
-    few HTML tags in labels; escaped, a passage title shows exactly as written). Quotes stay as
-    they are: plotly shows `&quot;` literally, and a label is never inside an attribute."""
-    text = str(text)
-    if width is not None and len(text) > width:
-        text = text[: width - 1] + "…"
-    return html.escape(text, quote=False)
-
-
-def passage_label(trace: Trace, z: int, width: int = 30) -> str:
-    """'z1 · Herman Melville' for the passage at 0-based position z (plain text, not escaped)."""
-    title = trace.hits[z].passage.title
-    if len(title) > width:
-        title = title[: width - 1] + "…"
-    return f"z{trace.hits[z].rank} · {title}"
-
-
-def passage_color(z: int) -> str:
-    return PASSAGE_COLORS[z % len(PASSAGE_COLORS)]
-
-
-def passage_tick(trace: Trace, z: int, width: int = 12) -> str:
-    """A two-line, escaped axis label for plotly: 'z1<br>Herman Melv…'."""
-    return f"z{trace.hits[z].rank}<br>{plot_text(trace.hits[z].passage.title, width)}"
-
-
-def md_text(text: str) -> str:
-    """Model or user text made literal inside a Markdown string (st.warning, st.caption, widget
-    labels, metric values): every Markdown, LaTeX ($), emoji-shortcode (:) and HTML (<) character
-    is backslash-escaped. Escapes do not stop GFM's autolinks, which turn a bare http://…, www.… or
-    a@b.c in the rendered text into a link: an invisible word joiner (U+2060) breaks each of them.
-
-    >>> md_text("born <other> *1*")
-    'born \\\\<other\\\\> \\\\*1\\\\*'
-    >>> md_text("http://x.example www.x.example a@b.example")
-    'http\\\\:\\u2060//x\\\\.example www\\u2060\\\\.x\\\\.example a\\u2060@b\\\\.example'
-    """
-    escaped = re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$:&])", r"\\\1", str(text))
-    escaped = re.sub(r"(?i)\b(www)(?=\\\.)", "\\1\u2060", escaped.replace("\\://", "\\:\u2060//"))
-    return escaped.replace("@", "\u2060@")

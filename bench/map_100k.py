@@ -84,7 +84,7 @@ def browser_draw_seconds(fig_json: str) -> float | None:
 
 
 def draw_figures(pmap, passages, qpos) -> dict:
-    from app import charts
+    from app import map_chart
     from rag_core.maps import map_layout
 
     hover = np.array(
@@ -97,7 +97,9 @@ def draw_figures(pmap, passages, qpos) -> dict:
     out = {}
     for tag, drawn in (("", map_layout.draw_rows(pmap.coords, centre=qpos, keep=top)), ("_all", None)):
         t = time.perf_counter()
-        fig = charts.passage_map(pmap.coords, hover, topic, hits, top, qpos, "q", 2, False, "u", drawn=drawn)
+        fig = map_chart.passage_map(
+            pmap.coords, hover, topic, hits, top, qpos, "q", 2, False, "u", drawn=drawn
+        )
         fig_json = fig.to_json()
         out[f"map_100k_figure{tag}_s"] = round(time.perf_counter() - t, 2)
         out[f"map_100k_figure{tag}_mb"] = round(len(fig_json) / 1e6, 1)

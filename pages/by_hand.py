@@ -5,7 +5,8 @@ import json
 import pandas as pd
 import streamlit as st
 
-from app import charts, views
+from app import by_hand_charts, charts, citation_charts, views
+from app.safe_text import md_text
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.decoding import stepper
 from rag_core.marginals import p_text
@@ -42,7 +43,7 @@ def checked(name: str, build, default: dict) -> tuple[dict, str | None]:
 
 def show_error(msg: str | None) -> None:
     if msg:
-        st.error(f"Not applied: {views.md_text(msg)}. The results show the last valid values.")
+        st.error(f"Not applied: {md_text(msg)}. The results show the last valid values.")
 
 
 # ---------------- (a) two passages, two answers ----------------
@@ -97,11 +98,11 @@ with a:
 rows = by_hand.answer_rows(result)
 m = st.columns(2 * len(rows))
 for j, r in enumerate(rows):
-    m[2 * j].metric(f"p_seq({views.md_text(r['answer'])})", f"{p_text(r['p_seq'])}")
-    m[2 * j + 1].metric(f"p_tok({views.md_text(r['answer'])})", f"{p_text(r['p_tok'])}")
+    m[2 * j].metric(f"p_seq({md_text(r['answer'])})", f"{p_text(r['p_seq'])}")
+    m[2 * j + 1].metric(f"p_tok({md_text(r['answer'])})", f"{p_text(r['p_tok'])}")
 left, right = st.columns([2, 3])
 with left:
-    st.plotly_chart(charts.answer_bars(rows), key="hand_obama_chart", config=charts.NO_BAR)
+    st.plotly_chart(by_hand_charts.answer_bars(rows), key="hand_obama_chart", config=charts.NO_BAR)
 with right:
     st.caption(
         "How the numbers come out: p_seq = Σ_z p(z|x) p(y|x,z); p_tok = the product of the per-word mixtures "
@@ -110,14 +111,14 @@ with right:
     dec = {d: result.decoded.answer(d) for d in (RAG_TOKEN, RAG_SEQUENCE)}
     st.caption(
         "Decoding this toy (2 beams) writes: "
-        + " · ".join(f"{d}: {views.md_text(c.answer) if c else '—'}" for d, c in dec.items())
+        + " · ".join(f"{d}: {md_text(c.answer) if c else '—'}" for d, c in dec.items())
     )
     stitched = stepper.frankenstein_steps(result.decoded, dec[RAG_TOKEN]) if dec[RAG_TOKEN] else []
     if stitched and dec[RAG_SEQUENCE] and dec[RAG_TOKEN].answer != dec[RAG_SEQUENCE].answer:
         st.warning(
-            f"Frankenstein: RAG-Token's “{views.md_text(dec[RAG_TOKEN].answer)}” changes passage at word(s) "
+            f"Frankenstein: RAG-Token's “{md_text(dec[RAG_TOKEN].answer)}” changes passage at word(s) "
             f"{', '.join(str(i + 1) for i in stitched)} (the top responsibility moves to another passage); "
-            f"RAG-Sequence keeps the answer one passage writes, “{views.md_text(dec[RAG_SEQUENCE].answer)}”."
+            f"RAG-Sequence keeps the answer one passage writes, “{md_text(dec[RAG_SEQUENCE].answer)}”."
         )
 
 views.table(pd.DataFrame(rows))  # full width: one column per factor
@@ -146,7 +147,9 @@ probs = by_hand.prior_probs(pulse)
 with a:
     show_error(err)
     views.table(by_hand.retriever_table(pulse))
-fig = charts.retriever_plane(pulse.hits, probs, [p["vector"] for p in spec["passages"]], spec["query_vector"])
+fig = by_hand_charts.retriever_plane(
+    pulse.hits, probs, [p["vector"] for p in spec["passages"]], spec["query_vector"]
+)
 with b:
     m = st.columns(len(probs))
     for col, h, p in zip(m, pulse.hits, probs):
@@ -169,7 +172,7 @@ post_in = by_hand.posterior_table(POST)
 a, b = st.columns([2, 3])
 with a:
     post_ed = st.data_editor(post_in, key="hand_post", hide_index=True, disabled=["passage"])
-    st.caption(" · ".join(f"{p['id']}: {views.md_text(p['title'])}" for p in POST["passages"]))
+    st.caption(" · ".join(f"{p['id']}: {md_text(p['title'])}" for p in POST["passages"]))
 spec, err = checked("post", lambda: by_hand.posterior_spec(POST, post_ed), POST)
 show_error(err)
 res = run(spec)
@@ -180,7 +183,7 @@ with a:
         col.metric(f"p({h.passage.id}|x,y)", f"{p_text(p)}")
 with b:
     st.plotly_chart(
-        charts.slope_chart(
+        citation_charts.slope_chart(
             [h.passage.id for h in res.hits],
             [h.passage.title for h in res.hits],
             by_hand.prior_probs(res),

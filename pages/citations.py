@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import answer_card, charts, source_views, views
+from app import answer_card, charts, citation_charts, source_views, views
+from app.safe_text import passage_label, passage_tick
 from rag_core.config import DECODING_LABELS
 from rag_core.decoding import stepper
 from rag_core.marginals import p_text
@@ -21,7 +22,7 @@ st.caption(
 trace = views.need_trace()
 lpz = trace.log_prior
 K = trace.k
-labels = [views.passage_label(trace, z, 26) for z in range(K)]
+labels = [passage_label(trace, z, 26) for z in range(K)]
 titles = [h.passage.title for h in trace.hits]
 answers = {name: trace.answer(d) for d, name in DECODING_LABELS.items() if trace.answer(d) is not None}
 if not answers:
@@ -34,7 +35,7 @@ for col, (name, cand) in zip(cols, answers.items()):
     post = views.citation(lpz, cand)  # (K,)
     with col:
         st.plotly_chart(
-            charts.slope_chart(labels, titles, trace.prior, post, f"{name}: “{cand.answer}”"),
+            citation_charts.slope_chart(labels, titles, trace.prior, post, f"{name}: “{cand.answer}”"),
             key=f"cit_slope_{name}",
             config=charts.NO_BAR,
         )
@@ -56,7 +57,7 @@ cand = answers[which]
 w = stepper.walk(lpz, cand)
 if w.length:
     st.plotly_chart(
-        charts.responsibility_heatmap(w.tokens, w.resp, w.p_doc, trace.prior, titles, labels),
+        citation_charts.responsibility_heatmap(w.tokens, w.resp, w.p_doc, trace.prior, titles, labels),
         key="cit_heatmap",
         config=charts.NO_BAR,
     )  # no toolbar over the token labels on top
@@ -104,8 +105,8 @@ for j, (name, r) in enumerate(zip(answers, rows)):
 numbers = pd.DataFrame(rows)
 views.table(numbers)
 
-ticks = [views.passage_tick(trace, z) for z in range(K)]
-fig = charts.drop_chart(
+ticks = [passage_tick(trace, z) for z in range(K)]
+fig = citation_charts.drop_chart(
     [f"{n}: {c.answer}" for n, c in answers.items()],
     [views.citation(lpz, c) for c in answers.values()],
     [after[n].citation for n in answers],

@@ -3,7 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from app import jobs, state, views
+from app import jobs, state
+from app.safe_text import md_text
 from rag_core.corpus import CorpusError
 from rag_core.errors import first_line
 from rag_core.retrieval import catalog_actions as actions
@@ -170,7 +171,7 @@ with st.expander("Disk used by caches"):
         width="stretch",
     )
     st.caption(
-        f"All under {views.md_text(str(usage[0].path.parent))}; "
+        f"All under {md_text(str(usage[0].path.parent))}; "
         "`python -m rag_core cache clear KIND` empties one "
         "(everything but your indexes is rebuilt when needed)."
     )

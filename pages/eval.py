@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app import eval_views, jobs, state, training_effect, views
+from app.safe_text import md_text
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import questions as question_file
 from rag_core.analysis import shipped_runs
@@ -93,7 +94,7 @@ with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
             job = jobs.start(
                 "eval",
                 _eval_work(state.pipeline(cfg.index), questions[:n], cfg, name, skipped),
-                label=f"Evaluation run · {views.md_text(state.stack_name())}",
+                label=f"Evaluation run · {md_text(state.stack_name())}",
             )  # jobs are shown to every session
             st.session_state["eval_job"] = job.id
             st.rerun()
@@ -133,7 +134,7 @@ path = st.selectbox(
 st.session_state["eval_selected"] = path
 run = ev.load_run(path)
 if run is None:
-    st.error(f"{views.md_text(path.name)} cannot be read; run the evaluation again.")
+    st.error(f"{md_text(path.name)} cannot be read; run the evaluation again.")
     st.stop()
 summary = run.summary()
 if shipped_runs.is_shipped(path):

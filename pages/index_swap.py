@@ -5,6 +5,7 @@ from pathlib import Path
 import streamlit as st
 
 from app import index_swap_views, jobs, question_box, state, views
+from app.safe_text import md_text
 from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.index_swap import cache, results
 from rag_core.index_swap import run as index_swap_run
@@ -107,7 +108,7 @@ if result is None or not result.complete:
             st.warning("The run was cancelled. What it computed is kept; resuming continues from there.")
         st.caption(
             f"Runs on the 2016 and 2018 indexes (not the sidebar's) with the model "
-            f"{views.md_text(state.stack_name())}, at the settings above."
+            f"{md_text(state.stack_name())}, at the settings above."
         )
         if st.button("Run the experiment" if not done else "Resume the experiment", type="primary"):
             pipes = {y: state.pipeline(y) for y in results.YEARS}  # loaded here, in the page's own run
@@ -116,7 +117,7 @@ if result is None or not result.complete:
                 lambda progress: index_swap_run.run_experiment(
                     cfg, lambda: pipes, checksums=checksums, progress=progress
                 ),
-                label=f"Index swap experiment · {views.md_text(state.stack_name())}",
+                label=f"Index swap experiment · {md_text(state.stack_name())}",
             )
             st.rerun()  # the sidebar and the page pick the running job up
     jobs.progress_panel("leaders", follow=True)  # the tables take each position's live rows as it finishes

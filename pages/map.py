@@ -3,7 +3,8 @@ and its true top-K ringed; a click moves the query, and the rings follow the mov
 
 import streamlit as st
 
-from app import charts, map_views, moved_query, state, train_views, views
+from app import map_chart, map_views, moved_query, state, train_views, views
+from app.safe_text import md_text
 from rag_core.errors import first_line
 from rag_core.maps import map_layout, projection
 from rag_core.pipeline import clean_question
@@ -124,7 +125,7 @@ ringed = (
     else f"the top-{len(hits)} of the query you moved (the open star), by the index's search of its vector"
 )
 st.caption(
-    f"Each dot is one of the {len(idx):,} passages of **{views.md_text(name)}**, coloured by topic; the red "
+    f"Each dot is one of the {len(idx):,} passages of **{md_text(name)}**, coloured by topic; the red "
     f"{'★' if dims == 2 else '◆'} is the question, {placed}. Closeness on the map is *not* the retriever's "
     f"ranking: the map squeezes {idx.dim} dimensions into {dims}. The numbered rings mark {ringed} — "
     "the passages the generator reads."
@@ -147,7 +148,7 @@ if len(drawn) < len(C):
     )
 # plotly keeps the user's pan and zoom while `view` is the same; with the zoom on, a move frames anew
 view = f"{name}-{method}-{dims}-{zoom}-{question}" + (f"-{moved}" if zoom else "")
-fig = charts.passage_map(
+fig = map_chart.passage_map(
     C,
     pts["hover"],
     pts["topic"],
@@ -177,7 +178,7 @@ if pull and qpos is not None:
             "the passages that explain it)."
         )
     else:
-        charts.add_pull_arrow(fig, start, end, dims)
+        map_chart.add_pull_arrow(fig, start, end, dims)
 st.plotly_chart(
     fig,
     width="stretch",

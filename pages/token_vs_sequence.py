@@ -5,7 +5,8 @@ import math
 import numpy as np
 import streamlit as st
 
-from app import answer_card, charts, source_views, step_views, views
+from app import answer_card, charts, source_views, step_views, token_charts, views
+from app.safe_text import md_text, passage_label, passage_tick, token_label
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.decoding import stepper
 from rag_core.marginals import p_text
@@ -44,8 +45,8 @@ pick = st.selectbox(
 cand = cands[pick]
 w = stepper.walk(lpz, cand)
 T, K = w.length, trace.k
-labels = [views.passage_label(trace, z, 24) for z in range(K)]
-ticks_z = [views.passage_tick(trace, z) for z in range(K)]
+labels = [passage_label(trace, z, 24) for z in range(K)]
+ticks_z = [passage_tick(trace, z) for z in range(K)]
 titles = [h.passage.title for h in trace.hits]
 
 m = st.columns(3)
@@ -89,11 +90,11 @@ if T > 1:
         key="tvs_step_w",
         on_change=_copy,
         args=("tvs_step_w", "tvs_step"),
-        format_func=lambda i: f"{i} {views.token_label(w.tokens[i])}",
+        format_func=lambda i: f"{i} {token_label(w.tokens[i])}",
     )
 
 st.plotly_chart(
-    charts.token_strip(w.tokens, w.resp, sources, labels, step), key="tvs_strip", config=charts.NO_BAR
+    token_charts.token_strip(w.tokens, w.resp, sources, labels, step), key="tvs_strip", config=charts.NO_BAR
 )
 st.caption(
     "How to read the strip: each box is one token of the answer, in the colour of the passage that explains "
@@ -106,9 +107,7 @@ source_views.section(trace, (cand.decoding,), cand.rank, key="tvs_sources", besi
 
 i = step
 m = st.columns(4)
-m[0].metric(
-    "Token y_i", views.md_text(views.token_label(w.tokens[i])), help="␣ marks a space, ↵ a line break."
-)
+m[0].metric("Token y_i", md_text(token_label(w.tokens[i])), help="␣ marks a space, ↵ a line break.")
 m[1].metric("RAG-Token mixture p(y_i|x,y_<i)", f"{p_text(w.p_mix[i])}")
 m[2].metric("p_tok(y_≤i)", f"{p_text(math.exp(w.log_p_tok[i]))}")
 m[3].metric("p_seq(y_≤i)", f"{p_text(math.exp(w.log_p_seq[i]))}")
@@ -117,7 +116,7 @@ left, right = st.columns(2)
 with left:
     st.markdown(f"**p(y_i | x, z, y_<i) per passage at step {i}**")
     st.plotly_chart(
-        charts.step_bars(ticks_z, titles, w.p_doc[:, i], trace.prior, alts, w.p_mix[i]),
+        token_charts.step_bars(ticks_z, titles, w.p_doc[:, i], trace.prior, alts, w.p_mix[i]),
         key="tvs_cond",
         config=charts.NO_BAR,
     )
@@ -129,7 +128,7 @@ with right:
         "belief, after the answer so far, that z is the passage the whole answer is written from."
     )
     st.plotly_chart(
-        charts.credit_bars(ticks_z, titles, trace.prior, w.resp[:, i], w.posterior[:, i]),
+        token_charts.credit_bars(ticks_z, titles, trace.prior, w.resp[:, i], w.posterior[:, i]),
         key="tvs_credit",
         config=charts.NO_BAR,
     )
@@ -148,7 +147,7 @@ with tab1:
         "this is the citation, p(z|x,y)."
     )
     st.plotly_chart(
-        charts.over_steps(
+        token_charts.over_steps(
             w.posterior,
             labels,
             titles,
@@ -161,7 +160,7 @@ with tab1:
     )
 with tab2:
     st.plotly_chart(
-        charts.over_steps(
+        token_charts.over_steps(
             np.exp(w.logp_prefix),
             labels,
             titles,
@@ -195,8 +194,8 @@ if table.answers:
     )
     if best_th is not None and best_th != best_fast:
         st.warning(
-            f"Rescoring changes the answer here: thorough picks “{views.md_text(table.answers[best_th])}”, "
-            f"fast would pick “{views.md_text(table.answers[best_fast])}”."
+            f"Rescoring changes the answer here: thorough picks “{md_text(table.answers[best_th])}”, "
+            f"fast would pick “{md_text(table.answers[best_fast])}”."
         )
     if table.complete:
         st.caption(

@@ -4,6 +4,7 @@ toward the passages that explain the answer), steps along it, and fine-tuning on
 import streamlit as st
 
 from app import diagnose_panel, state, train_charts, train_views, views
+from app.safe_text import md_text
 from rag_core.errors import first_line
 from rag_core.training.query_walk import DEFAULT_STEP_SIZE, WalkError
 
@@ -85,7 +86,7 @@ try:
         start,
     )
 except (WalkError, *state.USER_ERRORS) as e:
-    st.error(views.md_text(first_line(e, "the walk could not be taken")))
+    st.error(md_text(first_line(e, "the walk could not be taken")))
     st.stop()
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from test_projection import clustered, make_index
 
-from app import charts
+from app import map_chart
 from rag_core.maps import map_layout, projection
 
 N, MAX_FIT = 3000, 600
@@ -122,7 +122,7 @@ def test_drawing_keeps_the_top_k_and_high_posterior_rows_within_the_cap():
         def __init__(self, rank):
             self.rank, self.score = rank, 0.5
 
-    fig = charts.passage_map(
+    fig = map_chart.passage_map(
         coords, hover, topic, [Hit(i + 1) for i in range(5)], top_k, centre, "q?", 2, False, "u", drawn=rows
     )
     cloud = [t for t in fig.data if t.legendgroup == "topics"]

@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from test_app_pages_b import values
 
-from app import views
+from app import safe_text
 from rag_core.config import Config
 from rag_core.maps.map_layout import PassageMap, fit_pca
 from rag_core.pipeline import Pipeline
@@ -139,7 +139,7 @@ def test_the_rings_follow_the_moved_query(moved_map):
     assert values(rings["x"]) == pytest.approx(pmap.coords[top, 0].astype(np.float64).tolist(), abs=1e-6)
     assert values(rings["y"]) == pytest.approx(pmap.coords[top, 1].astype(np.float64).tolist(), abs=1e-6)
     assert [h.split("<br>")[1] for h in rings["hovertext"]] == [
-        f"<b>{views.plot_text(idx.passages[i].title)}</b>" for i in top
+        f"<b>{safe_text.plot_text(idx.passages[i].title)}</b>" for i in top
     ]
     lines = traces["query → top-K"]
     assert values(lines["x"])[0::3] == pytest.approx([0.1] * 5)  # each segment: star, ring, gap
