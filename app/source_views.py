@@ -79,7 +79,7 @@ def token_sources(
     labels = [passage_label(trace, z) for z in range(trace.k)]
     drawn = {}
     for col, (d, c) in zip(st.columns(len(cands)), cands):
-        found = state.token_sources(trace, d, c.rank)
+        found = state.token_sources_of(trace, d, c.rank)
         if found is None:
             continue
         drawn[d] = (c, found)

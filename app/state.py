@@ -13,8 +13,7 @@ import streamlit as st
 
 from app import stack as stacks
 from rag_core.analysis import confidence as certainty
-from rag_core.analysis import sentences
-from rag_core.analysis import token_sources as origins
+from rag_core.analysis import sentences, token_sources
 from rag_core.config import Config, answer_settings
 from rag_core.corpus import CorpusError, Passage
 from rag_core.errors import first_line
@@ -91,7 +90,7 @@ def _closed_book_row(stack: str, question: str, token_ids: tuple[int, ...]):
     return Pipeline(models(), "", None, Config()).closed_book_scores(question, [list(token_ids)])[0]
 
 
-def token_sources(trace: Trace, decoding: str, rank: int = 0) -> list[origins.TokenSource] | None:
+def token_sources_of(trace: Trace, decoding: str, rank: int = 0) -> list[token_sources.TokenSource] | None:
     """Where each token of a trace's candidate came from (one extra model row, computed once)."""
     cand = next((c for c in trace.of(decoding) if c.rank == rank), None)
     if cand is None or not cand.token_ids:
@@ -101,7 +100,7 @@ def token_sources(trace: Trace, decoding: str, rank: int = 0) -> list[origins.To
     except USER_ERRORS as e:
         st.error(first_line(e, "that did not work"))
         return None
-    return origins.candidate_sources(trace.log_prior, cand, closed, origins.passage_texts(trace))
+    return token_sources.candidate_sources(trace.log_prior, cand, closed, token_sources.passage_texts(trace))
 
 
 def confidence(trace: Trace, cand) -> certainty.Confidence:

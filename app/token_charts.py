@@ -17,6 +17,21 @@ from rag_core.analysis.token_sources import LABELS as SOURCE_LABELS
 from rag_core.marginals import p_text
 
 
+def _strip_layout(fig: go.Figure, height: int) -> go.Figure:
+    """The layout both token strips share: one row of boxes, no axes, the legend below."""
+    fig.update_layout(
+        height=height,
+        margin=dict(l=5, r=5, t=5, b=5),
+        bargap=0.02,
+        showlegend=True,
+        legend=dict(orientation="h", y=-0.05, yanchor="top", x=0),
+        xaxis=dict(visible=False),
+        yaxis=dict(visible=False),
+        uniformtext=dict(minsize=10, mode="show"),
+    )
+    return fig
+
+
 def token_strip(
     tokens: list[str], resp: np.ndarray, sources: list[int | None], labels: list[str], step: int
 ) -> go.Figure:
@@ -63,17 +78,7 @@ def token_strip(
                 marker=dict(color=passage_color(z), symbol="square", size=12),
             )
         )
-    fig.update_layout(
-        height=150,
-        margin=dict(l=5, r=5, t=5, b=5),
-        bargap=0.02,
-        showlegend=True,
-        legend=dict(orientation="h", y=-0.05, yanchor="top", x=0),
-        xaxis=dict(visible=False),
-        yaxis=dict(visible=False),
-        uniformtext=dict(minsize=10, mode="show"),
-    )
-    return fig
+    return _strip_layout(fig, height=150)
 
 
 def step_bars(
@@ -249,14 +254,4 @@ def source_strip(tokens: list[str], found: list, labels: list[str]) -> go.Figure
                 marker=dict(color=color, symbol="square", size=12),
             )
         )
-    fig.update_layout(
-        height=140,
-        margin=dict(l=5, r=5, t=5, b=5),
-        bargap=0.02,
-        showlegend=True,
-        legend=dict(orientation="h", y=-0.05, yanchor="top", x=0),
-        xaxis=dict(visible=False),
-        yaxis=dict(visible=False),
-        uniformtext=dict(minsize=10, mode="show"),
-    )
-    return fig
+    return _strip_layout(fig, height=140)

@@ -18,7 +18,7 @@ from common import ROOT, emit, median, timed
 from rag_core.analysis.questions import read_questions
 from rag_core.config import Config
 from rag_core.index_swap import run as index_swap_run
-from rag_core.index_swap.cache import leaders_frame
+from rag_core.index_swap.store import leaders_frame
 from rag_core.pipeline import load_pipeline
 
 SIZES = (2, 4, 8)

@@ -7,7 +7,7 @@ import streamlit as st
 from app import index_swap_views, jobs, question_box, state, views
 from app.safe_text import md_text
 from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
-from rag_core.index_swap import cache, results
+from rag_core.index_swap import results, store
 from rag_core.index_swap import run as index_swap_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,7 +24,7 @@ st.caption(
 if goto := ss.pop("swap_goto", None):
     st.switch_page(str(ROOT / "pages" / goto))
 
-leaders = cache.leaders_frame()
+leaders = store.leaders_frame()
 holders = {
     q: (h16, h18) for q, h16, h18 in zip(leaders["question"], leaders["holder_2016"], leaders["holder_2018"])
 }
@@ -71,8 +71,8 @@ one_question = st.container()
 st.divider()
 st.subheader(f"The experiment: {len(leaders)} positions × 2 indexes")
 cfg = index_swap_run.experiment_config(state.stack_config())  # results are keyed by the session's model stack
-checksums = cache.index_checksums()  # the year indexes' passage checksums, from their files: no index built
-result = cache.cached_result(cfg, checksums, partial=True)
+checksums = store.index_checksums()  # the year indexes' passage checksums, from their files: no index built
+result = store.cached_result(cfg, checksums, partial=True)
 st.caption(
     f"Settings: K={cfg.k}, "
     f"scale={cfg.scale or f'the encoder default ({state.models().encoder.default_scale:g})'}, "
@@ -81,7 +81,7 @@ st.caption(
     "accents ignored). Same as `python -m rag_core index-swap`, whose results this page shares."
 )
 
-shipped = cache.shipped_result(cfg, checksums)
+shipped = store.shipped_result(cfg, checksums)
 if result is None or not result.complete:
     done = result.positions if result else 0
     if shipped is not None:
@@ -122,7 +122,7 @@ if result is None or not result.complete:
             st.rerun()  # the sidebar and the page pick the running job up
     jobs.progress_panel("leaders", follow=True)  # the tables take each position's live rows as it finishes
     if (result is None or not result.complete) and shipped is not None:
-        result = cache.overlay(result, shipped)  # live rows replace shipped ones as they come
+        result = store.overlay(result, shipped)  # live rows replace shipped ones as they come
 
 if result is not None:
     if result.shipped:

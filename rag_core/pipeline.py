@@ -16,7 +16,7 @@ import torch
 from rag_core.config import ANSWER_SETTINGS, MAX_QUESTION_CHARS, Config
 from rag_core.corpus import read_corpus_file
 from rag_core.decoding.answering import PreparedRun, Query, decode_queries
-from rag_core.decoding.decode import Job, SearchSettings, decode_jobs, score_answers
+from rag_core.decoding.decode import DecodeJob, SearchSettings, decode_jobs, score_answers
 from rag_core.generators import Generator, load_generator
 from rag_core.models.sources import offline_unless_allowed, pick_device, set_threads
 from rag_core.retrieval.catalog import build_corpus_index, corpus_cache_folder, resolve_index
@@ -217,7 +217,7 @@ class Pipeline:
         with self.models.lock:
             state = gen.prepare_rows([(q, None) for q in cleaned])
             decoded = decode_jobs(
-                gen, state, [Job([i], torch.zeros(1), settings, "token") for i in range(len(cleaned))]
+                gen, state, [DecodeJob([i], torch.zeros(1), settings, "token") for i in range(len(cleaned))]
             )
         return [gen.decode(token[0].tokens) for token, _ in decoded]
 

@@ -10,7 +10,7 @@ from rag_core.analysis.questions import read_questions
 from rag_core.config import ASSETS, Config
 from rag_core.decoding.answering import decode_queries
 from rag_core.index_swap import run as index_swap_run
-from rag_core.index_swap.cache import leaders_frame
+from rag_core.index_swap.store import leaders_frame
 
 # Rows of another batch reach the same numbers through matrix products of other shapes: float32
 # rounding differs in the last places. |batched - alone| <= TOL * max(1, |alone|) on log-probs.

@@ -18,7 +18,7 @@ from rag_core.analysis import evaluation as ev
 from rag_core.config import BASE_GENERATOR, DEFAULT_ENCODER, Config, cache_dir
 from rag_core.generators import load_generator
 from rag_core.generators.loading import smollm_folder
-from rag_core.index_swap import cache as index_swap_cache
+from rag_core.index_swap import store as index_swap_store
 from rag_core.index_swap.run import experiment_config
 from rag_core.maps import projection
 from rag_core.retrieval import catalog
@@ -66,9 +66,9 @@ def test_a_damaged_map_layout_is_refitted(cache, encoder):
 
 def test_damaged_index_swap_results_fall_back_to_the_intact_rows(cache):
     cfg = experiment_config()
-    shipped = index_swap_cache.shipped_result(cfg)
+    shipped = index_swap_store.shipped_result(cfg)
     assert shipped is not None, "the shipped run no longer matches the code and data"
-    folder = index_swap_cache.cache_folder(shipped.key)
+    folder = index_swap_store.cache_folder(shipped.key)
     folder.mkdir(parents=True)
     by_position = {}
     for r in shipped.rows:
@@ -81,7 +81,7 @@ def test_damaged_index_swap_results_fall_back_to_the_intact_rows(cache):
     ]
     (folder / "rows.jsonl").write_text("\n".join(lines) + '\n{"position": "torn li', encoding="utf-8")
     (folder / "result.json").write_text('{"rows": [', encoding="utf-8")  # a half-written result
-    result = index_swap_cache.cached_result(cfg)
+    result = index_swap_store.cached_result(cfg)
     assert result is not None and result.complete
     for decoding in shipped.decodings():
         assert result.table(decoding, "test").equals(shipped.table(decoding, "test"))

@@ -13,7 +13,7 @@ from rag_core.analysis.evaluation import evaluate_question
 from rag_core.analysis.questions import EvalQuestion
 from rag_core.config import Config
 from rag_core.index_swap import run as index_swap_run
-from rag_core.index_swap.cache import leaders_frame
+from rag_core.index_swap.store import leaders_frame
 from rag_core.pipeline import Models, Pipeline
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_core.index_swap import cache, judge, results
+from rag_core.index_swap import judge, results, store
 from rag_core.index_swap import run as index_swap_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -129,7 +129,7 @@ def named():
 
 def test_every_position_has_passages_in_both_indexes(named):
     """Each index holds, for every position, a passage naming the position and that year's holder."""
-    leaders = cache.leaders_frame()
+    leaders = store.leaders_frame()
     for year in results.YEARS:
         texts = [p.title + "\n" + p.text for p in named[year] if p.id.startswith(f"l{year}-")]
         folded = [t.lower() for t in texts]
@@ -184,7 +184,7 @@ def test_toggle_changes_passages_and_answer(pipes):
     holder (the data is fair, so the small model is not right everywhere: which ones is measured,
     not assumed)."""
     cfg = index_swap_run.experiment_config(**FAST)
-    wanted = SAMPLE + [p for p in cache.leaders_frame(2)["position"] if p not in SAMPLE]
+    wanted = SAMPLE + [p for p in store.leaders_frame(2)["position"] if p not in SAMPLE]
     result = index_swap_run.run_experiment(cfg, lambda: pipes, positions=wanted, use_cache=False)
     frame = {(r["position"], r["index"]): r for r in result.rows}
     changed = right = 0
@@ -207,10 +207,10 @@ def test_the_shipped_run_is_this_code_and_data(pipes):
     equal today's key (models, prompt, snapshots, leaders.csv, settings, judge, decoder), and a
     sample of positions recomputed now gives the same answers and verdicts."""
     cfg = index_swap_run.experiment_config()
-    shipped = cache.shipped_result(cfg)
+    shipped = store.shipped_result(cfg)
     assert shipped is not None, "the shipped run is stale: rerun `python -m rag_core index-swap --ship`"
-    assert shipped.complete and shipped.positions == len(cache.leaders_frame())
-    positions = list(cache.leaders_frame()["position"])
+    assert shipped.complete and shipped.positions == len(store.leaders_frame())
+    positions = list(store.leaders_frame()["position"])
     sample = [positions[0]] + [
         next(p for p in positions if results.position_split(p) == s) for s in results.SPLITS
     ]
@@ -384,7 +384,7 @@ def test_index_swap_page_shows_both_answers(swap_app):
     # no complete live run in the cache: the page shows the shipped reference table at once and
     # offers to recompute it
     assert any("paper 2016" in d.value.columns for d in at.dataframe), "no accuracy table is shown"
-    live = cache.cached_result(index_swap_run.experiment_config(), partial=True)
+    live = store.cached_result(index_swap_run.experiment_config(), partial=True)
     if (
         live is None or not live.complete
     ):  # a fresh machine: the shipped table, and the button to recompute it
@@ -398,7 +398,7 @@ SWAP_QUESTION = "Who is the President of the United States?"
 
 def open_swap_page_on_a_failure(at, monkeypatch):
     """The Index swap page over a one-position result whose 2016 RAG-Token answer is wrong."""
-    monkeypatch.setattr(cache, "cached_result", lambda *a, **k: _fake_result(SWAP_QUESTION))
+    monkeypatch.setattr(store, "cached_result", lambda *a, **k: _fake_result(SWAP_QUESTION))
     at.switch_page(str(ROOT / "pages/index_swap.py"))
     at.run()
     assert not at.exception, [e.value for e in at.exception]
@@ -443,7 +443,7 @@ def test_a_failure_picked_just_before_the_click_is_the_one_opened(monkeypatch, b
     at.session_state["index_name"] = "2016"  # so that opening the 2018 failure changes the index
     at.session_state["k"], at.session_state["max_new_tokens"] = 3, 8
     monkeypatch.setattr(
-        cache, "cached_result", lambda *a, **k: _fake_result(SWAP_QUESTION, wrong_2018="Mike Pence")
+        store, "cached_result", lambda *a, **k: _fake_result(SWAP_QUESTION, wrong_2018="Mike Pence")
     )
     at.switch_page(str(ROOT / "pages/index_swap.py"))
     at.run()

@@ -194,7 +194,7 @@ def test_an_eval_checkpoint_of_a_run_is_not_its_base_and_not_an_earlier_run_at_i
     is its passage tower's) and a run retrained at the same path each get a key of their own."""
     from types import SimpleNamespace
 
-    from rag_core.analysis import checkpoint
+    from rag_core.analysis import eval_checkpoint
     from rag_core.analysis.questions import EvalQuestion
 
     pipe = SimpleNamespace(
@@ -205,14 +205,14 @@ def test_an_eval_checkpoint_of_a_run_is_not_its_base_and_not_an_earlier_run_at_i
     questions = [EvalQuestion(QUESTION, ["Ada Lovelace"])]
     run = Config(**stacks.run_models(tiny_run))
     base = run.with_(question_encoder=str(tiny["dpr_q"]))
-    key = checkpoint.run_key(pipe, questions, run, True)
-    assert key != checkpoint.run_key(pipe, questions, base, True)
+    key = eval_checkpoint.run_key(pipe, questions, run, True)
+    assert key != eval_checkpoint.run_key(pipe, questions, base, True)
     weights = next((tiny_run / "question_encoder").glob("*.safetensors"))
     data = bytearray(weights.read_bytes())
     data[-1] ^= 1
     weights.write_bytes(bytes(data))
     try:
-        assert checkpoint.run_key(pipe, questions, run, True) != key
+        assert eval_checkpoint.run_key(pipe, questions, run, True) != key
     finally:
         data[-1] ^= 1
         weights.write_bytes(bytes(data))

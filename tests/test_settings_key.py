@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from app import diagnose_panel, state
-from rag_core.analysis import checkpoint
+from rag_core.analysis import eval_checkpoint
 from rag_core.config import ANSWER_SETTINGS, Config
-from rag_core.index_swap import cache
+from rag_core.index_swap import store
 from rag_core.trace import Trace
 
 CHANGED = {
@@ -54,14 +54,14 @@ def test_ask_s_trace_key_changes_with_each_setting(name):
 @pytest.mark.parametrize("name", sorted(CHANGED))
 def test_the_index_swap_key_changes_with_each_setting(name):
     sums = {"2016": "a", "2018": "b"}
-    assert cache.experiment_key(Config().with_(**{name: CHANGED[name]}), sums) != cache.experiment_key(
+    assert store.experiment_key(Config().with_(**{name: CHANGED[name]}), sums) != store.experiment_key(
         Config(), sums
     )
 
 
 def test_the_index_swap_key_is_the_one_its_shipped_run_was_stored_under():
     # the shipped reference run is found by this key: a new way of writing it must give the same value
-    assert cache.experiment_settings(Config()) == {
+    assert store.experiment_settings(Config()) == {
         "k": 5,
         "scale": None,
         "beams": 1,
@@ -70,7 +70,7 @@ def test_the_index_swap_key_is_the_one_its_shipped_run_was_stored_under():
         "early_stopping": False,
         "rescore": "thorough",
         "decode": "both",
-        "decoder": cache.DECODER_VERSION,
+        "decoder": store.DECODER_VERSION,
     }
 
 
@@ -82,5 +82,5 @@ def test_an_eval_checkpoint_key_changes_with_each_setting(name, monkeypatch):
             "M", (), {"encoder": type("E", (), {"id": "e"}), "generator": type("G", (), {"id": "g"})}
         )
 
-    key = lambda cfg: checkpoint.run_key(Pipe, [], cfg, True)  # noqa: E731
+    key = lambda cfg: eval_checkpoint.run_key(Pipe, [], cfg, True)  # noqa: E731
     assert key(Config().with_(**{name: CHANGED[name]})) != key(Config())

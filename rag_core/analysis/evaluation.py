@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from rag_core import exports
-from rag_core.analysis import checkpoint
+from rag_core.analysis import eval_checkpoint
 from rag_core.analysis.deep_search import deep_search
 from rag_core.analysis.matching import contains_answer, exact_match, passage_text
 from rag_core.analysis.question_result import ModeResult, QuestionResult
@@ -322,12 +322,12 @@ def run_eval(
     """Evaluate every question; `progress(done, total, result)` after each one. `trace_dir`: also
     store each question's trace there (`NNNN.json.gz`), for counterfactuals over K and the scale.
 
-    `resume`: a checkpoint file (True: the default one for these inputs, see `checkpoint`), rewritten
+    `resume`: a checkpoint file (True: the default one for these inputs, see `eval_checkpoint`), rewritten
     after every question and removed at the end; a killed run given the same inputs continues from
     it, and its answers are the ones the uninterrupted run would have given."""
-    key = checkpoint.run_key(pipe, questions, cfg, diagnose) if resume else ""
-    ckpt = checkpoint.default_path(key) if resume is True else (Path(resume) if resume else None)
-    started, results = checkpoint.load(ckpt, key) if ckpt else (None, [])
+    key = eval_checkpoint.run_key(pipe, questions, cfg, diagnose) if resume else ""
+    ckpt = eval_checkpoint.default_path(key) if resume is True else (Path(resume) if resume else None)
+    started, results = eval_checkpoint.load(ckpt, key) if ckpt else (None, [])
     started = started or time.time()
     if trace_dir is not None:
         Path(trace_dir).mkdir(parents=True, exist_ok=True)
@@ -340,7 +340,7 @@ def run_eval(
         paths = [Path(trace_dir) / f"{i:04d}.json.gz" if trace_dir is not None else None for i in batch]
         results += evaluate_batch(pipe, [questions[i] for i in batch], cfg, diagnose, trace_paths=paths)
         if ckpt:
-            checkpoint.save(ckpt, key, started, results)
+            eval_checkpoint.save(ckpt, key, started, results)
         if progress:
             for i in batch:
                 progress(i + 1, len(questions), results[i])
@@ -358,7 +358,7 @@ def run_eval(
         **(settings or {}),
     }
     if ckpt:
-        checkpoint.discard(ckpt)
+        eval_checkpoint.discard(ckpt)
     return EvalRun(results, info)
 
 

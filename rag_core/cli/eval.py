@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from rag_core.analysis import checkpoint, shipped_runs
+from rag_core.analysis import eval_checkpoint, shipped_runs
 from rag_core.analysis.evaluation import run_eval, save_run
 from rag_core.analysis.questions import read_questions
 from rag_core.analysis.sweep import load_traces, sweep
@@ -164,11 +164,11 @@ def run(args: argparse.Namespace) -> int:
             rs = result.modes.get(RAG_SEQUENCE)
             progress(f"eval {done}/{total}: {(rs.answer if rs else '')[:30]}", done / total)
 
-        key = checkpoint.run_key(pipe, questions, cfg, not args.no_diagnose)
-        resume = checkpoint.default_path(key)
+        key = eval_checkpoint.run_key(pipe, questions, cfg, not args.no_diagnose)
+        resume = eval_checkpoint.default_path(key)
         if args.restart:
-            checkpoint.discard(resume)
-        elif done := len(checkpoint.load(resume, key)[1]):
+            eval_checkpoint.discard(resume)
+        elif done := len(eval_checkpoint.load(resume, key)[1]):
             print(
                 f"continuing an interrupted run: {done} of {len(questions)} questions already evaluated "
                 "(--restart starts afresh)",

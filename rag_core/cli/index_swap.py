@@ -26,9 +26,9 @@ from rag_core.cli.common import (
     positive_int,
     progress_bar,
 )
-from rag_core.index_swap.cache import cached_result, leaders_frame, shipped_path, write_shipped
 from rag_core.index_swap.results import GOAL_MATCHED, GOAL_MISMATCHED, PAPER, SPLITS, YEARS, position_split
 from rag_core.index_swap.run import experiment_config, run_experiment
+from rag_core.index_swap.store import cached_result, leaders_frame, shipped_path, write_shipped
 from rag_core.pipeline import load_pipeline
 
 HELP = "the 2016/2018 index hot-swap experiment"

@@ -15,7 +15,7 @@ import torch
 
 from rag_core import marginals
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN, Config
-from rag_core.decoding.decode import Job, Scored, SearchSettings, decode_jobs
+from rag_core.decoding.decode import DecodeJob, Scored, SearchSettings, decode_jobs
 from rag_core.generators import Generator
 from rag_core.generators.base import GenState
 from rag_core.generators.fingerprint import prompt_fingerprint
@@ -82,8 +82,8 @@ def trace_of(
     return Trace(question, index_name, hits, log_pz.double(), scale, candidates, settings, model_calls=calls)
 
 
-def _job(cfg: Config, rows: list[int], log_pz: torch.Tensor) -> Job:
-    return Job(rows, log_pz, SearchSettings.from_config(cfg), cfg.decode, cfg.rescore)
+def _job(cfg: Config, rows: list[int], log_pz: torch.Tensor) -> DecodeJob:
+    return DecodeJob(rows, log_pz, SearchSettings.from_config(cfg), cfg.decode, cfg.rescore)
 
 
 def analyse(

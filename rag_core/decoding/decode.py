@@ -63,7 +63,7 @@ def _all_rows(state0: GenState) -> list[int]:
 
 
 @dataclass
-class Job:
+class DecodeJob:
     """One question's decoding in a batch: the prepared rows it reads (its passages, best first),
     their log prior, how to search, which model(s) (`token`, `sequence` or `both`) and how to
     rescore RAG-Sequence's hypotheses."""
@@ -75,7 +75,9 @@ class Job:
     rescore: str = "thorough"
 
 
-def decode_jobs(gen: Generator, state0: GenState, jobs: list[Job]) -> list[tuple[list[Scored], list[Scored]]]:
+def decode_jobs(
+    gen: Generator, state0: GenState, jobs: list[DecodeJob]
+) -> list[tuple[list[Scored], list[Scored]]]:
     """RAG-Token and RAG-Sequence answers of every job, from one decode loop over all of them.
 
     Each job's searches read only its own rows, so its answers and numbers are those it gets
@@ -110,7 +112,7 @@ def rag_token_decode(
     gen: Generator, state0: GenState, log_pz: torch.Tensor, settings: SearchSettings = SearchSettings()
 ) -> list[Scored]:
     """The RAG-Token search on the mixture; best hypothesis first (at most `beams`)."""
-    return decode_jobs(gen, state0, [Job(_all_rows(state0), log_pz, settings, "token")])[0][0]
+    return decode_jobs(gen, state0, [DecodeJob(_all_rows(state0), log_pz, settings, "token")])[0][0]
 
 
 def closed_book_decode(
@@ -140,7 +142,7 @@ def decode_both(
     """RAG-Token and RAG-Sequence from the same forward calls: the K + 1 searches run in lockstep,
     and a passage's beam that still equals a RAG-Token hypothesis shares its rows. The results are
     exactly those of `rag_token_decode` and `rag_sequence_decode` run alone."""
-    return decode_jobs(gen, state0, [Job(_all_rows(state0), log_pz, settings, "both", rescore)])[0]
+    return decode_jobs(gen, state0, [DecodeJob(_all_rows(state0), log_pz, settings, "both", rescore)])[0]
 
 
 def score_answers(

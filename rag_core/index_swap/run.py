@@ -21,7 +21,9 @@ from collections.abc import Callable
 
 from rag_core.config import DECODE_NAMES, Config, Progress
 from rag_core.decoding.answering import decode_queries
-from rag_core.index_swap.cache import (
+from rag_core.index_swap.judge import judge, names_holder
+from rag_core.index_swap.results import YEARS, ExperimentResult, position_split
+from rag_core.index_swap.store import (
     assemble,
     cache_folder,
     experiment_key,
@@ -30,8 +32,6 @@ from rag_core.index_swap.cache import (
     leaders_frame,
     settings_of,
 )
-from rag_core.index_swap.judge import judge, names_holder
-from rag_core.index_swap.results import YEARS, ExperimentResult, position_split
 from rag_core.marginals import NEG_INF, prob
 from rag_core.pipeline import Pipeline, clean_question
 from rag_core.retrieval.catalog import load_named

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pandas as pd
 
 from rag_core.config import Config
-from rag_core.index_swap.cache import index_checksums, shipped_result
 from rag_core.index_swap.results import PAPER, YEARS, ExperimentResult
 from rag_core.index_swap.run import experiment_config
+from rag_core.index_swap.store import index_checksums, shipped_result
 from rag_core.models.presets import PRESETS
 
 STACK_LABELS = {"base": "untrained base (few-shot prompt)", "default": "trained default"}

@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 
 from rag_core.config import ASSETS
-from rag_core.index_swap.cache import leaders_frame
 from rag_core.index_swap.results import YEARS, position_split
+from rag_core.index_swap.store import leaders_frame
 
 TUNING_FILE = ASSETS / "train" / "leaders_tune.jsonl"  # what `write_tuning_questions` writes
 
