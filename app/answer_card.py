@@ -58,19 +58,25 @@ def card(
     """One answer as a metric, "p = …" under its own decoding's marginal; low confidence shown as
     the module says. `key` names the card uniquely on its page."""
     conf = state.confidence(trace, cand)
-    st.html(STYLE)
-    with st.container(key=f"{'guess' if conf.low else 'sure'}-{key}"):
-        st.metric(
-            label,
-            md_text(cand.answer) or "(empty)",
-            f"p = {p_text(conf.p)}",
-            delta_color="off",
-            delta_arrow="off",
-            help=help,
-        )
-        if conf.low:
-            low_note(conf)
+    judged_metric(
+        conf, key, label, md_text(cand.answer) or "(empty)", delta=f"p = {p_text(conf.p)}", help=help
+    )
     return conf
+
+
+def judged_metric(
+    conf: certainty.Confidence | None, key: str, label: str, value: str, delta: str, **metric: object
+) -> None:
+    """An answer drawn as a metric and judged by the rule: smaller grey type under the badge and the
+    reason when `conf` is low (None: not judged, drawn plain). `value` is already escaped."""
+    st.html(STYLE)
+    with st.container(key=f"{'guess' if conf is not None and conf.low else 'sure'}-{key}"):
+        metric.setdefault("delta_color", "off")
+        if metric["delta_color"] == "off":
+            metric.setdefault("delta_arrow", "off")
+        st.metric(label, value, delta, **metric)
+        if conf is not None:
+            low_note(conf)
 
 
 def note(trace: Trace, cand: Candidate) -> None:

@@ -15,7 +15,8 @@ import streamlit as st
 
 from app import safe_text, stack, state, views
 from rag_core import stacks
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.analysis import confidence as certainty
+from rag_core.config import DECODINGS
 from rag_core.errors import first_line
 from rag_core.marginals import p_text, prob
 from rag_core.pipeline import Pipeline, load_models
@@ -27,15 +28,18 @@ NONE = "(none)"
 @st.cache_resource(show_spinner=False, max_entries=32)
 def _other_trace(
     fingerprint: str, question: str, index_name: str, settings_key: tuple, _other: stacks.Stack
-) -> Trace:
-    """The trace under `_other` (loaded here, dropped when done; one load at a time)."""
+) -> tuple[Trace, dict[str, certainty.Confidence]]:
+    """The trace under `_other` and the low-confidence rule on its answers (its closed-book rows
+    need its generator: loaded here, dropped when done; one load at a time)."""
     with stack.loading_lock():
         models = load_models(_other.cfg)
         try:
             encoder = models.encoder
             idx = state.index_for(encoder, index_name)
             cfg = _other.cfg.with_(corpus=None, **dict(settings_key))
-            return Pipeline(models, index_name, idx, cfg).run(question, cfg)
+            pipe = Pipeline(models, index_name, idx, cfg)
+            trace = pipe.run(question, cfg)
+            return trace, certainty.answer_confidences(pipe, trace)
         finally:
             del models
             gc.collect()
@@ -63,7 +67,7 @@ def section(trace: Trace) -> None:
     other = next(s for s in others if s.key == pick)
     try:
         with st.spinner(f"Answering with {other.name} (loaded for this comparison)…"):
-            theirs = _other_trace(
+            theirs, their_confidence = _other_trace(
                 stacks.fingerprint(other.cfg),
                 trace.query,
                 trace.index,
@@ -73,18 +77,21 @@ def section(trace: Trace) -> None:
     except stack.LOAD_ERRORS as e:
         st.error(f"{safe_text.md_text(other.name)} could not answer: {safe_text.md_text(first_line(e))}")
         return
+    ours = {d: state.confidence(trace, c) for d in DECODINGS if (c := trace.answer(d)) is not None}
     left, right = st.columns(2)
-    for col, name, t in ((left, here.name, trace), (right, other.name, theirs)):
+    sides = ((left, here.name, trace, ours), (right, other.name, theirs, their_confidence))
+    for col, name, t, sure in sides:
         with col:
             st.markdown(f"**{safe_text.md_text(name)}**")
-            views.table(summary(t), hide_index=True)
+            views.table(summary(t, sure), hide_index=True)
             views.table(top_passages(t), hide_index=True)
 
 
-def summary(t: Trace) -> pd.DataFrame:
-    """One row per marginal: its answer, p_tok and p_seq of that answer."""
+def summary(t: Trace, sure: dict[str, certainty.Confidence]) -> pd.DataFrame:
+    """One row per marginal: its answer, p_tok and p_seq of that answer, and the low-confidence
+    rule's verdict on it (`sure`: per decoding), in the words of the answer cards."""
     rows = []
-    for decoding in (RAG_TOKEN, RAG_SEQUENCE):
+    for decoding in DECODINGS:
         c = t.answer(decoding)
         if c is not None:
             rows.append(
@@ -93,9 +100,17 @@ def summary(t: Trace) -> pd.DataFrame:
                     "answer": c.answer,
                     "p_tok": p_text(prob(c.log_p_tok(t.log_prior))),
                     "p_seq": p_text(prob(c.log_p_seq(t.log_prior))),
+                    "confidence": confidence_word(sure.get(decoding)),
                 }
             )
     return pd.DataFrame(rows)
+
+
+def confidence_word(conf: certainty.Confidence | None) -> str:
+    """ "low: guessing, near-tie" for a flagged answer, "ok" for a confident one, "—" unknown."""
+    if conf is None:
+        return "—"
+    return f"low: {', '.join(conf.codes)}" if conf.low else "ok"
 
 
 def top_passages(t: Trace, n: int = 3) -> pd.DataFrame:

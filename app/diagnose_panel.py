@@ -16,7 +16,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from app import state
+from app import answer_card, state
 from app.safe_text import md_text
 from app.views import table
 from rag_core.analysis import counterfactual, diagnosis_report, scoring, verdicts
@@ -175,7 +175,11 @@ def _three_answers(trace: Trace, closed_book: str) -> None:
     cols = st.columns(3)
     for col, d in zip(cols, (RAG_TOKEN, RAG_SEQUENCE)):
         c = trace.answer(d)
-        col.metric(DECODING_LABELS[d], md_text(c.answer) or "(empty)" if c else "—")
+        with col:
+            if c is None:
+                st.metric(DECODING_LABELS[d], "—")
+            else:
+                answer_card.card(trace, c, DECODING_LABELS[d], key=f"diagnose-{d}")
     cols[2].metric(
         "Closed-book (no passage)",
         md_text(closed_book) or "(empty)",
@@ -238,16 +242,27 @@ def _rerun(key: tuple, drop: tuple[int, ...], k: int, scale: float, _trace: Trac
     return counterfactual.rerun(state.pipeline(_trace.index), _trace, drop, k, scale)
 
 
-def _card(col, trace: Trace, a: counterfactual.CfAnswer) -> None:
-    """One counterfactual answer: read off the stored numbers, computed by a model call, or neither yet."""
-    d, before = a.decoding, trace.answer(a.decoding)
+def _card(col, trace: Trace, cf: counterfactual.Counterfactual, d: str, full: Trace | None) -> None:
+    """One counterfactual answer: read off the stored numbers, computed by a model call (`full`),
+    or neither yet; judged by the low-confidence rule as every answer card is."""
+    a, before = cf.answers[d], trace.answer(d)
     if a.needs_model_call:
         col.metric(DECODING_LABELS[d], counterfactual.NEEDS_CALL, help=a.note)
         col.caption(f"{a.note} (button below)")
         return
     how = " (computed by a model call)" if a.computed else "" if a.exact else " (approximate)"
     delta = probability_delta(prob(a.log_p), answer_p(trace, before, d) if before else None)
-    col.metric(DECODING_LABELS[d] + how, md_text(a.answer) or "(empty)", **delta, help=a.note)
+    where = counterfactual.answer_candidate(trace, cf, d, full)
+    conf = state.confidence(*where) if where is not None else None
+    with col:
+        answer_card.judged_metric(
+            conf,
+            f"counterfactual-{d}",
+            DECODING_LABELS[d] + how,
+            md_text(a.answer) or "(empty)",
+            **delta,
+            help=a.note,
+        )
     col.caption(
         (
             "same answer as before"
@@ -294,16 +309,18 @@ def _counterfactuals(trace: Trace, forced: scoring.ForcedAnswers | None) -> None
         return
     request = (checks_key(trace), tuple(sorted(drop)), k, scale)
     asked = st.session_state.setdefault("cf_calls", set())  # the model calls this session asked for
+    full = None
     if cf.needs_model_call and request in asked:
         try:
             with st.spinner(f"Decoding the {sum(cf.keep)} kept passages again with the generator…"):
-                cf = counterfactual.with_computed(cf, _rerun(*request, trace))
+                full = _rerun(*request, trace)
+                cf = counterfactual.with_computed(cf, full)
         except state.USER_ERRORS as e:
             st.error(first_line(e, "the model call did not work"))
     cols = st.columns(2)
     for col, d in zip(cols, (RAG_TOKEN, RAG_SEQUENCE)):
         if d in cf.answers:
-            _card(col, trace, cf.answers[d])
+            _card(col, trace, cf, d, full)
     if cf.needs_model_call:
         st.button(
             f"Make the model call: decode the {sum(cf.keep)} kept passages again",

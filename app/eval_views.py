@@ -11,10 +11,12 @@ import streamlit as st
 
 from app import charts, comparison_charts, detours, safe_text, sidebar, state, views
 from rag_core import stacks
+from rag_core.analysis import eval_summary, shipped_runs
 from rag_core.analysis import evaluation as ev
-from rag_core.analysis import shipped_runs
 from rag_core.analysis.retrieval_metrics import CELLS, error_split
 from rag_core.analysis.run_compare import compare_results
+from rag_core.analysis.verdict_rules import VERDICTS
+from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.retrieval.catalog import NAMED
 
 ASK = Path(__file__).resolve().parent.parent / "pages" / "ask.py"
@@ -36,11 +38,11 @@ COMPARE_WIDTHS = {
 }
 EM_HELP = "1 when the {} answer matches a gold answer exactly (SQuAD normalisation), else 0."
 QUESTION_WIDTHS = {
-    "question": 165,
-    "expected": 90,
-    "closed-book": ("closed", 75, "The closed-book answer: the generator alone, reading no passage."),
-    "rag-token": ("token", 80, "The RAG-Token answer."),
-    "rag-sequence": ("sequence", 80, "The RAG-Sequence answer."),
+    "question": 150,
+    "expected": 80,
+    "closed-book": ("closed", 70, "The closed-book answer: the generator alone, reading no passage."),
+    "rag-token": ("token", 75, "The RAG-Token answer."),
+    "rag-sequence": ("sequence", 75, "The RAG-Sequence answer."),
     "closed-book ✓": ("✓ cb", 45, EM_HELP.format("closed-book")),
     "rag-token ✓": ("✓ tok", 50, EM_HELP.format("RAG-Token")),
     "rag-sequence ✓": ("✓ seq", 50, EM_HELP.format("RAG-Sequence")),
@@ -50,7 +52,15 @@ QUESTION_WIDTHS = {
         "The rank of the best passage holding a gold answer, searched deeper than K "
         "on a miss; empty: none found.",
     ),
-    "verdicts": 100,
+    "verdicts": 75,
+    "low confidence": (
+        "unsure",
+        70,
+        "The answers the low-confidence rule flags (the one every page uses), with its reasons: "
+        "guessing (p < 0.1), near-tie (not twice as likely as the runner-up), unsupported (no passage "
+        "makes it more likely than the model alone, and p < 0.5). Empty: both answers confident; "
+        "—: a run saved before the rule.",
+    ),
 }
 
 
@@ -181,10 +191,75 @@ def retrieval(run: ev.EvalRun, summary: dict) -> None:
             "and over wrong answers."
         )
     with st.expander("Examples of each case (RAG-Sequence)"):
-        for c, v in error_split(run.results, ev.RAG_SEQUENCE).items():
+        for c, v in error_split(run.results, RAG_SEQUENCE).items():
             st.markdown(f"**{c}** ({v['n']})")
             for q in v["examples"]:
                 st.text(q)
+
+
+def confidence(summary: dict) -> None:
+    """How the low-confidence rule sorted the run's RAG answers, and EM on each side of it."""
+    st.subheader("When the model was guessing")
+    if not eval_summary.confidence_assessed(summary):
+        st.caption(
+            "This run was saved before answers were assessed for low confidence: run it again to see "
+            "which answers the model was guessing at."
+        )
+        return
+    for col, mode in zip(st.columns(2), ev.RAG_MODES):
+        c = summary["confidence"][mode]
+        with col:
+            st.markdown(f"**{DECODING_LABELS[mode]}**")
+            flagged, em = st.columns(2)
+            flagged.metric("Flagged low confidence", f"{c['low']} of {c['assessed']}")
+            em.metric(
+                "EM of the flagged",
+                eval_summary.percent(c["em_low"]),
+                f"{eval_summary.percent(c['em_sure'])} on the rest",
+                delta_color="off",
+                delta_arrow="off",
+                help="Exact match over the answers the rule flagged; under it, over the answers it did not.",
+            )
+    st.caption(
+        "The rule every page applies to an answer card (and `ask --json`): low confidence when p < 0.1, "
+        "when the answer is not twice as likely as the best different answer its decoding found, or "
+        "when no passage makes it more likely than the model alone and p < 0.5. Fixed in advance, "
+        "not tuned on any split. A rule worth showing has far lower EM on the answers it flags."
+    )
+
+
+def question_table(run: ev.EvalRun) -> pd.DataFrame:
+    """One row per question: the gold answers, each mode's answer and EM, the evidence rank, the
+    verdicts of its wrong RAG answers and the answers the low-confidence rule flags."""
+    none = ev.ModeResult("", True, True)
+    return pd.DataFrame(
+        [
+            {
+                "question": r.question,
+                "expected": " | ".join(r.answers),
+                **{m: r.modes[m].answer for m in ev.MODES if m in r.modes},
+                **{f"{m} ✓": r.modes[m].em for m in ev.MODES if m in r.modes},
+                "answer rank": r.answer_rank,
+                "verdicts": ", ".join(
+                    sorted(
+                        set(r.modes.get(RAG_SEQUENCE, none).verdicts)
+                        | set(r.modes.get(RAG_TOKEN, none).verdicts)
+                    )
+                ),
+                "low confidence": eval_summary.low_confidence_text(r),
+            }
+            for r in run.results
+        ]
+    )
+
+
+def verdict_counts(summary: dict) -> pd.DataFrame:
+    """Why RAG answers were wrong: one row per verdict (they overlap), the wrong answers first."""
+    codes = ["wrong", *VERDICTS, "no verdict"]
+    names = {"wrong": "wrong answers", "no verdict": "no verdict fired", **VERDICTS}
+    return pd.DataFrame(
+        [{"": names[c], **{m: summary["verdicts"][m][c] for m in ev.RAG_MODES}} for c in codes]
+    )
 
 
 def compare(runs: list[Path], labels: dict[Path, str], current: Path) -> None:

@@ -14,7 +14,7 @@ import streamlit as st
 from app import stack as stacks
 from rag_core.analysis import confidence as certainty
 from rag_core.analysis import sentences, token_sources
-from rag_core.config import Config, answer_settings
+from rag_core.config import DECODINGS, STUFFED, Config, answer_settings
 from rag_core.corpus import CorpusError, Passage
 from rag_core.errors import first_line
 from rag_core.models.sources import ModelSourceError
@@ -82,12 +82,23 @@ def cached_trace(question: str, index_name: str, cfg: Config) -> Trace:
     return _trace(stack_key(), question, index_name, settings_key(cfg))
 
 
-@st.cache_resource(show_spinner=False, max_entries=512)
-def _closed_book_row(stack: str, question: str, token_ids: tuple[int, ...]):
-    """The closed-book teacher-forced row of one answer (T,): it depends on the question and the
-    answer only, so every index and setting shares it (the pipeline is built without an index: a
-    closed-book row reads none)."""
-    return Pipeline(models(), "", None, Config()).closed_book_scores(question, [list(token_ids)])[0]
+@st.cache_resource(show_spinner=False, max_entries=256)
+def _closed_book_rows(stack: str, question: str, answers: tuple[tuple[int, ...], ...]) -> dict:
+    """The closed-book teacher-forced rows (T,) of answers of one question, by their token ids, in
+    one batched pass: they depend on the question and the answers only, so every index and setting
+    shares them (the pipeline is built without an index: a closed-book row reads none)."""
+    rows = Pipeline(models(), "", None, Config()).closed_book_scores(question, [list(a) for a in answers])
+    return dict(zip(answers, rows))
+
+
+def closed_row(trace: Trace, cand):
+    """The closed-book row (T,) of one candidate, computed with those of every other candidate of
+    its trace in the same pass, once: a counterfactual that picks another of them later (a view of
+    stored numbers) then finds its row without a model call. Raises user errors."""
+    own = tuple(cand.token_ids)
+    answers = {tuple(c.token_ids) for d in (*DECODINGS, STUFFED) for c in trace.of(d) if c.token_ids}
+    batch = tuple(sorted(answers)) if own in answers else (own,)
+    return _closed_book_rows(stack_key(), trace.query, batch)[own]
 
 
 def token_sources_of(trace: Trace, decoding: str, rank: int = 0) -> list[token_sources.TokenSource] | None:
@@ -96,24 +107,25 @@ def token_sources_of(trace: Trace, decoding: str, rank: int = 0) -> list[token_s
     if cand is None or not cand.token_ids:
         return None
     try:
-        closed = _closed_book_row(stack_key(), trace.query, tuple(cand.token_ids))
+        closed = closed_row(trace, cand)
     except USER_ERRORS as e:
         st.error(first_line(e, "that did not work"))
         return None
     return token_sources.candidate_sources(trace.log_prior, cand, closed, token_sources.passage_texts(trace))
 
 
-def confidence(trace: Trace, cand) -> certainty.Confidence:
+def confidence(trace: Trace, cand, log_prior=None) -> certainty.Confidence:
     """Whether the model is guessing at this answer (`rag_core.analysis.confidence`), from the trace
     and the answer's closed-book row (the one the token sources use, computed once). Without that
-    row (a user error computing it) the rule runs without its support check."""
+    row (a user error computing it) the rule runs without its support check. `log_prior` (K,): a
+    counterfactual's prior instead of the trace's."""
     closed = None
     if cand.token_ids:
         try:
-            closed = _closed_book_row(stack_key(), trace.query, tuple(cand.token_ids))
+            closed = closed_row(trace, cand)
         except USER_ERRORS:
             closed = None
-    return certainty.candidate_confidence(trace, cand, closed)
+    return certainty.candidate_confidence(trace, cand, closed, log_prior)
 
 
 @st.cache_resource(show_spinner="Reading the passage with each sentence left out…", max_entries=256)

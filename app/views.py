@@ -19,6 +19,7 @@ from app.safe_text import md_text
 from rag_core import exports, marginals
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import p_text
+from rag_core.otlp import trace_otlp
 from rag_core.trace import Trace
 
 
@@ -144,8 +145,19 @@ def export_buttons(frame: pd.DataFrame, kind: str, stem: str, key: str, what: st
 
 
 def csv_download(trace: Trace, key: str) -> None:
-    """The trace in every export format: one row per (decoding, candidate, step, passage)."""
+    """The trace in every export format: one row per (decoding, candidate, step, passage); and the
+    query as OpenTelemetry spans for trace tools."""
     export_buttons(trace.to_frame(), "trace", "rag-trace", key, "trace")
+    st.download_button(
+        "Download the query as OpenTelemetry spans (OTLP JSON)",
+        trace_otlp(trace),
+        file_name="rag-trace.otlp.json",
+        mime="application/json",
+        key=f"{key}_otlp",
+        help="The retrieval and each reading as spans with the OpenInference conventions, which trace "
+        "tools such as Arize Phoenix read: the passages with their scores, each answer with its "
+        "probability, this product's numbers under `rag_loupe.` (as `ask --otlp` writes them).",
+    )
 
 
 def need_trace():

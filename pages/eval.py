@@ -12,8 +12,7 @@ from app.safe_text import md_text
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import questions as question_file
 from rag_core.analysis import shipped_runs
-from rag_core.analysis.verdict_rules import VERDICTS
-from rag_core.config import ASSETS, RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import ASSETS
 
 SPLITS = {
     "dev (for choosing prompts and settings)": ASSETS / "eval" / "dev.jsonl",
@@ -165,32 +164,14 @@ if run.settings.get("skipped"):
 
 st.subheader("Why RAG answers were wrong")
 
-codes = ["wrong", *VERDICTS, "no verdict"]
-names = {"wrong": "wrong answers", "no verdict": "no verdict fired", **VERDICTS}
-counts = pd.DataFrame([{"": names[c], **{m: summary["verdicts"][m][c] for m in ev.RAG_MODES}} for c in codes])
+counts = eval_views.verdict_counts(summary)
 views.table(counts, hide_index=True, width="stretch")
 st.caption("Verdicts can overlap. Open a question on the Ask page to see each verdict's evidence.")
 eval_views.retrieval(run, summary)
+eval_views.confidence(summary)
 
 st.subheader("Questions")
-table = pd.DataFrame(
-    [
-        {
-            "question": r.question,
-            "expected": " | ".join(r.answers),
-            **{m: r.modes[m].answer for m in ev.MODES if m in r.modes},
-            **{f"{m} ✓": r.modes[m].em for m in ev.MODES if m in r.modes},
-            "answer rank": r.answer_rank,
-            "verdicts": ", ".join(
-                sorted(
-                    set(r.modes.get(RAG_SEQUENCE, ev.ModeResult("", True, True)).verdicts)
-                    | set(r.modes.get(RAG_TOKEN, ev.ModeResult("", True, True)).verdicts)
-                )
-            ),
-        }
-        for r in run.results
-    ]
-)
+table = eval_views.question_table(run)
 only_wrong = st.toggle("Only questions RAG got wrong", key="eval_wrong")
 if only_wrong:
     table = table[~(table.get("rag-token ✓", True) & table.get("rag-sequence ✓", True))]

@@ -30,11 +30,18 @@ DECODING_LABELS = {
     RAG_TOKEN: "RAG-Token",
     RAG_SEQUENCE: "RAG-Sequence",
 }  # as the paper names them, on every screen
+# The third reading of the same K passages: all of them in one prompt, in rank order, as deployed
+# RAG systems read them (no mixture; `decoding/stuffed.py`).
+STUFFED = "stuffed"
+STUFFED_LABEL = "Stuffed"
 DECODE_NAMES = {
     "token": (RAG_TOKEN,),
     "sequence": (RAG_SEQUENCE,),
     "both": DECODINGS,
+    "stuffed": (STUFFED,),
+    "all": (*DECODINGS, STUFFED),
 }  # Config.decode -> names
+MARGINAL_DECODE = {"token": "token", "sequence": "sequence", "both": "both", "all": "both", "stuffed": None}
 
 # Tunables outside a query's Config: how inputs are cut and how traces are read. (The map's UMAP
 # fit parameters stay in `projection`: they are part of its cache format.)
@@ -88,7 +95,7 @@ def cache_dir() -> Path:
 @dataclass(frozen=True)
 class Config:
     k: int = 5  # passages retrieved per query (the paper used 5 or 10)
-    decode: str = "both"  # "token", "sequence" or "both"
+    decode: str = "both"  # "token", "sequence", "both"; "stuffed" (the K passages in one prompt) or "all"
     beams: int = 1  # 1 = greedy, as the paper decoded QA; >1 = beam search
     max_new_tokens: int = 16  # factoid answers are short; longer output is cut here
     length_penalty: float = (
@@ -119,8 +126,8 @@ class Config:
             raise ValueError(f"K must be a whole number of at least 1, got {self.k!r}")
         if self.k > 100:
             raise ValueError(f"K must be at most 100, got {self.k}")
-        if self.decode not in ("token", "sequence", "both"):
-            raise ValueError(f"decode must be token, sequence or both, got {self.decode!r}")
+        if self.decode not in DECODE_NAMES:
+            raise ValueError(f"decode must be {', '.join(DECODE_NAMES)}, got {self.decode!r}")
         if self.rescore not in ("thorough", "fast"):
             raise ValueError(f"rescore must be thorough or fast, got {self.rescore!r}")
         if not isinstance(self.beams, int) or not 1 <= self.beams <= 16:

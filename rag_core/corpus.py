@@ -34,6 +34,36 @@ class Passage:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class Stuffed:
+    """Several passages read together in one prompt, in the order given (the stuffed reading): a
+    generator row reads a Stuffed where it reads a Passage. Its id, title and text name the whole,
+    so a batch can tell two stuffed rows apart.
+
+    >>> s = Stuffed((Passage("a", "A", "x"), Passage("b", "B", "y")))
+    >>> s.id, s.without(0).id
+    ('a+b', 'b')
+    """
+
+    passages: tuple[Passage, ...]
+
+    @property
+    def id(self) -> str:
+        return "+".join(p.id for p in self.passages)
+
+    @property
+    def title(self) -> str:
+        return " + ".join(p.title for p in self.passages)
+
+    @property
+    def text(self) -> str:
+        return "\n".join(p.text for p in self.passages)
+
+    def without(self, z: int) -> Stuffed:
+        """The same passages but the one at position z (leave-one-out)."""
+        return Stuffed(self.passages[:z] + self.passages[z + 1 :])
+
+
 class CorpusError(ValueError):
     """A corpus file a user gave cannot be read; the message says why."""
 

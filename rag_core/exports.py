@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from rag_core.trace import SCHEMA_VERSION, SETTING_COLUMNS, neutralise, write_csv
 
 FORMATS = ("csv", "parquet", "jsonl")
-SCHEMAS = {"trace": SCHEMA_VERSION, "eval": 2}  # the schema version of each frame (docs/trace-schema.md)
+SCHEMAS = {"trace": SCHEMA_VERSION, "eval": 3}  # the schema version of each frame (docs/trace-schema.md)
 EVAL_TEXT_COLUMNS = (
     "question",
     "answer",
@@ -41,6 +41,7 @@ EVAL_TYPES = {
     "p_seq": "Float64",
     "p_tok": "Float64",
     "weights_share": "Float64",
+    "low_confidence": "Int64",
 }
 MIME = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet", "jsonl": "application/jsonl"}
 SCHEMA_KEY = b"rag_loupe_schema"

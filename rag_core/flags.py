@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from rag_core.config import Config
+from rag_core.config import DECODE_NAMES, STUFFED, Config
 from rag_core.models.presets import PRESETS
 from rag_core.stacks import run_models
 
@@ -89,12 +89,25 @@ def add_scale_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def add_decoding_args(p: argparse.ArgumentParser, decode: bool = True) -> None:
-    """-k, --beams, --length-penalty, --max-new-tokens, --rescore, --scale (and --decode)."""
+def add_decoding_args(p: argparse.ArgumentParser, decode: bool = True, stuffed: bool = False) -> None:
+    """-k, --beams, --length-penalty, --max-new-tokens, --rescore, --scale (and --decode; with
+    `stuffed`, its choices include the stuffed reading: `stuffed` and `all`)."""
     d = Config()
     p.add_argument("-k", type=positive_int, default=d.k, help="passages retrieved per question")
     if decode:
-        p.add_argument("--decode", choices=["token", "sequence", "both"], default=d.decode)
+        choices = [c for c in DECODE_NAMES if stuffed or STUFFED not in DECODE_NAMES[c]]
+        p.add_argument(
+            "--decode",
+            choices=choices,
+            default=d.decode,
+            help="token, sequence or both: the paper's two marginals"
+            + (
+                "; stuffed: the K passages read together in one prompt, as deployed RAG reads them; "
+                "all: the three"
+                if stuffed
+                else ""
+            ),
+        )
     p.add_argument("--beams", type=positive_int, default=d.beams)
     p.add_argument(
         "--length-penalty",

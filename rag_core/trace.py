@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from rag_core import marginals
-from rag_core.config import ANSWER_SETTINGS, RAG_TOKEN
+from rag_core.config import ANSWER_SETTINGS, RAG_TOKEN, STUFFED
 from rag_core.corpus import Passage
 
 COLUMNS = [
@@ -113,8 +113,21 @@ class Candidate:
 
 def log_p_under(answer, decoding: str, log_pz: torch.Tensor) -> float:
     """log p(y|x) of `answer` (a Candidate, or any scores with log_p_tok and log_p_seq) under the
-    marginal of `decoding`, for the prior `log_pz` (K,): the one place a decoding picks its marginal."""
+    marginal of `decoding`, for the prior `log_pz` (K,): the one place a decoding picks its marginal.
+    The stuffed reading has none: its one row reads every passage, log p(y|x, z_1..z_K)."""
+    if decoding == STUFFED:
+        return float(answer.token_logp[0].double().sum())
     return answer.log_p_tok(log_pz) if decoding == RAG_TOKEN else answer.log_p_seq(log_pz)
+
+
+@dataclass
+class StuffedReading:
+    """The K passages read together in one prompt, in rank order (`decoding/stuffed.py`): its
+    answers, best first (Candidates of decoding "stuffed" whose tables have one row, (1, T)), and
+    what each passage is worth to the chosen one: log p(y_i | x, every passage but z, y_<i)."""
+
+    candidates: list[Candidate]
+    leave_one_out: torch.Tensor | None = None  # (K, T) for the chosen answer; None: not computed
 
 
 @dataclass
@@ -128,6 +141,7 @@ class Trace:
     settings: dict = field(default_factory=dict)
     closed_book: str | None = None
     model_calls: int = 0  # generator forward passes spent on this trace
+    stuffed: StuffedReading | None = None  # the third reading, when it was asked for
 
     @property
     def k(self) -> int:
@@ -138,9 +152,13 @@ class Trace:
         return self.log_prior.exp().numpy()
 
     def answer(self, decoding: str) -> Candidate | None:
-        return next((c for c in self.candidates if c.decoding == decoding and c.rank == 0), None)
+        return next((c for c in self.of(decoding) if c.rank == 0), None)
 
     def of(self, decoding: str) -> list[Candidate]:
+        """The candidates of one decoding, best first (the stuffed reading's live apart from the
+        two marginals', whose tables have one row per passage)."""
+        if decoding == STUFFED:
+            return list(self.stuffed.candidates) if self.stuffed is not None else []
         return [c for c in self.candidates if c.decoding == decoding]
 
     def to_frame(self) -> pd.DataFrame:
@@ -294,6 +312,14 @@ def trace_to_dict(trace: Trace) -> dict:
         "hits": [{"rank": h.rank, "score": h.score, "passage": h.passage.to_dict()} for h in trace.hits],
         "log_prior": trace.log_prior.tolist(),
         "candidates": [cand(c) for c in trace.candidates],
+        "stuffed": None
+        if trace.stuffed is None
+        else {
+            "candidates": [cand(c) for c in trace.stuffed.candidates],
+            "leave_one_out": None
+            if trace.stuffed.leave_one_out is None
+            else trace.stuffed.leave_one_out.tolist(),
+        },
     }
 
 
@@ -318,6 +344,12 @@ def trace_from_dict(d: dict) -> Trace:
         )
 
     hits = [Hit(h["rank"], Passage(**h["passage"]), h["score"]) for h in d["hits"]]
+    stuffed = d.get("stuffed")  # absent from traces stored before the stuffed reading
+    if stuffed is not None:
+        answers = [cand(c) for c in stuffed["candidates"]]
+        loo = stuffed["leave_one_out"]
+        dtype = answers[0].token_logp.dtype if answers else torch.float32  # as its answer's table
+        stuffed = StuffedReading(answers, None if loo is None else torch.tensor(loo, dtype=dtype))
     return Trace(
         d["query"],
         d["index"],
@@ -328,4 +360,5 @@ def trace_from_dict(d: dict) -> Trace:
         d["settings"],
         d["closed_book"],
         d["model_calls"],
+        stuffed,
     )

@@ -28,7 +28,7 @@ PAGES = [
     "eval.py",
 ]
 QUESTION = "Who built the bridge of Paris?"
-COMPARED = ["decoding", "answer", "p_tok", "p_seq"]  # the columns of each side of Ask's "Compare with"
+COMPARED = ["decoding", "answer", "p_tok", "p_seq", "confidence"]  # each side of Ask's "Compare with"
 
 
 @pytest.fixture(scope="module")
@@ -283,3 +283,24 @@ def test_ask_compares_the_answer_with_another_stack_side_by_side(monkeypatch, ti
     assert [f"p = {p}" for p in theirs["p_tok"][:1]] + [f"p = {p}" for p in theirs["p_seq"][1:]] == [
         d.split(", ")[0] for _, d in opened.values()
     ]
+    # each side judged by the low-confidence rule with its own generator: the other stack's words are
+    # those `ask --run` gives (its own process, its own closed-book rows)
+    cli = run_cli(
+        "ask",
+        QUESTION,
+        "--corpus",
+        str(tiny["corpus"]),
+        "--run",
+        str(out),
+        "-k",
+        "3",
+        "--max-new-tokens",
+        "6",
+        "--json",
+    )
+    assert cli.returncode == 0, cli.stderr
+    judged = json.loads(cli.stdout)["confidence"]
+    words = [
+        f"low: {', '.join(judged[d]['codes'])}" if judged[d]["low"] else "ok" for d in theirs["decoding"]
+    ]
+    assert list(theirs["confidence"]) == words

@@ -3,12 +3,26 @@
 their categories for what they measure, with one line of explanation under each strip, and Token
 vs Sequence says whether its two strips agree. (Its own module, so it runs on its own server.)"""
 
+from app import eval_views
 from app.source_views import share_line
+from rag_core.analysis import evaluation as ev
+from rag_core.analysis import shipped_runs
 from rag_core.analysis.confidence import candidate_confidence
 from rag_core.analysis.token_sources import KNOWN, LABELS, MEANINGS, candidate_sources, kind, passage_texts
 from rag_core.config import Config
 
-from browser_kit import ARTIFACTS, body_text, browser, open_page, served, server, settled, type_into, wait_for  # noqa: F401
+from browser_kit import (  # noqa: F401
+    ARTIFACTS,
+    body_text,
+    browser,
+    open_page,
+    selected,
+    served,
+    server,
+    settled,
+    type_into,
+    wait_for,
+)
 
 CONFIDENT = "Who wrote Moby-Dick?"  # the default question: "Herman Melville", p well above one half
 GUESS = "Which HTML tag makes text bold?"  # the default stack's RAG-Token answer is at p ≈ 0.02
@@ -68,6 +82,10 @@ def test_a_guess_reads_as_a_guess_and_a_confident_answer_does_not(server, browse
     size, colour = value_style(card)
     assert size < 0.8 * sure_size, (size, sure_size)  # smaller type, not only another colour
     assert colour != sure_colour
+    # the Diagnose panel's counterfactual with nothing changed: the same answer, judged the same way
+    unchanged = browser.find_elements("css selector", '[class*="st-key-guess-counterfactual-rag-token"]')
+    assert len(unchanged) == 1, [e.get_attribute("class") for e in cards(browser, "sure")]
+    assert reason[:1].upper() + reason[1:] + "." in " ".join(unchanged[0].text.split())
 
 
 def test_token_sources_are_named_for_what_they_measure(server, browser, default_pipeline):
@@ -95,3 +113,45 @@ def test_token_sources_are_named_for_what_they_measure(server, browser, default_
     open_page(browser, "token_vs_sequence", "Token vs Sequence")
     note = "Both strips credit a token by the same responsibility r_i(z)"
     wait_for(browser, lambda: note in body_text(browser), 120, "the note on the two strips")
+
+
+def metrics(driver) -> list[tuple[str, str, str]]:
+    """(label, value, delta) of every metric on the page, in page order."""
+
+    def part(m, name: str) -> str:
+        found = m.find_elements("css selector", f'[data-testid="stMetric{name}"]')
+        return found[0].text.strip() if found else ""
+
+    return [
+        (part(m, "Label"), part(m, "Value"), part(m, "Delta"))
+        for m in driver.find_elements("css selector", '[data-testid="stMetric"]')
+    ]
+
+
+def test_eval_says_how_often_the_model_was_guessing(server, browser):
+    """Issue 36, item 2 on Eval: the run's answers judged by the rule of every answer card; how many
+    were flagged and EM on each side, as counted here from the run file the page shows."""
+    browser.get(server + "/")
+    wait_for(browser, lambda: answered(browser, CONFIDENT), 300, "the default answer")
+    open_page(browser, "eval", "Eval")
+    wait_for(
+        browser, lambda: "When the model was guessing" in body_text(browser), 120, "the confidence section"
+    )
+    label = selected(browser, "Run")
+    path = next(p for p in shipped_runs.current_runs() if eval_views.run_label(p) == label)
+    run = ev.load_run(path)
+    shown = metrics(browser)
+    flagged = [v for name, v, _ in shown if name == "Flagged low confidence"]
+    em = [(v, delta) for name, v, delta in shown if name == "EM of the flagged"]
+    for i, mode in enumerate(("rag-token", "rag-sequence")):
+        judged = [r.modes[mode] for r in run.results]
+        low = [m for m in judged if m.low_confidence]
+        sure = [m for m in judged if m.low_confidence == []]
+        assert len(low) + len(sure) == len(judged)  # every answer of the shipped run was judged
+        assert low, mode  # the held-out split has answers the model guesses at
+        assert flagged[i] == f"{len(low)} of {len(judged)}", (mode, flagged)
+        rate = [f"{100 * sum(m.em for m in ms) / len(ms):.1f}%" for ms in (low, sure)]
+        assert em[i] == (rate[0], f"{rate[1]} on the rest"), (mode, em)
+    heading = browser.find_element("xpath", '//h3[contains(., "When the model was guessing")]')
+    browser.execute_script("arguments[0].scrollIntoView()", heading)
+    browser.save_screenshot(str(ARTIFACTS / "confidence-eval.png"))

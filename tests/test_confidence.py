@@ -149,6 +149,22 @@ def test_a_pair_fast_rescoring_never_scored_counts_as_probability_zero(obama):
     assert got.support == pytest.approx(math.log(by_hand(obama, "rag-sequence")[2][1] / 0.25), abs=1e-12)
 
 
+def test_under_a_counterfactual_prior_a_removed_passage_neither_supports_nor_rivals(obama):
+    """z1 removed: p is z2's p(y|x,z2) = 0.04 alone (the prior renormalised over z2), the support is
+    z2's, and the runner-up is scored by z2 (0.1); once "Chicago Hawaii" is marked as z1's beam
+    alone, the kept passage's decoding would not have made it: no rival."""
+    seq = obama.answer("rag-sequence")
+    removed = torch.tensor([-math.inf, 0.0], dtype=obama.log_prior.dtype)  # (K,) z2 alone
+    got = cf.candidate_confidence(obama, seq, closed_row(0.5, 0.5, 1.0), removed)
+    assert got.p == pytest.approx(0.04, abs=1e-12)
+    assert got.support == pytest.approx(math.log(0.04 / 0.25), abs=1e-12)  # z1's 0.72 no longer counts
+    assert (got.runner_up, got.p_runner_up) == ("Chicago Hawaii", pytest.approx(0.1, abs=1e-12))
+    assert got.codes == (cf.GUESSING, cf.NEAR_TIE, cf.UNSUPPORTED)
+    next(c for c in obama.of("rag-sequence") if c.rank == 1).sources = {0}
+    assert cf.candidate_confidence(obama, seq, None, removed).runner_up is None
+    assert cf.candidate_confidence(obama, seq, None).runner_up == "Chicago Hawaii"  # all kept: a rival
+
+
 # ------------------------------------------------------------------------------ ask --json
 def test_ask_json_carries_the_engines_confidence_for_each_answer(tmp_path, monkeypatch):
     """The CLI's "confidence" equals the rule recomputed here from a fresh trace and fresh closed-book

@@ -10,11 +10,13 @@ import threading
 from types import SimpleNamespace
 
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 from test_diagnosis import GREEDY, STITCH, rerun, toy
 
 from rag_core import marginals
 from rag_core.analysis import counterfactual
+from rag_core.analysis.confidence import candidate_confidence
 from rag_core.analysis.counterfactual import NEEDS_CALL
 from rag_core.config import Config
 from rag_core.decoding.decode import SearchSettings, closed_book_decode
@@ -66,6 +68,11 @@ def test_nothing_changed_gives_the_traces_own_answers_exactly(passages, cfg):
             assert (a.answer, a.token_ids) == (own.answer, tuple(own.token_ids))
             assert a.exact and not a.computed
             assert a.log_p == float(LOG_P[d](own, trace.log_prior))  # the very number the answer card shows
+            # and judged as the card judges it: the same candidate under the trace's own prior
+            held, cand, prior = counterfactual.answer_candidate(trace, cf, d)
+            closed = torch.full((len(own.token_ids),), -0.5, dtype=torch.float64)  # (T,) any closed-book row
+            assert (held, cand, prior) == (trace, own, None)
+            assert candidate_confidence(held, cand, closed, prior) == candidate_confidence(trace, own, closed)
 
 
 def toy_pipe(gen, cfg, hits=()):

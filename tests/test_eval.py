@@ -12,6 +12,7 @@ from rag_core import stacks
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import matching
 from rag_core.analysis import questions as question_file
+from rag_core.analysis.confidence import answer_confidences
 from rag_core.config import Config
 from rag_core.corpus import Passage
 from rag_core.decoding.decode import SearchSettings, closed_book_decode
@@ -174,6 +175,51 @@ def test_a_run_on_a_toy_pipeline_scores_modes_recall_and_verdicts(tmp_path):
     assert list(pd.read_csv(tmp_path / "latest.csv")["mode"][:3]) == list(ev.MODES)
     assert ev.saved_runs(tmp_path) == [path]
     assert ev.load_run(tmp_path / "missing.json") is None
+
+
+def test_the_run_flags_the_answers_the_ask_page_flags():
+    """Each RAG answer's low-confidence codes are those the answer card (`answer_confidences`, a
+    separate run and closed-book pass) gives the same question; the split counts them."""
+    P = lambda i, text: Passage(f"p{i}", f"T{i}", text, "toy")  # noqa: E731
+    base = toy_pipe()
+    pipe = ToyPipe(
+        {
+            **base.retrieval,
+            "Who painted it?": [(P(6, "Ann painted it."), 0.55), (P(7, "Bob was there."), 0.45)],
+        },
+        {**base.models.generator.tables, "p6": {"": {"Ann": 0.6}}, "p7": {"": {"Bob": 0.6}}},
+        base.models.generator.closed_book,
+    )
+    painted = question_file.EvalQuestion("Who painted it?", ["Ann"], "Painting")
+    cfg = Config(k=2, max_new_tokens=6)
+    run = ev.run_eval(pipe, [*QUESTIONS, painted], cfg)
+    for r in run.results:
+        trace = pipe.run(r.question, cfg)
+        ask = answer_confidences(pipe, trace)
+        for mode in ev.RAG_MODES:
+            assert r.modes[mode].low_confidence == list(ask[mode].codes), (r.question, mode)
+    # Ann (0.55 · 0.6) is not twice as likely as Bob (0.45 · 0.6): a near tie, and still right
+    assert run.results[2].modes["rag-sequence"].low_confidence == ["near-tie"]
+    assert [r.modes["rag-token"].low_confidence for r in run.results[:2]] == [[], []]
+    split = run.summary()["confidence"]["rag-sequence"]
+    assert split == {
+        "assessed": 3,
+        "low": 1,
+        "em_low": 1.0,
+        "em_sure": 0.5,
+        "guessing": 0,
+        "near-tie": 1,
+        "unsupported": 0,
+    }
+    frame = run.frame()
+    rag = frame[frame["mode"] == "rag-sequence"]
+    assert list(rag["low_confidence"]) == [0, 0, 1] and list(rag["confidence_reasons"]) == [
+        "",
+        "",
+        "near-tie",
+    ]
+    assert set(frame[frame["mode"] == "closed-book"]["low_confidence"]) == {""}
+    assert "flagged low confidence" in run.table_text()
 
 
 def test_sweep_over_stored_traces_reproduces_the_run(tmp_path):

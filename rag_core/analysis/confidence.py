@@ -53,6 +53,7 @@ import torch
 
 from rag_core import marginals
 from rag_core.analysis.matching import normalize_answer
+from rag_core.config import DECODINGS
 from rag_core.marginals import p_text, prob
 from rag_core.trace import Candidate, Trace, log_p_under
 
@@ -131,33 +132,68 @@ def answer_logp(log_pz: torch.Tensor, cand: Candidate) -> float:
     return log_p_under(cand, cand.decoding, log_pz)
 
 
-def runner_up(trace: Trace, cand: Candidate) -> tuple[str, float] | None:
+def runner_up(
+    trace: Trace, cand: Candidate, log_prior: torch.Tensor | None = None
+) -> tuple[str, float] | None:
     """(answer, p) of the most likely other candidate of `cand`'s decoding whose answer differs from
-    `cand`'s after SQuAD normalisation, scored under the same marginal; None when there is none."""
+    `cand`'s after SQuAD normalisation, scored under the same marginal; None when there is none.
+
+    `log_prior` (K,): a changed prior (a counterfactual's, -inf for a removed passage) instead of
+    the trace's; a RAG-Sequence hypothesis only a removed passage made is then not a rival (the
+    decoding of the kept passages would not have kept it)."""
+    lpz = trace.log_prior if log_prior is None else log_prior  # (K,)
+    kept = {z for z, on in enumerate(torch.isfinite(lpz).tolist()) if on}
     mine = normalize_answer(cand.answer)
-    rivals = [c for c in trace.of(cand.decoding) if c is not cand and normalize_answer(c.answer) != mine]
+    rivals = [
+        c
+        for c in trace.of(cand.decoding)
+        if c is not cand and normalize_answer(c.answer) != mine and (not c.sources or c.sources & kept)
+    ]
     if not rivals:
         return None
-    scored = [(answer_logp(trace.log_prior, c), -c.rank, c.answer) for c in rivals]
+    scored = [(answer_logp(lpz, c), -c.rank, c.answer) for c in rivals]
     logp, _, answer = max(scored)  # the most likely; on a tie, the better-ranked
     return answer, prob(logp)
 
 
-def support(token_logp: torch.Tensor, closed_logp: torch.Tensor) -> float:
-    """max_z log p(y|x,z) − log p_closed(y|x) (nats): token_logp (K, T), closed_logp (T', T' ≥ T) the
-    closed-book row (a batched row may run past the answer's end)."""
+def support(token_logp: torch.Tensor, closed_logp: torch.Tensor, kept: torch.Tensor | None = None) -> float:
+    """max_z [log p(y|x,z) − log p_closed(y|x)] (nats) over the kept passages: token_logp (K, T),
+    closed_logp (T', T' ≥ T) the closed-book row (a batched row may run past the answer's end),
+    kept (K,) bool (default: all)."""
     t = token_logp.shape[-1]
     doc = marginals.doc_sequence_logp(token_logp)  # (K,) log p(y|x,z); an unscored pair is -inf
+    if kept is not None:
+        doc = doc[kept]  # (K',) only the passages still read
     closed = closed_logp[:t].double().sum()  # () log p_closed(y|x)
-    return float((doc - closed).max()) if doc.numel() else math.nan
+    # max_z(doc) − closed, not max_z(doc − closed): a passage that cannot make y (-inf) minus a
+    # closed-book reading that cannot either (-inf) is NaN, and a NaN would hide the passage that can
+    return float(doc.max() - closed) if doc.numel() else math.nan
 
 
-def candidate_confidence(trace: Trace, cand: Candidate, closed_logp: torch.Tensor | None) -> Confidence:
+def candidate_confidence(
+    trace: Trace, cand: Candidate, closed_logp: torch.Tensor | None, log_prior: torch.Tensor | None = None
+) -> Confidence:
     """The rule for one candidate of a trace; `closed_logp` its closed-book row (T',), or None when
-    there is none (then rule 3 is left out)."""
-    rival = runner_up(trace, cand)
+    there is none (then rule 3 is left out). `log_prior` (K,): score it under a changed prior (a
+    counterfactual's; -inf marks a removed passage, which then neither supports nor rivals it)."""
+    lpz = trace.log_prior if log_prior is None else log_prior  # (K,)
+    rival = runner_up(trace, cand, lpz)
     return assess(
-        prob(answer_logp(trace.log_prior, cand)),
-        None if closed_logp is None else support(cand.token_logp, closed_logp),
+        prob(answer_logp(lpz, cand)),
+        None if closed_logp is None else support(cand.token_logp, closed_logp, torch.isfinite(lpz)),
         *(rival or (None, None)),
     )
+
+
+def answer_confidences(pipe, trace: Trace) -> dict[str, Confidence]:
+    """The rule for each decoding's chosen answer of `trace`, with `pipe` (the trace's stack) making
+    each answer's closed-book row: its own teacher-forced pass, as the app computes it, so every
+    face gives the same numbers."""
+    rows: dict[tuple[int, ...], torch.Tensor] = {}
+    out = {}
+    for c in filter(None, (trace.answer(d) for d in DECODINGS)):
+        ids = tuple(c.token_ids)
+        if ids and ids not in rows:
+            rows[ids] = pipe.closed_book_scores(trace.query, [list(ids)])[0]  # (T,)
+        out[c.decoding] = candidate_confidence(trace, c, rows.get(ids))
+    return out

@@ -257,6 +257,23 @@ def with_computed(cf: Counterfactual, full: Trace) -> Counterfactual:
     return replace(cf, answers=answers)
 
 
+def answer_candidate(
+    trace: Trace, cf: Counterfactual, decoding: str, full: Trace | None = None
+) -> tuple[Trace, Candidate, torch.Tensor | None] | None:
+    """Where a counterfactual answer lives, to judge it as any answer is judged: (the trace that holds
+    it, its candidate, the prior to score it under: None for that trace's own). A computed answer is
+    `full`'s (the `rerun`); one read off the stored numbers is the trace's candidate under the new
+    prior, or under the trace's own prior when nothing changed (so an unchanged counterfactual is
+    judged exactly as the answer card). None: no answer yet."""
+    a = cf.answers.get(decoding)
+    if a is None or a.needs_model_call:
+        return None
+    if a.computed:
+        return None if full is None or full.answer(decoding) is None else (full, full.answer(decoding), None)
+    cand = next((c for c in trace.of(decoding) if tuple(c.token_ids) == a.token_ids), None)
+    return None if cand is None else (trace, cand, None if cf.unchanged else cf.log_prior)
+
+
 def trace_token(c: Candidate, token_id: int | None) -> str:
     """The text of a token seen among a candidate's stored alternatives."""
     if token_id is None:

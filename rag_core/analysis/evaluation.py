@@ -1,5 +1,6 @@
 """Evaluation: a set of questions under all three modes, with EM, contained and answer-recall@K
-(`matching` defines them), the verdicts of every wrong answer, and saved runs.
+(`matching` defines them), the verdicts of every wrong answer, whether the model was guessing at
+each RAG answer (`confidence`, the rule every page uses), and saved runs.
 
 Modes (the CSV's `mode` column): `closed-book` (the generator with no passage), `rag-token`,
 `rag-sequence`. A run keeps one `QuestionResult` per question; `EvalRun.rows()` is the long table,
@@ -12,7 +13,6 @@ from __future__ import annotations
 import gzip
 import json
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,25 +20,23 @@ from pathlib import Path
 import pandas as pd
 
 from rag_core import exports
-from rag_core.analysis import eval_checkpoint
+from rag_core.analysis import eval_checkpoint, eval_summary
+from rag_core.analysis.confidence import candidate_confidence
 from rag_core.analysis.deep_search import deep_search
+from rag_core.analysis.eval_summary import MODES, RAG_MODES
 from rag_core.analysis.matching import contains_answer, exact_match, passage_text
 from rag_core.analysis.question_result import ModeResult, QuestionResult
 from rag_core.analysis.questions import EvalQuestion
-from rag_core.analysis.retrieval_metrics import CELLS, error_split, retrieval_metrics
 from rag_core.analysis.scoring import score_texts
 from rag_core.analysis.token_sources import WEIGHTS, candidate_sources, shares
-from rag_core.analysis.verdict_rules import VERDICTS
 from rag_core.analysis.verdicts import diagnose as diagnose_answer
-from rag_core.config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import CLOSED_BOOK
 from rag_core.decoding.decode import DECODER_VERSION
 from rag_core.marginals import prob
 from rag_core.storage import caches
 from rag_core.storage.files import write_atomic, write_bytes_atomic, write_text_atomic
 from rag_core.trace import trace_to_dict
 
-MODES = (CLOSED_BOOK, RAG_TOKEN, RAG_SEQUENCE)
-RAG_MODES = (RAG_TOKEN, RAG_SEQUENCE)
 CSV_COLUMNS = [
     "question",
     "mode",
@@ -53,6 +51,8 @@ CSV_COLUMNS = [
     "p_tok",
     "verdicts",
     "weights_share",
+    "low_confidence",
+    "confidence_reasons",
 ]
 
 
@@ -106,9 +106,11 @@ def evaluate_question(
             prob(c.log_p_seq(trace.log_prior)),
             prob(c.log_p_tok(trace.log_prior)),
         )
-        if id(c) in row_of:
-            found = candidate_sources(trace.log_prior, c, closed[row_of[id(c)]])
+        row = closed[row_of[id(c)]] if id(c) in row_of else None  # (T',) or None: an empty answer
+        if row is not None:
+            found = candidate_sources(trace.log_prior, c, row)
             modes[mode].weights_share = shares(found)[WEIGHTS]
+        modes[mode].low_confidence = list(candidate_confidence(trace, c, row).codes)
         if not modes[mode].em:
             wrong.append(mode)
     deep = None
@@ -151,28 +153,6 @@ def evaluate_batch(
     ]
 
 
-def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f}%"
-
-
-def _decimal(x: float | None) -> str:
-    return "—" if x is None else f"{x:.3f}"
-
-
-def weights_shares(results: list[QuestionResult], mode: str) -> dict[str, float | None]:
-    """The mean share of answer tokens that came from the model's weights, over the right and over
-    the wrong answers of `mode` (None where no answer has the share: none, or an older run)."""
-    out = {}
-    for name, em in (("right", True), ("wrong", False)):
-        got = [
-            r.modes[mode].weights_share
-            for r in results
-            if mode in r.modes and r.modes[mode].em == em and r.modes[mode].weights_share is not None
-        ]
-        out[name] = sum(got) / len(got) if got else None
-    return out
-
-
 # ------------------------------------------------------------------------------------------- a run
 @dataclass
 class EvalRun:
@@ -184,34 +164,8 @@ class EvalRun:
         return int(self.settings.get("k", 5))
 
     def summary(self) -> dict:
-        """EM, contained and recall@K per mode (fractions), and verdict counts per RAG mode."""
-        n = len(self.results)
-        out = {"n": n, "k": self.k, "modes": {}, "verdicts": {}}
-        recall = sum(r.recall for r in self.results) / n if n else 0.0
-        for mode in MODES:
-            got = [r.modes[mode] for r in self.results if mode in r.modes]
-            if not got:
-                continue
-            out["modes"][mode] = {
-                "n": len(got),
-                "em": sum(m.em for m in got) / len(got),
-                "contained": sum(m.contained for m in got) / len(got),
-                "recall": None if mode == CLOSED_BOOK else recall,
-            }
-        for mode in RAG_MODES:
-            wrong = [r.modes[mode] for r in self.results if mode in r.modes and not r.modes[mode].em]
-            counts = Counter(v for m in wrong for v in m.verdicts)
-            out["verdicts"][mode] = {
-                "wrong": len(wrong),
-                **{code: counts.get(code, 0) for code in VERDICTS},
-                "no verdict": sum(1 for m in wrong if not m.verdicts),
-            }
-        out["retrieval"] = retrieval_metrics(self.results, self.k)
-        out["split"] = {
-            mode: {c: v["n"] for c, v in error_split(self.results, mode).items()} for mode in RAG_MODES
-        }
-        out["weights_share"] = {mode: weights_shares(self.results, mode) for mode in RAG_MODES}
-        return out
+        """The run's figures (`eval_summary.summarize`)."""
+        return eval_summary.summarize(self.results, self.k)
 
     def rows(self) -> list[dict]:
         rows = []
@@ -235,6 +189,8 @@ class EvalRun:
                         "p_tok": "" if m.p_tok is None else round(m.p_tok, 6),
                         "verdicts": ";".join(m.verdicts),
                         "weights_share": "" if m.weights_share is None else round(m.weights_share, 6),
+                        "low_confidence": "" if m.low_confidence is None else int(bool(m.low_confidence)),
+                        "confidence_reasons": ";".join(m.low_confidence or ()),
                     }
                 )
         return rows
@@ -261,52 +217,8 @@ class EvalRun:
         return cls([QuestionResult.from_dict(r) for r in data["results"]], data.get("settings", {}))
 
     def table_text(self) -> str:
-        """The summary the CLI prints: metrics per mode, then the verdict counts."""
-        s = self.summary()
-        st = self.settings
-        head = (
-            f"{st.get('file', 'questions')} · {s['n']} questions · index {st.get('index', '?')} · K={self.k}"
-            f" · generator {st.get('generator', '?')}"
-        )
-        if st.get("skipped"):
-            head += f" · {st['skipped']} malformed lines skipped"
-        lines = [head, "", f"{'mode':<14}{'EM':>14}{'contained':>16}{f'recall@{self.k}':>12}"]
-        for mode, m in s["modes"].items():
-            em = f"{100 * m['em']:.1f}% ({round(m['em'] * m['n'])}/{m['n']})"
-            cont = f"{100 * m['contained']:.1f}%"
-            rec = "—" if m["recall"] is None else f"{100 * m['recall']:.1f}%"
-            lines.append(f"{mode:<14}{em:>14}{cont:>16}{rec:>12}")
-        r = s["retrieval"]
-        shown = [
-            f"{name} {_pct(v) if name.startswith(('hit', 'recall')) else _decimal(v)}"
-            for name, v in r.items()
-        ]
-        lines += ["", "retrieval (a passage counts when it contains a gold answer): " + " · ".join(shown)]
-        lines += [
-            "",
-            f"{'answers by whether a passage held the answer':<46}{'rag-token':>10}{'rag-sequence':>14}",
-        ]
-        for c in CELLS:
-            lines.append(f"{'  ' + c:<46}{s['split']['rag-token'][c]:>10}{s['split']['rag-sequence'][c]:>14}")
-        lines.append(
-            f"{'  tokens from the weights, right answers':<46}"
-            + "".join(f"{_pct(s['weights_share'][m]['right']):>{w}}" for m, w in zip(RAG_MODES, (10, 14)))
-        )
-        lines.append(
-            f"{'  tokens from the weights, wrong answers':<46}"
-            + "".join(f"{_pct(s['weights_share'][m]['wrong']):>{w}}" for m, w in zip(RAG_MODES, (10, 14)))
-        )
-        lines += [
-            "",
-            f"{'why RAG answers were wrong (verdicts overlap)':<46}{'rag-token':>10}{'rag-sequence':>14}",
-        ]
-        v = s["verdicts"]
-        for code in ["wrong", *VERDICTS, "no verdict"]:
-            label = {"wrong": "wrong answers", "no verdict": "no verdict fired"}.get(
-                code, f"  {VERDICTS.get(code, code)}"
-            )
-            lines.append(f"{label:<46}{v['rag-token'][code]:>10}{v['rag-sequence'][code]:>14}")
-        return "\n".join(lines)
+        """The summary the CLI prints (`eval_summary.table_text`)."""
+        return eval_summary.table_text(self.summary(), self.settings)
 
 
 def run_eval(

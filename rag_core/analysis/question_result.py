@@ -14,6 +14,9 @@ class ModeResult:
     p_tok: float | None = None  # its RAG-Token probability
     verdicts: list[str] = field(default_factory=list)  # diagnosis codes when the answer is wrong
     weights_share: float | None = None  # share of its content tokens that came from the model's weights
+    # the low-confidence rule's codes (`confidence`): [] a confident answer, None not assessed
+    # (closed-book, or a run made before the rule)
+    low_confidence: list[str] | None = None
 
 
 @dataclass

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rag_core import exports
 from rag_core.analysis import diagnosis_report as report
-from rag_core.analysis.confidence import Confidence, candidate_confidence
+from rag_core.analysis.confidence import answer_confidences
 from rag_core.analysis.matching import normalize_answer
 from rag_core.analysis.sentences import attribute
 from rag_core.cli.common import (
@@ -28,19 +28,26 @@ from rag_core.cli.common import (
 from rag_core.cli.report import ask_json, ask_text
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import citation
+from rag_core.otlp import trace_otlp
 from rag_core.pipeline import clean_question, load_pipeline
 
-HELP = "answer a question with RAG-Token and RAG-Sequence"
+HELP = "answer a question with RAG-Token and RAG-Sequence (and the stuffed reading: --decode all)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("question")
     add_index_args(p)
-    add_decoding_args(p)
+    add_decoding_args(p, stuffed=True)
     p.add_argument("--csv", default=None, help="write the trace CSV here")
     p.add_argument("--parquet", default=None, help="write the trace as Parquet here (same columns)")
     p.add_argument("--jsonl", default=None, help="write the trace as JSON Lines here (same columns)")
     p.add_argument("--json", action="store_true", help="print a JSON summary instead of text")
+    p.add_argument(
+        "--otlp",
+        default=None,
+        metavar="FILE",
+        help="write the query as OpenTelemetry spans (OTLP JSON, OpenInference conventions) for trace tools",
+    )
     p.add_argument("--closed-book", action="store_true", help="also answer with no passage")
     p.add_argument(
         "--expected",
@@ -75,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
     for fmt in ("parquet", "jsonl"):
         if getattr(args, fmt):
             Path(getattr(args, fmt)).write_bytes(exports.frame_bytes(trace.to_frame(), fmt, "trace"))
-    sure = confidences(pipe, trace)
+    if args.otlp:
+        Path(args.otlp).write_text(trace_otlp(trace), encoding="utf-8")
+    sure = answer_confidences(pipe, trace)
     out = ask_json(trace, sure) if args.json else ask_text(trace, sure)
     if expected:
         checks = report.run_checks(pipe, trace, expected)
@@ -93,22 +102,6 @@ def run(args: argparse.Namespace) -> int:
             out += "\n\n" + sentence_text(rows)
     print(json.dumps(out, indent=1, ensure_ascii=False) if args.json else out)
     return 0
-
-
-def confidences(pipe, trace) -> dict[str, Confidence]:
-    """The confidence rule for each decoding's answer. Each answer's closed-book row is its own
-    teacher-forced pass, as the app computes it, so both faces give the same numbers."""
-    rows: dict[tuple[int, ...], object] = {}
-    out = {}
-    for d in (RAG_TOKEN, RAG_SEQUENCE):
-        c = trace.answer(d)
-        if c is None:
-            continue
-        ids = tuple(c.token_ids)
-        if ids and ids not in rows:
-            rows[ids] = pipe.closed_book_scores(trace.query, [list(ids)])[0]  # (T,)
-        out[d] = candidate_confidence(trace, c, rows.get(ids))
-    return out
 
 
 def sentence_rows(pipe, trace) -> list[dict]:

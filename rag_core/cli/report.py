@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from rag_core import marginals
 from rag_core.analysis.confidence import Confidence
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import RAG_SEQUENCE, RAG_TOKEN, STUFFED
+from rag_core.decoding.stuffed import worth
 from rag_core.marginals import prob
-from rag_core.trace import Trace
+from rag_core.trace import Trace, log_p_under
 
 
 def ask_json(trace: Trace, confidence: dict[str, Confidence] | None = None) -> dict:
@@ -45,7 +46,54 @@ def ask_json(trace: Trace, confidence: dict[str, Confidence] | None = None) -> d
     }
     if confidence is not None:
         out["confidence"] = {d: c.to_json() for d, c in confidence.items()}
+    if trace.stuffed is not None:
+        out["stuffed"] = stuffed_json(trace)
     return out
+
+
+def stuffed_json(trace: Trace) -> dict:
+    """The stuffed reading: its answers with p(y | x, every passage), and for the chosen one each
+    passage's leave-one-out p(y | x, all but z) and its worth, log p(y|x, all) − log p(y|x, all but z)."""
+    cands = trace.of(STUFFED)
+    out: dict = {
+        "answers": [
+            {"answer": c.answer, "p": prob(log_p_under(c, STUFFED, trace.log_prior)), "finished": c.finished}
+            for c in cands
+        ],
+        "leave_one_out": [],
+    }
+    loo = trace.stuffed.leave_one_out
+    if cands and loo is not None:
+        w = worth(cands[0].token_logp[0], loo)  # (K,)
+        out["leave_one_out"] = [
+            {
+                "rank": h.rank,
+                "title": h.passage.title,
+                "p_without": prob(float(row.double().sum())),
+                "worth": float(v),
+            }
+            for h, row, v in zip(trace.hits, loo, w)
+        ]
+        out["top_passage"] = trace.hits[int(w.argmax())].rank
+    return out
+
+
+def stuffed_text(trace: Trace) -> list[str]:
+    """The stuffed reading's lines of the text report: the answer and what each passage is worth."""
+    s = stuffed_json(trace)
+    if not s["answers"]:
+        return [f"{STUFFED:>13}: (no answer)"]
+    best = s["answers"][0]
+    lines = [
+        f"{STUFFED:>13}: {best['answer']!s:<30} p={best['p']:.3f} (the {trace.k} passages in one prompt)"
+        + ("" if best["finished"] else " (cut at max-new-tokens)")
+    ]
+    for row in s["leave_one_out"]:
+        lines.append(
+            f"{'':>13}  without #{row['rank']}: p={row['p_without']:.3f}, worth {row['worth']:+.3f} nats"
+            f"  {row['title']}"
+        )
+    return lines
 
 
 def ask_text(trace: Trace, confidence: dict[str, Confidence] | None = None) -> str:
@@ -75,6 +123,8 @@ def ask_text(trace: Trace, confidence: dict[str, Confidence] | None = None) -> s
                 f"{'':>13}  also {c.answer!s:<25} p_seq={prob(c.log_p_seq(lpz)):.3f} "
                 f"p_tok={prob(c.log_p_tok(lpz)):.3f}"
             )
+    if trace.stuffed is not None:
+        lines += stuffed_text(trace)
     if trace.closed_book is not None:
         lines.append(f"{'closed-book':>13}: {trace.closed_book}")
     head = (

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 import torch
 
 from rag_core import marginals
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN, Config
+from rag_core.config import DECODE_NAMES, MARGINAL_DECODE, RAG_SEQUENCE, RAG_TOKEN, STUFFED, Config
 from rag_core.decoding.decode import DecodeJob, Scored, SearchSettings, decode_jobs
+from rag_core.decoding.stuffed import leave_one_out, stuffed_decode
 from rag_core.generators import Generator
 from rag_core.generators.base import GenState
 from rag_core.generators.fingerprint import prompt_fingerprint
-from rag_core.trace import Candidate, Hit, Trace
+from rag_core.trace import Candidate, Hit, StuffedReading, Trace
 
 
 @dataclass
@@ -79,11 +80,39 @@ def trace_of(
         "generator": gen.id,
         "prompt": prompt_fingerprint(gen.id),
     }
-    return Trace(question, index_name, hits, log_pz.double(), scale, candidates, settings, model_calls=calls)
+    stuffed = stuffed_reading(gen, question, hits, cfg) if STUFFED in DECODE_NAMES[cfg.decode] else None
+    return Trace(
+        question,
+        index_name,
+        hits,
+        log_pz.double(),
+        scale,
+        candidates,
+        settings,
+        model_calls=calls,
+        stuffed=stuffed,
+    )
 
 
-def _job(cfg: Config, rows: list[int], log_pz: torch.Tensor) -> DecodeJob:
-    return DecodeJob(rows, log_pz, SearchSettings.from_config(cfg), cfg.decode, cfg.rescore)
+def stuffed_reading(gen: Generator, question: str, hits: list[Hit], cfg: Config) -> StuffedReading:
+    """The K passages read together (rank order) with the search of the marginals, and what each
+    passage is worth to the chosen answer (exact leave-one-out)."""
+    passages = [h.passage for h in hits]
+    scored = stuffed_decode(gen, question, passages, SearchSettings.from_config(cfg))
+    best = scored[0].tokens if scored else []
+    loo = leave_one_out(gen, question, passages, best) if best and passages else None  # (K, T)
+    return StuffedReading(to_candidates(gen, STUFFED, scored), loo)
+
+
+NO_MARGINAL: tuple[list[Scored], list[Scored]] = ([], [])  # a stuffed-only run decodes no marginal
+
+
+def _job(cfg: Config, rows: list[int], log_pz: torch.Tensor) -> DecodeJob | None:
+    """The marginals' decoding of one question (None: the config asks for the stuffed reading only)."""
+    marginal = MARGINAL_DECODE[cfg.decode]
+    if marginal is None:
+        return None
+    return DecodeJob(rows, log_pz, SearchSettings.from_config(cfg), marginal, cfg.rescore)
 
 
 def analyse(
@@ -99,7 +128,8 @@ def analyse(
     """Decode under both models from one prepared state and build the trace."""
     state0 = state0 or gen.prepare(question, [h.passage for h in hits])
     # Both decodings share every forward call (see decoding.decode_jobs); same results as apart.
-    decoded = decode_jobs(gen, state0, [_job(cfg, list(range(len(hits))), log_pz)])[0]
+    job = _job(cfg, list(range(len(hits))), log_pz)
+    decoded = decode_jobs(gen, state0, [job])[0] if job is not None else NO_MARGINAL
     return trace_of(gen, question, hits, log_pz, cfg, index_name, scale, decoded, state0.calls)
 
 
@@ -145,17 +175,21 @@ def decode_queries(
             scale = scale_of(cfg)
             log_pz = marginals.log_prior(torch.tensor([h.score for h in q.hits[: cfg.k]]), scale)  # (k,)
             jobs.append(_job(cfg, ids[: cfg.k], log_pz))
-            made.append((q, cfg, scale, log_pz))
-    decoded = decode_jobs(gen, state, jobs)
+            made.append((q, cfg, scale, log_pz, ids[: cfg.k]))
+    decoded = iter(decode_jobs(gen, state, [j for j in jobs if j is not None]))
     out: dict[int, list[PreparedRun]] = {id(q): [] for q in queries}
-    for (q, cfg, scale, log_pz), job, result in zip(made, jobs, decoded):
+    for (q, cfg, scale, log_pz, own_rows), job in zip(made, jobs):
+        result = next(decoded) if job is not None else NO_MARGINAL
         hits = q.hits[: cfg.k]
         trace = trace_of(gen, q.question, hits, log_pz, cfg, q.index_name, scale, result, state.calls)
         trace.settings["notices"] = q.notices
         trace.settings["encoder"] = q.encoder
         own = None
         if keep_state:
-            whole = job.rows == list(range(state.logprobs.shape[0]))
-            own = state if whole else gen.select(state, torch.tensor(job.rows))
+            own = (
+                state
+                if own_rows == list(range(state.logprobs.shape[0]))
+                else gen.select(state, torch.tensor(own_rows))
+            )
         out[id(q)].append(PreparedRun(trace, own))
     return [out[id(q)] for q in queries]

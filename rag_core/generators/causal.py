@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 
 from rag_core.config import MAX_PASSAGE_WORDS, MAX_QUESTION_CHARS
-from rag_core.corpus import Passage
+from rag_core.corpus import Passage, Stuffed
 from rag_core.generators.base import ForwardCounter, GenState, PackedAnswers, forced_ids, rows_of
 from rag_core.generators.shared_prefix import as_cache, causal_mask, install
 from rag_core.models.sources import TOKENIZER_LOCK
@@ -128,15 +128,25 @@ def closed_book_prefix(style: str = FEW_SHOT_STYLE) -> str:
     return f"{CLOSED_INSTRUCTION}\n\n{shots}"
 
 
-def rag_prompt(question: str, passage: Passage, style: str = FEW_SHOT_STYLE) -> str:
+def rag_prompt(question: str, passage: Passage | Stuffed, style: str = FEW_SHOT_STYLE) -> str:
     """The question comes before the passage and again after it: read with the question in mind, the
     small model copies the holder a passage names as current rather than the last name it read
     (the untrained base on the first 40 world-leader positions: 2016 index 80% -> 90%, 2018 index
     48% -> 57%; dev set EM 61% -> 60%, within noise). That choice predates the tuning/held-out split
     of the positions: 21 of those 40 are held out now (docs/results.md, "What each choice saw")."""
-    text = " ".join(passage.text.split()[:MAX_PASSAGE_WORDS])
     q = clean_question(question)
-    return f"{rag_prefix(style)}Question: {q}\nPassage: {passage.title}: {text}\nQuestion: {q}\nAnswer:"
+    return f"{rag_prefix(style)}Question: {q}\n{passage_lines(passage)}Question: {q}\nAnswer:"
+
+
+def passage_lines(passage: Passage | Stuffed) -> str:
+    """The "Passage: title: text" lines, one per passage: the stuffed reading formats each of its
+    passages as a single passage is formatted, in its order (none: no line).
+
+    >>> passage_lines(Stuffed((Passage("a", "A", "x y"), Passage("b", "B", "z"))))
+    'Passage: A: x y\\nPassage: B: z\\n'
+    """
+    parts = passage.passages if isinstance(passage, Stuffed) else (passage,)
+    return "".join(f"Passage: {p.title}: {' '.join(p.text.split()[:MAX_PASSAGE_WORDS])}\n" for p in parts)
 
 
 def closed_book_prompt(question: str, style: str = FEW_SHOT_STYLE) -> str:

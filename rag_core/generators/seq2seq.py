@@ -12,20 +12,25 @@ from collections.abc import Sequence
 
 import torch
 
-from rag_core.corpus import Passage
+from rag_core.corpus import Passage, Stuffed
 from rag_core.generators.base import ForwardCounter, GenState, forced_ids, rows_of
 from rag_core.models.sources import TOKENIZER_LOCK
 
 TITLE_SEP = " / "
 DOC_SEP = " // "
 MAX_COMBINED_LENGTH = 300
+MAX_STUFFED_LENGTH = 1024  # several passages in one input: up to BART's position limit
 
 
-def rag_input(question: str, passage: Passage | None) -> str:
+def rag_input(question: str, passage: Passage | Stuffed | None) -> str:
+    """`title / text // question`; several passages read together (`Stuffed`) are each written as
+    one is, joined by the same separator: `t1 / x1 // t2 / x2 // question`."""
     if passage is None:
         return question
-    title = passage.title.strip('"')  # RagRetriever strips the quotes DPR's TSV files carry
-    return (title + TITLE_SEP + passage.text + DOC_SEP + question).replace("  ", " ")
+    parts = passage.passages if isinstance(passage, Stuffed) else (passage,)
+    # RagRetriever strips the quotes DPR's TSV files carry
+    docs = [p.title.strip('"') + TITLE_SEP + p.text + DOC_SEP for p in parts]
+    return ("".join(docs) + question).replace("  ", " ")
 
 
 class Seq2SeqGenerator:
@@ -41,17 +46,18 @@ class Seq2SeqGenerator:
         self.eos_ids = frozenset({int(model.config.eos_token_id)})
         self.pad_id = int(model.config.pad_token_id if model.config.pad_token_id is not None else 0)
         self.forced_bos_id, self.forced_eos_ids = forced_ids(model.generation_config, encoder_decoder=True)
+        self.max_positions = int(getattr(model.config, "max_position_embeddings", MAX_STUFFED_LENGTH))
 
     def prepare(self, question: str, passages: Sequence[Passage] | None) -> GenState:
         return self.prepare_rows(rows_of(question, passages))
 
     @torch.inference_mode()
-    def prepare_rows(self, rows: Sequence[tuple[str, Passage | None]]) -> GenState:
+    def prepare_rows(self, rows: Sequence[tuple[str, Passage | Stuffed | None]]) -> GenState:
         texts = [rag_input(q, p) for q, p in rows]
+        stuffed = any(isinstance(p, Stuffed) for _, p in rows)
+        limit = min(MAX_STUFFED_LENGTH, self.max_positions) if stuffed else MAX_COMBINED_LENGTH
         with TOKENIZER_LOCK:  # fast tokenizers must not be used from two threads at once
-            enc = self.tokenizer(
-                texts, return_tensors="pt", padding=True, truncation=True, max_length=MAX_COMBINED_LENGTH
-            )
+            enc = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True, max_length=limit)
         mask = enc["attention_mask"].to(self.device)  # (K, L)
         ForwardCounter.tick()
         hidden = self.model.get_encoder()(

@@ -4,8 +4,10 @@ It runs through the same decoding, marginals and trace code as a real model, whi
 seed's worked numbers are reproduced exactly. Tokens are words; a table maps a prefix (the words so
 far joined by spaces, "" at the start) to next-word probabilities. Mass a table leaves unassigned
 goes to a catch-all token "<other>"; after a prefix with no table, the answer ends ("</s>").
+Several passages read together (`Stuffed`) read the table written for them under their joined id
+("z1+z2"), else the even mixture of their own tables.
 
->>> from rag_core.corpus import Passage
+>>> from rag_core.corpus import Passage, Stuffed
 >>> g = ToyGenerator({"z1": {"": {"yes": 0.8}}})
 >>> s = g.prepare("q?", [Passage("z1", "", "")])
 >>> round(s.logprobs[0, g.vocab.index("yes")].exp().item(), 3)
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 
 import torch
 
-from rag_core.corpus import Passage
+from rag_core.corpus import Passage, Stuffed
 from rag_core.generators.base import ForwardCounter, GenState, rows_of
 
 EOS = "</s>"
@@ -63,8 +65,15 @@ class ToyGenerator:
     def prepare(self, question: str, passages: Sequence[Passage] | None) -> GenState:
         return self.prepare_rows(rows_of(question, passages))
 
-    def prepare_rows(self, rows: Sequence[tuple[str, Passage | None]]) -> GenState:
-        tables = [self.closed_book if p is None else self.tables.get(p.id, {}) for _, p in rows]
+    def _table(self, passage: Passage | Stuffed | None) -> dict[str, dict[str, float]]:
+        if passage is None:
+            return self.closed_book
+        if isinstance(passage, Stuffed) and passage.id not in self.tables:
+            return mixed_table([self.tables.get(p.id, {}) for p in passage.passages])
+        return self.tables.get(passage.id, {})
+
+    def prepare_rows(self, rows: Sequence[tuple[str, Passage | Stuffed | None]]) -> GenState:
+        tables = [self._table(p) for _, p in rows]
         rows = torch.arange(len(tables))
         prefixes = [()] * len(tables)
         return GenState(
@@ -106,3 +115,22 @@ class ToyGenerator:
 
     def token_text(self, token_id: int) -> str:
         return self.vocab[int(token_id)]
+
+
+def mixed_table(tables: list[dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """The even mixture of next-word tables, prefix by prefix (a table without the prefix ends
+    there; mass a table leaves unassigned is its "<other>").
+
+    >>> mixed_table([{"": {"a": 0.5}}, {"": {"b": 1.0}}])
+    {'': {'a': 0.25, '<other>': 0.25, 'b': 0.5}}
+    """
+    out: dict[str, dict[str, float]] = {}
+    for key in sorted({k for t in tables for k in t}):
+        mix: dict[str, float] = {}
+        for t in tables:
+            dist = dict(t.get(key, {EOS: 1.0}))
+            dist[OTHER] = dist.get(OTHER, 0.0) + max(0.0, 1.0 - sum(dist.values()))
+            for w, p in dist.items():
+                mix[w] = mix.get(w, 0.0) + p / len(tables)
+        out[key] = {w: p for w, p in mix.items() if p > 0}
+    return out

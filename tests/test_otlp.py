@@ -1,0 +1,79 @@
+"""`ask --otlp`: one query as OTLP JSON spans with the OpenInference conventions. The file is read
+back two ways: as JSON (ids in hex, the span tree, the documents and scores against the `--json`
+summary of the same run) and through protobuf's own OTLP message, which it must parse into."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from google.protobuf.json_format import ParseDict
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from conftest import run_cli
+
+QUESTION = "Who wrote Moby-Dick?"
+
+
+def attributes(span: dict) -> dict:
+    """An OTLP/JSON span's attributes as plain values."""
+    out = {}
+    for a in span.get("attributes", []):
+        v = a["value"]
+        if "arrayValue" in v:
+            out[a["key"]] = [next(iter(x.values())) for x in v["arrayValue"].get("values", [])]
+        else:
+            out[a["key"]] = next(iter(v.values()))
+    return out
+
+
+def test_ask_writes_the_query_as_openinference_spans(tmp_path):
+    path = tmp_path / "t.json"
+    out = run_cli("ask", QUESTION, "--decode", "all", "--json", "--otlp", str(path))
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    spans = data["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    by_name = {s["name"]: s for s in spans}
+    assert set(by_name) == {"rag_loupe.query", "retrieve", "rag-token", "rag-sequence", "stuffed"}
+    root = by_name["rag_loupe.query"]
+    assert len(root["traceId"]) == 32 and len(root["spanId"]) == 16  # OTLP/JSON: hex, not base64
+    assert all(s["traceId"] == root["traceId"] for s in spans)
+    assert all(s["parentSpanId"] == root["spanId"] for s in spans if s is not root)
+    assert attributes(root)["openinference.span.kind"] == "CHAIN"
+    assert attributes(root)["input.value"] == QUESTION
+
+    got = attributes(by_name["retrieve"])
+    assert got["openinference.span.kind"] == "RETRIEVER"
+    for i, p in enumerate(summary["passages"]):
+        key = f"retrieval.documents.{i}.document."
+        assert got[key + "id"] == p["id"] and got[key + "content"] == p["text"]
+        assert got[key + "score"] == p["score"]
+        meta = json.loads(got[key + "metadata"])
+        assert meta["prior"] == p["prior"] and meta["rank"] == p["rank"]
+        assert meta["posterior_rag-sequence"] == summary["answers"]["rag-sequence"][0]["posterior"][i]
+
+    for reading in ("rag-token", "rag-sequence"):
+        span = attributes(by_name[reading])
+        best = summary["answers"][reading][0]
+        assert span["openinference.span.kind"] == "LLM" and span["output.value"] == best["answer"]
+        assert span["rag_loupe.p"] == best["p_tok" if reading == "rag-token" else "p_seq"]
+    stuffed = attributes(by_name["stuffed"])
+    assert stuffed["output.value"] == summary["stuffed"]["answers"][0]["answer"]
+    assert stuffed["rag_loupe.p"] == summary["stuffed"]["answers"][0]["p"]
+    assert stuffed["rag_loupe.p_without"] == [r["p_without"] for r in summary["stuffed"]["leave_one_out"]]
+
+    # protobuf's OTLP message takes it back (ids to bytes again, as its JSON mapping wants them)
+    def b64_ids(node):
+        if isinstance(node, dict):
+            return {
+                k: base64.b64encode(bytes.fromhex(v)).decode()
+                if k in ("traceId", "spanId", "parentSpanId")
+                else b64_ids(v)
+                for k, v in node.items()
+            }
+        return [b64_ids(v) for v in node] if isinstance(node, list) else node
+
+    message = ParseDict(b64_ids(data), ExportTraceServiceRequest())
+    assert len(message.resource_spans[0].scope_spans[0].spans) == 5
+    assert message.resource_spans[0].scope_spans[0].spans[0].trace_id.hex() == root["traceId"]

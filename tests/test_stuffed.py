@@ -1,0 +1,140 @@
+"""The stuffed reading (rag_core/decoding/stuffed.py): the K passages in one prompt, decoded by the
+marginals' search, and its exact leave-one-passage-out. Each number against another way to get it:
+the toy's tables by hand, a loop of separate generator calls (one per passage left out), and the
+default model itself through transformers (`generate()` on the same prompt, a plain forward over
+prompt + answer)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from rag_core.config import Config
+from rag_core.corpus import Passage, Stuffed
+from rag_core.decoding.decode import SearchSettings, score_answers
+from rag_core.decoding.stuffed import leave_one_out, stuffed_decode, worth
+from rag_core.generators import causal
+from rag_core.generators.toy import ToyGenerator
+from rag_core.trace import trace_from_dict, trace_to_dict
+
+from conftest import run_cli
+
+QUESTION = "Who wrote Moby-Dick?"
+TOL = 1e-4  # float32 batches against single calls: docs/results.md's rounding bound for log-probs
+
+
+# ------------------------------------------------------------------------------------------- toy
+def toy():
+    tables = {
+        "a": {"": {"Lyon": 0.9}},
+        "b": {"": {"Paris": 0.6, "Lyon": 0.2}},
+        "c": {"": {"Rome": 0.5}},
+        "a+b+c": {"": {"Paris": 0.7}},  # read together, the three passages point elsewhere
+    }
+    passages = [Passage(i, i.upper(), f"text {i}") for i in "abc"]
+    return ToyGenerator(tables), passages
+
+
+def test_the_toy_reads_a_table_written_for_the_passages_together_else_their_even_mixture():
+    gen, passages = toy()
+    best = stuffed_decode(gen, "q", passages, SearchSettings())[0]
+    assert gen.decode(best.tokens) == "Paris" and best.token_logp.shape == (1, 2)  # (1, T): Paris, end
+    assert float(best.token_logp.sum().exp()) == pytest.approx(0.7, abs=1e-12)
+    pair = stuffed_decode(gen, "q", passages[:2], SearchSettings())[0]  # no "a+b" table: the mixture
+    assert gen.decode(pair.tokens) == "Lyon"  # (0.9 + 0.2) / 2 = 0.55 against Paris's 0.3
+    assert float(pair.token_logp.sum().exp()) == pytest.approx(0.55, abs=1e-12)
+
+
+def test_leave_one_out_is_the_loop_of_separate_calls_and_the_hand_numbers():
+    gen, passages = toy()
+    tokens = gen.encode_answer("Paris")
+    loo = leave_one_out(gen, "q", passages, tokens)  # (K, T)
+    by_hand = [(0.6 + 0.0) / 2, (0.0 + 0.0) / 2, (0.0 + 0.6) / 2]  # p(Paris | the two left), even mixture
+    assert [float(r.sum().exp()) for r in loo] == pytest.approx(by_hand, abs=1e-12)
+    for z in range(3):  # one generator call per passage left out, nothing batched
+        state = gen.prepare_rows([("q", Stuffed(tuple(passages)).without(z))])
+        alone = score_answers(gen, state, [tokens])[0][0, 0]  # (T,)
+        assert torch.equal(alone, loo[z])
+    # worth: taking b out costs the answer everything; a and c cost log(0.7 / 0.3)
+    w = worth(torch.tensor([math.log(0.7), 0.0], dtype=torch.float64), loo)
+    assert w[0] == pytest.approx(math.log(0.7 / 0.3)) and w[1] == math.inf
+
+
+# ----------------------------------------------------------------------------- the default model
+@pytest.fixture(scope="module")
+def read(default_pipeline):
+    pipe = default_pipeline
+    hits = pipe.retrieve(QUESTION, 5)
+    return pipe, [h.passage for h in hits]
+
+
+def test_the_stuffed_answer_is_generate_on_the_same_prompt(read):
+    """Greedy on the one stuffed row is transformers' `generate()` on the stuffed prompt, token for
+    token, and its table is a plain forward over prompt + answer."""
+    pipe, passages = read
+    gen = pipe.models.generator
+    best = stuffed_decode(gen, QUESTION, passages, SearchSettings(max_new_tokens=16))[0]
+    prompt = causal.rag_prompt(QUESTION, Stuffed(tuple(passages)), gen.prompt_style)
+    assert prompt.count("\nPassage: ") == len(passages)  # every passage, formatted as one is
+    ids = torch.tensor([gen.tokenizer.encode(prompt, add_special_tokens=False)])  # (1, L)
+    with torch.inference_mode():
+        out = gen.model.generate(
+            ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=16, num_beams=1
+        )
+    ref = out[0, ids.shape[1] :].tolist()
+    ref = ref[: next((i + 1 for i, t in enumerate(ref) if t in gen.eos_ids), len(ref))]
+    assert best.tokens == ref, (gen.decode(best.tokens), gen.decode(ref))
+    answer = torch.tensor([best.tokens])  # (1, T)
+    with torch.inference_mode():
+        logits = gen.model(input_ids=torch.cat([ids, answer[:, :-1]], 1)).logits.float()  # (1, L+T-1, V)
+    logp = torch.log_softmax(logits[0, -answer.shape[1] :], -1)  # (T, V)
+    plain = logp.gather(-1, answer[0].unsqueeze(-1)).squeeze(-1)  # (T,)
+    assert torch.allclose(best.token_logp[0], plain, atol=TOL), (best.token_logp[0], plain)
+
+
+def test_leave_one_out_on_the_default_model_is_k_separate_calls(read):
+    pipe, passages = read
+    gen = pipe.models.generator
+    tokens = stuffed_decode(gen, QUESTION, passages, SearchSettings())[0].tokens
+    loo = leave_one_out(gen, QUESTION, passages, tokens)  # (K, T), one batch
+    assert loo.shape == (len(passages), len(tokens))
+    for z in range(len(passages)):
+        state = gen.prepare_rows([(QUESTION, Stuffed(tuple(passages)).without(z))])
+        alone = score_answers(gen, state, [tokens])[0][0, 0]  # (T,)
+        assert torch.allclose(loo[z], alone, atol=TOL), (z, loo[z], alone)
+
+
+def test_the_trace_carries_the_stuffed_reading_and_reads_it_back(read):
+    pipe, _ = read
+    trace = pipe.run(QUESTION, Config(decode="all"))
+    assert trace.answer("rag-token") is not None and trace.answer("rag-sequence") is not None
+    best = trace.answer("stuffed")
+    assert best is not None and best.token_logp.shape[0] == 1
+    assert trace.stuffed.leave_one_out.shape == (trace.k, len(best.token_ids))
+    assert all(c.decoding != "stuffed" for c in trace.candidates)  # the marginals' tables stay (K, T)
+    back = trace_from_dict(json.loads(json.dumps(trace_to_dict(trace))))
+    assert back.answer("stuffed").answer == best.answer
+    assert torch.equal(back.stuffed.leave_one_out, trace.stuffed.leave_one_out)
+    only = pipe.run(QUESTION, Config(decode="stuffed"))
+    assert not only.candidates and only.answer("stuffed").token_ids == best.token_ids
+
+
+def test_ask_decode_all_prints_the_stuffed_answer_and_what_each_passage_is_worth():
+    out = run_cli("ask", QUESTION, "--decode", "all", "--json")
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    stuffed = got["stuffed"]
+    assert set(got["answers"]) == {"rag-token", "rag-sequence"}
+    assert stuffed["answers"][0]["answer"] and 0 < stuffed["answers"][0]["p"] <= 1
+    rows = stuffed["leave_one_out"]
+    assert [r["rank"] for r in rows] == [p["rank"] for p in got["passages"]]
+    p = stuffed["answers"][0]["p"]
+    for r in rows:  # worth is log p(y | all) − log p(y | all but z), as printed
+        assert r["worth"] == pytest.approx(math.log(p) - math.log(r["p_without"]), abs=1e-6)
+    assert stuffed["top_passage"] == max(rows, key=lambda r: r["worth"])["rank"]
+    text = run_cli("ask", QUESTION, "--decode", "all")
+    assert text.returncode == 0, text.stderr
+    assert f"stuffed: {stuffed['answers'][0]['answer']}" in text.stdout and "without #1" in text.stdout
