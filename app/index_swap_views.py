@@ -119,12 +119,35 @@ def answer_on_both(question: str, holders: dict[str, tuple[str, str]]) -> None:
 
 
 def difference_note(traces: dict[str, Trace]) -> str:
-    """How many of the retrieved passages differ between the 2016 and the 2018 index."""
+    """How many of the retrieved passages differ between the 2016 and the 2018 index, and how many
+    of those are one article whose text the other year rewrote (the same title on both).
+
+    >>> import torch
+    >>> from rag_core.corpus import Passage
+    >>> from rag_core.trace import Hit
+    >>> def t(*ps):
+    ...     hits = [Hit(r, Passage(*p), 0.0) for r, p in enumerate(ps, 1)]
+    ...     return Trace("q", "i", hits, torch.zeros(len(hits)), 1.0, [])
+    >>> old, new = t(("a", "A", "x"), ("b", "B", "old")), t(("a", "A", "x"), ("c", "B", "new"))
+    >>> note = difference_note({"2016": old, "2018": new})
+    >>> note.startswith("1 of the 2 passages differ"), "(1 of them under the same title on both" in note
+    (True, True)
+    """
     ids = {y: {h.passage.id for h in t.hits} for y, t in traces.items()}
     shared = len(ids["2016"] & ids["2018"])
+    titles = {
+        y: {h.passage.title for h in t.hits if h.passage.id not in ids["2016"] & ids["2018"]}
+        for y, t in traces.items()
+    }
+    rewritten = len(titles["2016"] & titles["2018"])  # the same article, its text changed by 2018
     return (
-        f"{traces['2016'].k - shared} of the {traces['2016'].k} passages differ between the two indexes; "
-        "the models are the same objects in memory (no reload)."
+        f"{traces['2016'].k - shared} of the {traces['2016'].k} passages differ between the two indexes"
+        + (
+            f" ({rewritten} of them under the same title on both, its text rewritten for the other year)"
+            if rewritten
+            else ""
+        )
+        + "; the models are the same objects in memory (no reload)."
     )
 
 

@@ -37,12 +37,16 @@ def log_p_range(values: list[float]) -> list[float]:
     [-1.2505, -0.7505]
     >>> [round(v, 4) for v in log_p_range([-1.5, -0.5])]    # a real climb keeps its own scale
     [-1.6, -0.4]
+    >>> [round(v, 4) for v in log_p_range([-0.02, -0.01])]  # a log-probability is never above 0
+    [-0.5, 0.0]
     """
     lo, hi = float(min(values)), float(max(values))
     lo, hi = lo - 0.1 * (hi - lo), hi + 0.1 * (hi - lo)
     if hi - lo < MIN_LOG_P_SPAN:
         mid = (lo + hi) / 2
         lo, hi = mid - MIN_LOG_P_SPAN / 2, mid + MIN_LOG_P_SPAN / 2
+    if hi > 0:  # the window slides down, keeping its span: the axis stops at p = 1
+        lo, hi = lo - hi, 0.0
     return [lo, hi]
 
 
