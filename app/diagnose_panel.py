@@ -247,8 +247,8 @@ def _card(col, trace: Trace, cf: counterfactual.Counterfactual, d: str, full: Tr
     or neither yet; judged by the low-confidence rule as every answer card is."""
     a, before = cf.answers[d], trace.answer(d)
     if a.needs_model_call:
-        col.metric(DECODING_LABELS[d], counterfactual.NEEDS_CALL, help=a.note)
-        col.caption(f"{a.note} (button below)")
+        col.metric(DECODING_LABELS[d], counterfactual.NEEDS_CALL, help=md_text(a.note))
+        col.caption(md_text(f"{a.note} (button below)"))  # a note can quote a model token
         return
     how = " (computed by a model call)" if a.computed else "" if a.exact else " (approximate)"
     delta = probability_delta(prob(a.log_p), answer_p(trace, before, d) if before else None)
@@ -261,17 +261,19 @@ def _card(col, trace: Trace, cf: counterfactual.Counterfactual, d: str, full: Tr
             DECODING_LABELS[d] + how,
             md_text(a.answer) or "(empty)",
             **delta,
-            help=a.note,
+            help=md_text(a.note),
         )
     col.caption(
-        (
-            "same answer as before"
-            if before and a.answer == before.answer
-            else f"was {before.answer!r}"
-            if before
-            else ""
+        md_text(
+            (
+                "same answer as before"
+                if before and a.answer == before.answer
+                else f"was {before.answer!r}"
+                if before
+                else ""
+            )
+            + f" · {a.note}"
         )
-        + f" · {a.note}"
     )
 
 

@@ -16,7 +16,7 @@ from rag_core.analysis import evaluation as ev
 from rag_core.analysis.retrieval_metrics import CELLS, error_split
 from rag_core.analysis.run_compare import compare_results
 from rag_core.analysis.verdict_rules import VERDICTS
-from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import CLOSED_BOOK, DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN, STUFFED
 from rag_core.retrieval.catalog import NAMED
 
 ASK = Path(__file__).resolve().parent.parent / "pages" / "ask.py"
@@ -37,6 +37,15 @@ COMPARE_WIDTHS = {
     "change": 60,
 }
 EM_HELP = "1 when the {} answer matches a gold answer exactly (SQuAD normalisation), else 0."
+TABLE_MODES = (CLOSED_BOOK, RAG_TOKEN, RAG_SEQUENCE)  # the stuffed reading has its own table (`stuffed`)
+STUFFED_WIDTHS = {
+    "question": 300,
+    "stuffed": 180,
+    "✓": 45,
+    "p": 70,
+    "leans on": ("leans on", 90, "The rank of the passage whose removal costs the stuffed answer most."),
+    "mixture cites": ("cites", 80, "The rank the RAG-Sequence posterior p(z|x,y) of the same answer cites."),
+}
 QUESTION_WIDTHS = {
     "question": 150,
     "expected": 80,
@@ -89,7 +98,7 @@ def run_label(path: Path) -> str:
     decoding = "greedy" if beams == 1 else f"{beams} beams"  # greedy and beam runs differ by several points
     return (
         f"{when} · {Path(str(s.get('file', '?'))).name} · {len(run.results)} questions · K={s.get('k')} · "
-        f"{decoding} · {s.get('index')}"
+        f"{decoding} · {s.get('index')}" + (" · with the stuffed reading" if s.get("decode") == "all" else "")
     )
 
 
@@ -237,8 +246,8 @@ def question_table(run: ev.EvalRun) -> pd.DataFrame:
             {
                 "question": r.question,
                 "expected": " | ".join(r.answers),
-                **{m: r.modes[m].answer for m in ev.MODES if m in r.modes},
-                **{f"{m} ✓": r.modes[m].em for m in ev.MODES if m in r.modes},
+                **{m: r.modes[m].answer for m in TABLE_MODES if m in r.modes},
+                **{f"{m} ✓": r.modes[m].em for m in TABLE_MODES if m in r.modes},
                 "answer rank": r.answer_rank,
                 "verdicts": ", ".join(
                     sorted(
@@ -251,6 +260,34 @@ def question_table(run: ev.EvalRun) -> pd.DataFrame:
             for r in run.results
         ]
     )
+
+
+def stuffed(run: ev.EvalRun, summary: dict) -> None:
+    """The stuffed reading of a run made with it (`eval --stuffed`): per question its answer, and the
+    passage it leans on most beside the one the mixture cites for the same answer."""
+    agree = summary["stuffed"]
+    if not agree["n"]:
+        return
+    st.subheader("The stuffed reading")
+    st.caption(
+        "The same K passages read together in one prompt, as deployed RAG systems read them. “Leans on”: "
+        "the passage whose removal costs its answer most (exact leave-one-out, K teacher-forced "
+        "rows); “mixture cites”: the passage with the highest posterior p(z|x,y) of the same answer "
+        f"under RAG-Sequence. They are the same passage in {agree['agree']} of {agree['n']} questions."
+    )
+    rows = [
+        {
+            "question": r.question,
+            "stuffed": m.answer,
+            "✓": m.em,
+            "p": m.p_stuffed,
+            "leans on": m.top_passage,
+            "mixture cites": m.mixture_top,
+        }
+        for r in run.results
+        if (m := r.modes.get(STUFFED)) is not None
+    ]
+    views.table(pd.DataFrame(rows), views.widths(STUFFED_WIDTHS))
 
 
 def verdict_counts(summary: dict) -> pd.DataFrame:

@@ -135,11 +135,10 @@ def difference_note(traces: dict[str, Trace]) -> str:
     """
     ids = {y: {h.passage.id for h in t.hits} for y, t in traces.items()}
     shared = len(ids["2016"] & ids["2018"])
-    titles = {
-        y: {h.passage.title for h in t.hits if h.passage.id not in ids["2016"] & ids["2018"]}
-        for y, t in traces.items()
-    }
-    rewritten = len(titles["2016"] & titles["2018"])  # the same article, its text changed by 2018
+    both = ids["2016"] & ids["2018"]
+    titles = {y: [h.passage.title for h in t.hits if h.passage.id not in both] for y, t in traces.items()}
+    # differing passages (counted on the 2016 side) of an article on both sides: its text rewritten
+    rewritten = sum(title in titles["2018"] for title in titles["2016"])
     return (
         f"{traces['2016'].k - shared} of the {traces['2016'].k} passages differ between the two indexes"
         + (

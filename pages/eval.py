@@ -169,6 +169,7 @@ views.table(counts, hide_index=True, width="stretch")
 st.caption("Verdicts can overlap. Open a question on the Ask page to see each verdict's evidence.")
 eval_views.retrieval(run, summary)
 eval_views.confidence(summary)
+eval_views.stuffed(run, summary)
 
 st.subheader("Questions")
 table = eval_views.question_table(run)

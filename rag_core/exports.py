@@ -4,7 +4,7 @@ The same dataframe (`Trace.to_frame`, `EvalRun.frame`) is written in every forma
 means the same thing in each; docs/trace-schema.md lists the columns and their schema versions.
 CSV is made spreadsheet-safe (formula-like text cells quoted with a leading '); Parquet and JSON
 Lines keep every value exactly as computed, and Parquet carries the schema version in its metadata
-(key `rag_loupe_schema`, e.g. b"trace/3") and, for a trace, the settings it was decoded with (key
+(key `rag_loupe_schema`, e.g. b"trace/4") and, for a trace, the settings it was decoded with (key
 `rag_loupe_settings`, JSON), so a script can read them without loading a row.
 
 >>> import pandas as pd
@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from rag_core.trace import SCHEMA_VERSION, SETTING_COLUMNS, neutralise, write_csv
 
 FORMATS = ("csv", "parquet", "jsonl")
-SCHEMAS = {"trace": SCHEMA_VERSION, "eval": 3}  # the schema version of each frame (docs/trace-schema.md)
+SCHEMAS = {"trace": SCHEMA_VERSION, "eval": 4}  # the schema version of each frame (docs/trace-schema.md)
 EVAL_TEXT_COLUMNS = (
     "question",
     "answer",
@@ -42,6 +42,9 @@ EVAL_TYPES = {
     "p_tok": "Float64",
     "weights_share": "Float64",
     "low_confidence": "Int64",
+    "p_stuffed": "Float64",
+    "top_passage": "Int64",
+    "mixture_top_passage": "Int64",
 }
 MIME = {"csv": "text/csv", "parquet": "application/vnd.apache.parquet", "jsonl": "application/jsonl"}
 SCHEMA_KEY = b"rag_loupe_schema"
@@ -130,7 +133,7 @@ def settings_of(path: str | Path) -> dict:
 
 
 def schema_of(path: str | Path) -> str | None:
-    """The schema a Parquet export was written with ("trace/3"), None when it has none."""
+    """The schema a Parquet export was written with ("trace/4"), None when it has none."""
     meta = pq.read_schema(path).metadata or {}
     value = meta.get(SCHEMA_KEY)
     return value.decode() if value else None

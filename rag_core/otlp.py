@@ -34,6 +34,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from rag_core import marginals
 from rag_core.config import DECODINGS, STUFFED
+from rag_core.decoding.stuffed import p_without
 from rag_core.marginals import prob
 from rag_core.trace import Trace, log_p_under
 
@@ -78,7 +79,7 @@ def _reading(trace: Trace, decoding: str) -> dict | None:
     if decoding == STUFFED:
         loo = trace.stuffed.leave_one_out if trace.stuffed is not None else None
         if loo is not None:
-            attrs[PREFIX + "p_without"] = [prob(float(row.double().sum())) for row in loo]
+            attrs[PREFIX + "p_without"] = p_without(loo)
     else:
         attrs[PREFIX + "posterior"] = marginals.citation(trace.log_prior, c.token_logp).tolist()
     return attrs

@@ -55,8 +55,9 @@ SETTING_COLUMNS = [
     "generator",
     "prompt_fingerprint",
 ]
-SCHEMA_VERSION = 3  # docs/trace-schema.md: bumped whenever columns are appended
+SCHEMA_VERSION = 4  # docs/trace-schema.md: bumped whenever columns are appended
 COLUMNS += ["p_seq", "p_tok", "doc_text", *SETTING_COLUMNS, "schema_version"]
+COLUMNS += ["p_stuffed"]  # schema 4: the stuffed reading's rows carry their whole answer's probability
 TEXT_COLUMNS = [
     "query",
     "index",
@@ -186,23 +187,44 @@ def settings_row(trace: Trace) -> dict:
     }
 
 
-def trace_frame(trace: Trace) -> pd.DataFrame:
-    """The long table, vectorised per candidate: (K, T) arrays flattened step-major."""
-    settings = settings_row(trace)
+def _numbers(trace: Trace, c: Candidate) -> dict:
+    """A candidate's per-passage tables for its rows. The two marginals: its (K, T) log-probs and
+    what the prior makes of them. The stuffed reading: its one row's p(y_i|x, all passages) as the
+    step's `p_token_mix`, and its leave-one-out, log p(y_i|x, all passages but z), where a marginal
+    has log p(y_i|x,z) (the chosen answer only; NaN for the others); no posterior."""
     lpz = trace.log_prior.double()  # (K,)
-    prior = lpz.exp().numpy()  # (K,)
+    none = torch.full((trace.k, len(c.token_ids)), float("nan"), dtype=torch.float64)  # (K, T)
+    if c.decoding == STUFFED:
+        loo = trace.stuffed.leave_one_out
+        lp = loo.double() if c.rank == 0 and loo is not None else none  # (K, T)
+        own = c.token_logp[0].double()  # (T,)
+        return dict(
+            lp=lp, mix=own.exp(), resp=none, post=none, p_seq=None, p_tok=None, p_stuffed=own.sum().exp()
+        )
+    lp = c.token_logp.double()  # (K, T)
+    return dict(
+        lp=lp,
+        mix=marginals.token_mixture(lpz, lp).exp(),  # (T,)
+        resp=marginals.responsibilities(lpz, lp),  # (K, T)
+        post=marginals.prefix_posteriors(lpz, lp),  # (K, T)
+        p_seq=marginals.rag_sequence(lpz, lp).exp(),
+        p_tok=marginals.rag_token(lpz, lp).exp(),
+        p_stuffed=None,
+    )
+
+
+def trace_frame(trace: Trace) -> pd.DataFrame:
+    """The long table, vectorised per candidate: (K, T) arrays flattened step-major; the two
+    marginals' candidates, then the stuffed reading's."""
+    settings = settings_row(trace)
+    prior = trace.log_prior.double().exp().numpy()  # (K,)
     k = trace.k
     frames = []
-    for c in trace.candidates:
+    for c in [*trace.candidates, *trace.of(STUFFED)]:
         t = len(c.token_ids)
         if t == 0:
             continue
-        lp = c.token_logp.double()  # (K, T)
-        p_doc = lp.exp().numpy()  # (K, T), NaN stays NaN
-        mix = marginals.token_mixture(lpz, lp).exp().numpy()  # (T,)
-        resp = marginals.responsibilities(lpz, lp).numpy()  # (K, T)
-        post = marginals.prefix_posteriors(lpz, lp).numpy()  # (K, T)
-        cum = torch.cumsum(lp, dim=-1).numpy()  # (K, T), NaN where unscored
+        n = _numbers(trace, c)
         steps = np.repeat(np.arange(t), k)  # (T*K,)
         docs = np.tile(np.arange(k), t)  # (T*K,)
         frames.append(
@@ -221,15 +243,14 @@ def trace_frame(trace: Trace) -> pd.DataFrame:
                     "doc_title": [trace.hits[d].passage.title for d in docs],
                     "doc_score": [trace.hits[d].score for d in docs],
                     "prior": prior[docs],
-                    "p_token_doc": p_doc.T.reshape(-1),
-                    "p_token_mix": mix[steps],
-                    "posterior_step": resp.T.reshape(-1),
-                    "posterior_prefix": post.T.reshape(-1),
-                    "logp_prefix_doc": cum.T.reshape(-1),
+                    "p_token_doc": n["lp"].exp().numpy().T.reshape(-1),  # NaN stays NaN
+                    "p_token_mix": n["mix"].numpy()[steps],
+                    "posterior_step": n["resp"].numpy().T.reshape(-1),
+                    "posterior_prefix": n["post"].numpy().T.reshape(-1),
+                    "logp_prefix_doc": torch.cumsum(n["lp"], dim=-1).numpy().T.reshape(-1),
                     "finished": c.finished,
                     "forced": [bool(c.forced[s]) for s in steps],
-                    "p_seq": float(marginals.rag_sequence(lpz, lp).exp()),
-                    "p_tok": float(marginals.rag_token(lpz, lp).exp()),
+                    **{p: np.nan if n[p] is None else float(n[p]) for p in ("p_seq", "p_tok", "p_stuffed")},
                     "doc_text": [trace.hits[d].passage.text for d in docs],
                     **settings,
                     "schema_version": SCHEMA_VERSION,

@@ -190,7 +190,12 @@ def check_trace_invariants(frame):
     import numpy as np
 
     assert len(frame) > 0
-    for _, g in frame.groupby(["decoding", "candidate", "step"]):
+    stuffed = frame[frame["decoding"] == "stuffed"]
+    for _, g in stuffed.groupby("candidate"):  # the stuffed reading: no mixture, its own product
+        steps = g.groupby("step")["p_token_mix"]
+        assert (steps.nunique() == 1).all()
+        assert np.isclose(g["p_stuffed"].iloc[0], steps.first().prod(), rtol=1e-5, atol=1e-12)
+    for _, g in frame[frame["decoding"] != "stuffed"].groupby(["decoding", "candidate", "step"]):
         assert np.isclose(g["prior"].sum(), 1.0, atol=1e-6)
         assert np.isclose(g["posterior_step"].sum(), 1.0, atol=1e-6)
         assert np.isclose(g["posterior_prefix"].sum(), 1.0, atol=1e-6)

@@ -130,7 +130,8 @@ def metrics(driver) -> list[tuple[str, str, str]]:
 
 def test_eval_says_how_often_the_model_was_guessing(server, browser):
     """Issue 36, item 2 on Eval: the run's answers judged by the rule of every answer card; how many
-    were flagged and EM on each side, as counted here from the run file the page shows."""
+    were flagged and EM on each side, as counted here from the run file the page shows; and the
+    shipped run's stuffed reading, with how often it leans on the passage the mixture cites."""
     browser.get(server + "/")
     wait_for(browser, lambda: answered(browser, CONFIDENT), 300, "the default answer")
     open_page(browser, "eval", "Eval")
@@ -152,6 +153,11 @@ def test_eval_says_how_often_the_model_was_guessing(server, browser):
         assert flagged[i] == f"{len(low)} of {len(judged)}", (mode, flagged)
         rate = [f"{100 * sum(m.em for m in ms) / len(ms):.1f}%" for ms in (low, sure)]
         assert em[i] == (rate[0], f"{rate[1]} on the rest"), (mode, em)
+    # the run was made with the stuffed reading: where it leans beside where the mixture cites
+    read = [r.modes["stuffed"] for r in run.results if "stuffed" in r.modes]
+    assert len(read) == len(run.results)
+    same = sum(m.top_passage == m.mixture_top for m in read)
+    assert f"They are the same passage in {same} of {len(read)} questions." in body_text(browser)
     heading = browser.find_element("xpath", '//h3[contains(., "When the model was guessing")]')
     browser.execute_script("arguments[0].scrollIntoView()", heading)
     browser.save_screenshot(str(ARTIFACTS / "confidence-eval.png"))

@@ -8,14 +8,15 @@ import pandas as pd
 import pytest
 import torch
 
-from rag_core import stacks
+from rag_core import marginals, stacks
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import matching
 from rag_core.analysis import questions as question_file
 from rag_core.analysis.confidence import answer_confidences
 from rag_core.config import Config
 from rag_core.corpus import Passage
-from rag_core.decoding.decode import SearchSettings, closed_book_decode
+from rag_core.decoding.decode import SearchSettings, closed_book_decode, score_answers
+from rag_core.decoding.stuffed import leave_one_out, stuffed_decode, worth
 from rag_core.generators.toy import ToyGenerator
 from rag_core.pipeline import Models, Pipeline
 from rag_core.trace import Hit
@@ -166,13 +167,14 @@ def test_a_run_on_a_toy_pipeline_scores_modes_recall_and_verdicts(tmp_path):
     assert [r.answer_ranks for r in run.results] == [[1], []]
     frame = run.frame()
     assert list(frame.columns[:5]) == ["question", "mode", "answer", "em", "contained"]
-    assert len(frame) == 6 and set(frame["mode"]) == set(ev.MODES)
+    assert len(frame) == 6
+    assert set(frame["mode"]) == {"closed-book", "rag-token", "rag-sequence"}  # no --stuffed: three modes
     table = run.table_text()
     assert "rag-sequence" in table and "50.0% (1/2)" in table and "Retrieval miss" in table
     path = ev.save_run(run, "unit", folder=tmp_path)
     again = ev.load_run(path)
     assert again.summary() == s and ev.load_run(tmp_path / "latest.json").summary() == s
-    assert list(pd.read_csv(tmp_path / "latest.csv")["mode"][:3]) == list(ev.MODES)
+    assert list(pd.read_csv(tmp_path / "latest.csv")["mode"][:3]) == list(ev.MODES[:3])
     assert ev.saved_runs(tmp_path) == [path]
     assert ev.load_run(tmp_path / "missing.json") is None
 
@@ -213,13 +215,45 @@ def test_the_run_flags_the_answers_the_ask_page_flags():
     }
     frame = run.frame()
     rag = frame[frame["mode"] == "rag-sequence"]
-    assert list(rag["low_confidence"]) == [0, 0, 1] and list(rag["confidence_reasons"]) == [
-        "",
-        "",
-        "near-tie",
-    ]
+    assert list(rag["low_confidence"]) == [0, 0, 1]
+    assert list(rag["confidence_reasons"]) == ["", "", "near-tie"]
     assert set(frame[frame["mode"] == "closed-book"]["low_confidence"]) == {""}
     assert "flagged low confidence" in run.table_text()
+
+
+def test_a_stuffed_run_adds_the_stuffed_reading_and_where_it_leans():
+    """`eval --stuffed` (decode all): a fourth mode whose answer, EM and p are the stuffed reading's,
+    the passage it leans on the argmax of a separate leave-one-out, the one the mixture cites the
+    argmax of the same answer's posterior teacher-forced afresh; the marginals are unchanged."""
+    pipe = toy_pipe()
+    both = ev.run_eval(pipe, QUESTIONS, Config(k=2, max_new_tokens=6))
+    run = ev.run_eval(pipe, QUESTIONS, Config(k=2, max_new_tokens=6, decode="all"))
+    gen = pipe.models.generator
+    for r, plain in zip(run.results, both.results):
+        assert {m: (x.answer, x.em) for m, x in r.modes.items() if m != "stuffed"} == {
+            m: (x.answer, x.em) for m, x in plain.modes.items()
+        }
+        hits = pipe.retrieve(r.question, 2)
+        passages = [h.passage for h in hits]
+        best = stuffed_decode(gen, r.question, passages, SearchSettings(max_new_tokens=6))[0]
+        m = r.modes["stuffed"]
+        assert m.answer == gen.decode(best.tokens)
+        assert m.em == matching.exact_match(m.answer, r.answers)
+        assert m.p_stuffed == pytest.approx(float(best.token_logp.sum().exp()), abs=1e-12)
+        loo = leave_one_out(gen, r.question, passages, best.tokens)  # (K, T)
+        assert m.top_passage == hits[int(worth(best.token_logp[0], loo).argmax())].rank
+        lpz = torch.log(torch.tensor([p for _, p in pipe.retrieval[r.question][:2]], dtype=torch.float64))
+        lpz = lpz - torch.logsumexp(lpz, 0)  # (K,) the prior of the two kept passages
+        per_doc = score_answers(gen, gen.prepare(r.question, passages), [best.tokens])[0][0]  # (K, T)
+        assert m.mixture_top == hits[int(marginals.citation(lpz, per_doc).argmax())].rank
+    s = run.summary()
+    assert s["modes"]["stuffed"]["n"] == 2
+    assert s["stuffed"]["n"] == 2
+    frame = run.frame()
+    rows = frame[frame["mode"] == "stuffed"]
+    assert list(rows["top_passage"]) == [r.modes["stuffed"].top_passage for r in run.results]
+    assert "stuffed reading: the passage it leans on most" in run.table_text()
+    assert run.settings["decode"] == "all"
 
 
 def test_sweep_over_stored_traces_reproduces_the_run(tmp_path):
@@ -274,6 +308,7 @@ def test_eval_command_on_three_questions(tmp_path):
         "--no-save",
         "--traces",
         str(tmp_path / "tr"),
+        "--stuffed",
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "3 questions" in out.stdout and "1 malformed lines skipped" in out.stdout
@@ -283,7 +318,9 @@ def test_eval_command_on_three_questions(tmp_path):
     assert "skipped 1 malformed line" in out.stderr
     frame = pd.read_csv(tmp_path / "r.csv")
     assert {"question", "mode", "answer", "em", "contained"} <= set(frame.columns)
-    assert len(frame) == 9 and sorted(set(frame["mode"])) == sorted(ev.MODES)
+    assert len(frame) == 12  # 3 questions x 4 modes, the stuffed reading's included
+    assert sorted(set(frame["mode"])) == sorted(ev.MODES)
+    assert "stuffed reading: the passage it leans on most" in out.stdout
     assert frame["em"].isin([0, 1]).all() and frame["contained"].isin([0, 1]).all()
     rag = frame[frame["mode"] == "rag-sequence"]
     assert rag["em"].sum() >= 2  # Melville, Agra, 88: RAG should get most of these right

@@ -95,12 +95,17 @@ def tiny(tmp_path_factory):
     return tiny_pipeline(tmp_path_factory.mktemp("tiny-exports"))[0]
 
 
-def test_schema_3_appends_its_columns_after_the_old_ones_unchanged():
+def test_schemas_3_and_4_append_their_columns_after_the_old_ones_unchanged():
     assert COLUMNS[: len(SCHEMA_2_COLUMNS)] == SCHEMA_2_COLUMNS
-    assert exports.SCHEMAS["trace"] == 3
+    assert (
+        COLUMNS[len(SCHEMA_2_COLUMNS) :].index("schema_version") == len(COLUMNS) - len(SCHEMA_2_COLUMNS) - 2
+    )
+    assert COLUMNS[-1] == "p_stuffed"  # schema 4's one column, after schema 3's
+    assert exports.SCHEMAS["trace"] == 4
     frame = toys.run_toy("obama").trace.to_frame()
     assert list(frame.columns) == COLUMNS
-    assert set(frame["schema_version"]) == {3}
+    assert set(frame["schema_version"]) == {4}
+    assert frame["p_stuffed"].isna().all()  # a toy with no stuffed reading
     # the old columns hold what they held: the design's worked numbers (docs/design.md §1.7)
     first = frame[(frame["decoding"] == "rag-token") & (frame["candidate"] == 0) & (frame["step"] == 0)]
     assert first["prior"].tolist() == pytest.approx([0.7, 0.3], abs=1e-12)
@@ -155,7 +160,7 @@ def test_settings_columns_and_parquet_metadata_are_the_config_used(tiny, tmp_pat
     path = tmp_path / "t.parquet"
     exports.write_frame(frame, path, "trace")
     assert exports.settings_of(path) == want
-    assert exports.schema_of(path) == "trace/3"
+    assert exports.schema_of(path) == "trace/4"
     for fmt in ("jsonl", "parquet"):
         exports.write_frame(frame, tmp_path / f"t.{fmt}", "trace")
         back = exports.read_frame(tmp_path / f"t.{fmt}")

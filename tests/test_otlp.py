@@ -37,7 +37,7 @@ def test_ask_writes_the_query_as_openinference_spans(tmp_path):
     by_name = {s["name"]: s for s in spans}
     assert set(by_name) == {"rag_loupe.query", "retrieve", "rag-token", "rag-sequence", "stuffed"}
     root = by_name["rag_loupe.query"]
-    assert len(root["traceId"]) == 32 and len(root["spanId"]) == 16  # OTLP/JSON: hex, not base64
+    assert (len(root["traceId"]), len(root["spanId"])) == (32, 16)  # OTLP/JSON: hex, not base64
     assert all(s["traceId"] == root["traceId"] for s in spans)
     assert all(s["parentSpanId"] == root["spanId"] for s in spans if s is not root)
     assert attributes(root)["openinference.span.kind"] == "CHAIN"
@@ -47,16 +47,16 @@ def test_ask_writes_the_query_as_openinference_spans(tmp_path):
     assert got["openinference.span.kind"] == "RETRIEVER"
     for i, p in enumerate(summary["passages"]):
         key = f"retrieval.documents.{i}.document."
-        assert got[key + "id"] == p["id"] and got[key + "content"] == p["text"]
+        assert (got[key + "id"], got[key + "content"]) == (p["id"], p["text"])
         assert got[key + "score"] == p["score"]
         meta = json.loads(got[key + "metadata"])
-        assert meta["prior"] == p["prior"] and meta["rank"] == p["rank"]
+        assert (meta["prior"], meta["rank"]) == (p["prior"], p["rank"])
         assert meta["posterior_rag-sequence"] == summary["answers"]["rag-sequence"][0]["posterior"][i]
 
     for reading in ("rag-token", "rag-sequence"):
         span = attributes(by_name[reading])
         best = summary["answers"][reading][0]
-        assert span["openinference.span.kind"] == "LLM" and span["output.value"] == best["answer"]
+        assert (span["openinference.span.kind"], span["output.value"]) == ("LLM", best["answer"])
         assert span["rag_loupe.p"] == best["p_tok" if reading == "rag-token" else "p_seq"]
     stuffed = attributes(by_name["stuffed"])
     assert stuffed["output.value"] == summary["stuffed"]["answers"][0]["answer"]

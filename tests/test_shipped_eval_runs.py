@@ -9,6 +9,7 @@ import pytest
 
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import shipped_runs
+from rag_core.analysis.question_result import QuestionResult
 from rag_core.analysis.questions import read_questions
 from rag_core.config import Config
 
@@ -49,7 +50,10 @@ REL = 1e-4
 
 
 def comparable(result: dict) -> tuple[dict, dict]:
-    """A question's result without its timing and probabilities, and its probabilities apart."""
+    """A question's result without its timing and probabilities, and its probabilities apart. Read
+    through the stored format first, as the app reads a run: a field a run was saved without (one
+    added to the format later, e.g. the stuffed reading's) is its default."""
+    result = QuestionResult.from_dict(result).to_dict()
     rest = {k: v for k, v in result.items() if k != "seconds"}
     rest["modes"] = {
         m: {f: v for f, v in mode.items() if not isinstance(v, float)} for m, mode in result["modes"].items()

@@ -6,21 +6,26 @@ prompt + answer)."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from rag_core.config import Config
 from rag_core.corpus import Passage, Stuffed
+from rag_core.decoding.answering import analyse
 from rag_core.decoding.decode import SearchSettings, score_answers
 from rag_core.decoding.stuffed import leave_one_out, stuffed_decode, worth
 from rag_core.generators import causal
+from rag_core.generators.base import ForwardCounter
 from rag_core.generators.toy import ToyGenerator
-from rag_core.trace import trace_from_dict, trace_to_dict
+from rag_core.trace import Hit, trace_from_dict, trace_to_dict
 
-from conftest import run_cli
+from conftest import check_trace_invariants, run_cli
 
 QUESTION = "Who wrote Moby-Dick?"
 TOL = 1e-4  # float32 batches against single calls: docs/results.md's rounding bound for log-probs
@@ -41,7 +46,8 @@ def toy():
 def test_the_toy_reads_a_table_written_for_the_passages_together_else_their_even_mixture():
     gen, passages = toy()
     best = stuffed_decode(gen, "q", passages, SearchSettings())[0]
-    assert gen.decode(best.tokens) == "Paris" and best.token_logp.shape == (1, 2)  # (1, T): Paris, end
+    assert gen.decode(best.tokens) == "Paris"
+    assert best.token_logp.shape == (1, 2)  # (1, T): Paris, end
     assert float(best.token_logp.sum().exp()) == pytest.approx(0.7, abs=1e-12)
     pair = stuffed_decode(gen, "q", passages[:2], SearchSettings())[0]  # no "a+b" table: the mixture
     assert gen.decode(pair.tokens) == "Lyon"  # (0.9 + 0.2) / 2 = 0.55 against Paris's 0.3
@@ -60,7 +66,51 @@ def test_leave_one_out_is_the_loop_of_separate_calls_and_the_hand_numbers():
         assert torch.equal(alone, loo[z])
     # worth: taking b out costs the answer everything; a and c cost log(0.7 / 0.3)
     w = worth(torch.tensor([math.log(0.7), 0.0], dtype=torch.float64), loo)
-    assert w[0] == pytest.approx(math.log(0.7 / 0.3)) and w[1] == math.inf
+    assert w[0] == pytest.approx(math.log(0.7 / 0.3))
+    assert w[1] == math.inf
+
+
+def test_the_trace_rows_of_the_stuffed_reading_hold_its_leave_one_out(tmp_path):
+    """A toy trace decoded with `--decode all`: the stuffed rows' p_token_doc is the leave-one-out
+    computed by hand, p_token_mix the reading's own step, p_stuffed their product; the marginals'
+    rows are what they were (their invariants hold) and leave p_stuffed empty."""
+    gen, passages = toy()
+    hits = [Hit(r, p, 0.0) for r, p in enumerate(passages, 1)]
+    lpz = torch.log(torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64))  # (K,)
+    trace = analyse(gen, "q", hits, lpz, Config(decode="all", max_new_tokens=4), "toy", 1.0)
+    frame = trace.to_frame()
+    check_trace_invariants(frame)
+    rows = frame[(frame["decoding"] == "stuffed") & (frame["candidate"] == 0)]
+    assert list(rows["answer"].unique()) == ["Paris"]
+    assert len(rows) == 2 * 3  # (T = 2 steps) x K
+    first = rows[rows["step"] == 0].sort_values("doc_rank")
+    assert list(first["p_token_doc"]) == pytest.approx([0.3, 0.0, 0.3], abs=1e-12)  # by hand, above
+    assert list(first["p_token_mix"]) == pytest.approx([0.7] * 3, abs=1e-12)
+    assert rows["p_stuffed"].iloc[0] == pytest.approx(0.7, abs=1e-12)
+    assert rows[["posterior_step", "posterior_prefix", "p_seq", "p_tok"]].isna().all().all()
+    marginal = frame[frame["decoding"] != "stuffed"]
+    assert len(marginal) > 0
+    assert marginal["p_stuffed"].isna().all()
+    back = pd.read_csv(io.StringIO(trace.to_csv()))
+    assert (back["decoding"] == "stuffed").sum() == (frame["decoding"] == "stuffed").sum()
+
+
+def test_one_passage_left_out_of_one_leaves_the_question_alone():
+    """K = 1: the stuffed prompt is the passage itself, and leaving it out leaves no passage line."""
+    gen, passages = toy()
+    best = stuffed_decode(gen, "q", passages[:1], SearchSettings())[0]
+    assert gen.decode(best.tokens) == "Lyon"
+    loo = leave_one_out(gen, "q", passages[:1], best.tokens)  # (1, T): no passage at all
+    assert loo.shape == (1, len(best.tokens))
+    assert float(loo[0].sum().exp()) == 0.0  # the toy ends at once with nothing to read
+
+
+def test_ask_refuses_what_the_stuffed_reading_cannot_do_before_loading_a_model():
+    out = run_cli("ask", QUESTION, "--decode", "stuffed", "--expected", "Herman Melville")
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        "error: --expected and --sentences read the two marginals' answers: use --decode all"
+    )
 
 
 # ----------------------------------------------------------------------------- the default model
@@ -107,34 +157,56 @@ def test_leave_one_out_on_the_default_model_is_k_separate_calls(read):
         assert torch.allclose(loo[z], alone, atol=TOL), (z, loo[z], alone)
 
 
+def test_a_stuffed_prompt_longer_than_the_model_reads_is_refused_not_cut(read):
+    """100 passages make more tokens than SmolLM2's 8,192 positions: a cut would drop the question at
+    the end, so the generator refuses before any forward pass."""
+    pipe, passages = read
+    gen = pipe.models.generator
+    calls = ForwardCounter.count
+    with pytest.raises(ValueError, match="use a smaller K for the stuffed reading"):
+        stuffed_decode(gen, QUESTION, passages * 20, SearchSettings())
+    assert ForwardCounter.count == calls
+
+
 def test_the_trace_carries_the_stuffed_reading_and_reads_it_back(read):
     pipe, _ = read
     trace = pipe.run(QUESTION, Config(decode="all"))
-    assert trace.answer("rag-token") is not None and trace.answer("rag-sequence") is not None
+    assert trace.answer("rag-token") is not None
+    assert trace.answer("rag-sequence") is not None
     best = trace.answer("stuffed")
-    assert best is not None and best.token_logp.shape[0] == 1
+    assert best.token_logp.shape[0] == 1  # one row: every passage at once
     assert trace.stuffed.leave_one_out.shape == (trace.k, len(best.token_ids))
     assert all(c.decoding != "stuffed" for c in trace.candidates)  # the marginals' tables stay (K, T)
     back = trace_from_dict(json.loads(json.dumps(trace_to_dict(trace))))
     assert back.answer("stuffed").answer == best.answer
     assert torch.equal(back.stuffed.leave_one_out, trace.stuffed.leave_one_out)
     only = pipe.run(QUESTION, Config(decode="stuffed"))
-    assert not only.candidates and only.answer("stuffed").token_ids == best.token_ids
+    assert not only.candidates  # stuffed alone: no marginal decoded
+    assert only.answer("stuffed").token_ids == best.token_ids
 
 
-def test_ask_decode_all_prints_the_stuffed_answer_and_what_each_passage_is_worth():
-    out = run_cli("ask", QUESTION, "--decode", "all", "--json")
+def test_ask_decode_all_prints_the_stuffed_answer_and_what_each_passage_is_worth(tmp_path):
+    out = run_cli("ask", QUESTION, "--decode", "all", "--json", "--csv", str(tmp_path / "t.csv"))
     assert out.returncode == 0, out.stderr
+    ours = pd.read_csv(tmp_path / "t.csv")
+    check_trace_invariants(ours)
+    assert set(ours["decoding"]) == {"rag-token", "rag-sequence", "stuffed"}
     got = json.loads(out.stdout)
     stuffed = got["stuffed"]
     assert set(got["answers"]) == {"rag-token", "rag-sequence"}
-    assert stuffed["answers"][0]["answer"] and 0 < stuffed["answers"][0]["p"] <= 1
+    assert stuffed["answers"][0]["answer"]
+    assert 0 < stuffed["answers"][0]["p"] <= 1
     rows = stuffed["leave_one_out"]
     assert [r["rank"] for r in rows] == [p["rank"] for p in got["passages"]]
     p = stuffed["answers"][0]["p"]
     for r in rows:  # worth is log p(y | all) − log p(y | all but z), as printed
         assert r["worth"] == pytest.approx(math.log(p) - math.log(r["p_without"]), abs=1e-6)
     assert stuffed["top_passage"] == max(rows, key=lambda r: r["worth"])["rank"]
+    # the CSV's stuffed rows hold the same leave-one-out (the chosen answer's last step, per passage)
+    chosen = ours[(ours["decoding"] == "stuffed") & (ours["candidate"] == 0)]
+    last = chosen[chosen["step"] == chosen["step"].max()].sort_values("doc_rank")
+    assert list(np.exp(last["logp_prefix_doc"])) == pytest.approx([r["p_without"] for r in rows], rel=1e-6)
     text = run_cli("ask", QUESTION, "--decode", "all")
     assert text.returncode == 0, text.stderr
-    assert f"stuffed: {stuffed['answers'][0]['answer']}" in text.stdout and "without #1" in text.stdout
+    assert f"stuffed: {stuffed['answers'][0]['answer']}" in text.stdout
+    assert "without #1" in text.stdout

@@ -187,8 +187,8 @@ def candidate_confidence(
 
 def answer_confidences(pipe, trace: Trace) -> dict[str, Confidence]:
     """The rule for each decoding's chosen answer of `trace`, with `pipe` (the trace's stack) making
-    each answer's closed-book row: its own teacher-forced pass, as the app computes it, so every
-    face gives the same numbers."""
+    each answer's closed-book row in a teacher-forced pass of its own. (The app and an eval run
+    batch several answers' rows in one pass: the same numbers to float32 rounding.)"""
     rows: dict[tuple[int, ...], torch.Tensor] = {}
     out = {}
     for c in filter(None, (trace.answer(d) for d in DECODINGS)):

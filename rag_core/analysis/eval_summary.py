@@ -11,9 +11,9 @@ from rag_core.analysis.confidence import GUESSING, NEAR_TIE, UNSUPPORTED
 from rag_core.analysis.question_result import ModeResult, QuestionResult
 from rag_core.analysis.retrieval_metrics import CELLS, error_split, retrieval_metrics
 from rag_core.analysis.verdict_rules import VERDICTS
-from rag_core.config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN, STUFFED
 
-MODES = (CLOSED_BOOK, RAG_TOKEN, RAG_SEQUENCE)
+MODES = (CLOSED_BOOK, RAG_TOKEN, RAG_SEQUENCE, STUFFED)  # stuffed: runs made with `eval --stuffed`
 RAG_MODES = (RAG_TOKEN, RAG_SEQUENCE)
 CONFIDENCE_CODES = (GUESSING, NEAR_TIE, UNSUPPORTED)
 CONFIDENCE_ROWS = {  # the rows of the low-confidence table, as the CLI prints it and the Eval page draws it
@@ -102,7 +102,24 @@ def summarize(results: list[QuestionResult], k: int) -> dict:
     out["split"] = {mode: {c: v["n"] for c, v in error_split(results, mode).items()} for mode in RAG_MODES}
     out["weights_share"] = {mode: weights_shares(results, mode) for mode in RAG_MODES}
     out["confidence"] = {mode: confidence_split(results, mode) for mode in RAG_MODES}
+    out["stuffed"] = stuffed_agreement(results)
     return out
+
+
+def stuffed_agreement(results: list[QuestionResult]) -> dict:
+    """How often the passage the stuffed reading leans on most (leave-one-out) is the one the
+    mixture's posterior cites for the same answer, over the questions where both are known.
+
+    >>> def r(top, mix):
+    ...     mode = ModeResult("a", True, True, top_passage=top, mixture_top=mix)
+    ...     return QuestionResult("q", ["a"], "", {"stuffed": mode}, True, 1)
+    >>> stuffed_agreement([r(1, 1), r(2, 1), r(None, None)])
+    {'n': 2, 'agree': 1}
+    """
+    got = [
+        r.modes[STUFFED] for r in results if STUFFED in r.modes and r.modes[STUFFED].top_passage is not None
+    ]
+    return {"n": len(got), "agree": sum(m.top_passage == m.mixture_top for m in got)}
 
 
 def table_text(s: dict, settings: dict) -> str:
@@ -150,6 +167,13 @@ def table_text(s: dict, settings: dict) -> str:
             code, f"  {VERDICTS.get(code, code)}"
         )
         lines.append(f"{label:<46}{v['rag-token'][code]:>10}{v['rag-sequence'][code]:>14}")
+    agree = s["stuffed"]
+    if agree["n"]:
+        lines += [
+            "",
+            "stuffed reading: the passage it leans on most (leave-one-out) is the one the mixture cites "
+            f"for the same answer (RAG-Sequence posterior) in {agree['agree']} of {agree['n']} questions",
+        ]
     if confidence_assessed(s):
         lines += ["", f"{'low confidence (the rule of every page)':<46}{'rag-token':>10}{'rag-sequence':>14}"]
         for row in confidence_rows(s):

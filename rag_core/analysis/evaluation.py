@@ -1,10 +1,11 @@
-"""Evaluation: a set of questions under all three modes, with EM, contained and answer-recall@K
+"""Evaluation: a set of questions under every mode, with EM, contained and answer-recall@K
 (`matching` defines them), the verdicts of every wrong answer, whether the model was guessing at
 each RAG answer (`confidence`, the rule every page uses), and saved runs.
 
 Modes (the CSV's `mode` column): `closed-book` (the generator with no passage), `rag-token`,
-`rag-sequence`. A run keeps one `QuestionResult` per question; `EvalRun.rows()` is the long table,
-one row per (question, mode). Runs are saved under `cache_dir()/eval/` as CSV + JSON so the app's
+`rag-sequence`, and `stuffed` (the K passages in one prompt) in a run decoded with `decode="all"`.
+A run keeps one `QuestionResult` per question; `EvalRun.rows()` is the long table, one row per
+(question, mode). Runs are saved under `cache_dir()/eval/` as CSV + JSON so the app's
 Eval page shows the latest run without recomputing it.
 """
 
@@ -30,12 +31,13 @@ from rag_core.analysis.questions import EvalQuestion
 from rag_core.analysis.scoring import score_texts
 from rag_core.analysis.token_sources import WEIGHTS, candidate_sources, shares
 from rag_core.analysis.verdicts import diagnose as diagnose_answer
-from rag_core.config import CLOSED_BOOK
-from rag_core.decoding.decode import DECODER_VERSION
-from rag_core.marginals import prob
+from rag_core.config import CLOSED_BOOK, STUFFED
+from rag_core.decoding.decode import DECODER_VERSION, score_answers
+from rag_core.decoding.stuffed import leans_on
+from rag_core.marginals import citation, prob
 from rag_core.storage import caches
 from rag_core.storage.files import write_atomic, write_bytes_atomic, write_text_atomic
-from rag_core.trace import trace_to_dict
+from rag_core.trace import log_p_under, trace_to_dict
 
 CSV_COLUMNS = [
     "question",
@@ -53,6 +55,9 @@ CSV_COLUMNS = [
     "weights_share",
     "low_confidence",
     "confidence_reasons",
+    "p_stuffed",
+    "top_passage",
+    "mixture_top_passage",
 ]
 
 
@@ -113,6 +118,8 @@ def evaluate_question(
         modes[mode].low_confidence = list(candidate_confidence(trace, c, row).codes)
         if not modes[mode].em:
             wrong.append(mode)
+    if trace.stuffed is not None and trace.answer(STUFFED) is not None:
+        modes[STUFFED] = stuffed_result(pipe, run, q.answers)
     deep = None
     if diagnose and wrong:
         with pipe.models.lock:  # the shared generator, as every path uses it
@@ -130,6 +137,26 @@ def evaluate_question(
     return QuestionResult(
         trace.query, q.answers, q.title, modes, recall, rank, shared + time.perf_counter() - t0, ranks
     )
+
+
+def stuffed_result(pipe, run, answers: list[str]) -> ModeResult:
+    """The stuffed reading's answer of one question: EM, its p(y|x, all passages), the passage its
+    leave-one-out says it leans on most, and the passage the mixture's posterior p(z|x,y) of the
+    same answer cites (its tokens teacher-forced under each single passage: one packed pass)."""
+    trace = run.trace
+    c = trace.answer(STUFFED)
+    out = ModeResult(
+        c.answer,
+        exact_match(c.answer, answers),
+        contains_answer(c.answer, answers),
+        p_stuffed=prob(log_p_under(c, STUFFED, trace.log_prior)),
+    )
+    if c.token_ids and trace.stuffed.leave_one_out is not None:
+        out.top_passage = trace.hits[leans_on(c.token_logp[0], trace.stuffed.leave_one_out)].rank
+        with pipe.models.lock:  # the shared generator, as every path uses it
+            lp = score_answers(pipe.models.generator, run.state0, [c.token_ids], 1)[0][0]  # (K, T)
+        out.mixture_top = trace.hits[int(citation(trace.log_prior, lp).argmax())].rank
+    return out
 
 
 def evaluate_batch(
@@ -191,6 +218,9 @@ class EvalRun:
                         "weights_share": "" if m.weights_share is None else round(m.weights_share, 6),
                         "low_confidence": "" if m.low_confidence is None else int(bool(m.low_confidence)),
                         "confidence_reasons": ";".join(m.low_confidence or ()),
+                        "p_stuffed": "" if m.p_stuffed is None else round(m.p_stuffed, 6),
+                        "top_passage": "" if m.top_passage is None else m.top_passage,
+                        "mixture_top_passage": "" if m.mixture_top is None else m.mixture_top,
                     }
                 )
         return rows
@@ -259,6 +289,7 @@ def run_eval(
     info = {
         "index": pipe.index_name,
         "k": cfg.k,
+        "decode": cfg.decode,
         "beams": cfg.beams,
         "length_penalty": cfg.length_penalty,
         "rescore": cfg.rescore,

@@ -17,6 +17,12 @@ class ModeResult:
     # the low-confidence rule's codes (`confidence`): [] a confident answer, None not assessed
     # (closed-book, or a run made before the rule)
     low_confidence: list[str] | None = None
+    # the stuffed reading (mode "stuffed"): p(y|x, all passages), the rank of the passage whose
+    # removal costs its answer most (exact leave-one-out), and the rank the mixture's posterior
+    # p(z|x,y) of the same answer cites
+    p_stuffed: float | None = None
+    top_passage: int | None = None
+    mixture_top: int | None = None
 
 
 @dataclass

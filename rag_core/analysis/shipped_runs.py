@@ -37,10 +37,14 @@ EVAL_VERSION = 1  # bump when exact match, the verdicts or a stored field of a r
 
 def run_config(cfg: Config) -> dict:
     """The decoding settings a run's answers depend on (stored in the shipped file)."""
-    # an eval run always decodes both ways, so `decode` is not one of them
-    return {name: v for name, v in answer_settings(cfg).items() if name != "decode"} | {
-        "decoder": DECODER_VERSION
-    }
+    # an eval run always decodes both marginals, so `decode` is named only when it also read the
+    # passages stuffed (`eval --stuffed`): the other runs' fingerprints stay what they were
+    stuffed = {"decode": cfg.decode} if cfg.decode == "all" else {}
+    return (
+        {name: v for name, v in answer_settings(cfg).items() if name != "decode"}
+        | stuffed
+        | {"decoder": DECODER_VERSION}
+    )
 
 
 @lru_cache(maxsize=8)

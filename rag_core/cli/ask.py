@@ -73,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
     expected = [a.strip() for a in (args.expected or "").split("|") if normalize_answer(a)]
     if args.expected is not None and not expected:
         raise CliError("--expected is empty: give the right answer (aliases separated by |)")
+    if cfg.decode == "stuffed" and (expected or args.sentences):
+        raise CliError("--expected and --sentences read the two marginals' answers: use --decode all")
     with progress_bar() as progress:
         pipe = load_pipeline(cfg, progress)
     trace = pipe.run(args.question, cfg)

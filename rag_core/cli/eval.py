@@ -65,6 +65,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
     p.add_argument("--limit", type=positive_int, default=None, help="evaluate only the first N questions")
     p.add_argument("--no-diagnose", action="store_true", help="skip the verdicts of wrong answers")
+    p.add_argument(
+        "--stuffed",
+        action="store_true",
+        help="also read the K passages together in one prompt (the stuffed reading): a fourth mode, with "
+        "the passage its exact leave-one-out leans on beside the one the mixture cites",
+    )
     p.add_argument("--no-save", action="store_true", help="do not save the run for the app's Eval page")
     p.add_argument(
         "--restart",
@@ -137,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         return run_sweep(args)
     cfg = config_from(
         args,
-        **decoding_fields(args, decode="both"),
+        **decoding_fields(args, decode="all" if args.stuffed else "both"),
         index=args.index,
         corpus=args.corpus,
         batch_questions=args.batch_questions,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rag_core import marginals
 from rag_core.analysis.confidence import Confidence
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN, STUFFED
-from rag_core.decoding.stuffed import worth
+from rag_core.decoding.stuffed import leans_on, p_without, worth
 from rag_core.marginals import prob
 from rag_core.trace import Trace, log_p_under
 
@@ -66,15 +66,10 @@ def stuffed_json(trace: Trace) -> dict:
     if cands and loo is not None:
         w = worth(cands[0].token_logp[0], loo)  # (K,)
         out["leave_one_out"] = [
-            {
-                "rank": h.rank,
-                "title": h.passage.title,
-                "p_without": prob(float(row.double().sum())),
-                "worth": float(v),
-            }
-            for h, row, v in zip(trace.hits, loo, w)
+            {"rank": h.rank, "title": h.passage.title, "p_without": p, "worth": float(v)}
+            for h, p, v in zip(trace.hits, p_without(loo), w)
         ]
-        out["top_passage"] = trace.hits[int(w.argmax())].rank
+        out["top_passage"] = trace.hits[leans_on(cands[0].token_logp[0], loo)].rank
     return out
 
 

@@ -58,6 +58,20 @@ def leave_one_out(
     return token_logp[0]  # (K, T)
 
 
+def p_without(loo: torch.Tensor) -> list[float]:
+    """p(y | x, every passage but z) per z, from the leave-one-out table (K, T).
+
+    >>> p_without(torch.log(torch.tensor([[0.5, 1.0], [0.25, 0.5]])))
+    [0.5, 0.125]
+    """
+    return loo.double().sum(-1).exp().tolist()
+
+
+def leans_on(answer_logp: torch.Tensor, loo: torch.Tensor) -> int:
+    """The position (0-based) of the passage whose removal costs the answer most."""
+    return int(worth(answer_logp, loo).argmax())
+
+
 def worth(answer_logp: torch.Tensor, loo: torch.Tensor) -> torch.Tensor:
     """(K,) log p(y|x, all) − log p(y|x, all but z), nats: what taking z out costs the answer.
 

@@ -86,6 +86,25 @@ def forced_ids(generation_config, encoder_decoder: bool) -> tuple[int | None, fr
     return (None if bos is None else int(bos)), eos_set
 
 
+def too_long(tokens: int, limit: int, stuffed: int) -> None:
+    """Stop a prompt of several passages read together that the generator cannot read whole (a cut
+    would drop the question at its end, and leave-one-out would compare different prompts): a
+    user error, raised before any forward pass. One passage per prompt never comes near the limit.
+
+    >>> too_long(900, 1024, 1)
+    >>> try:
+    ...     too_long(1100, 1024, 1)
+    ... except ValueError as e:
+    ...     str(e).split(":")[0]
+    "the passages read together make a prompt of 1100 tokens, more than the generator's 1024"
+    """
+    if stuffed and tokens > limit:
+        raise ValueError(
+            f"the passages read together make a prompt of {tokens} tokens, more than the generator's "
+            f"{limit}: use a smaller K for the stuffed reading"
+        )
+
+
 def rows_of(question: str, passages: Sequence[Passage] | None) -> list[tuple[str, Passage | None]]:
     """The prompt rows of one question: one per passage, or one closed-book row (`passages=None`)."""
     return [(question, None)] if passages is None else [(question, p) for p in passages]

@@ -20,7 +20,7 @@ import torch
 
 from rag_core.config import MAX_PASSAGE_WORDS, MAX_QUESTION_CHARS
 from rag_core.corpus import Passage, Stuffed
-from rag_core.generators.base import ForwardCounter, GenState, PackedAnswers, forced_ids, rows_of
+from rag_core.generators.base import ForwardCounter, GenState, PackedAnswers, forced_ids, rows_of, too_long
 from rag_core.generators.shared_prefix import as_cache, causal_mask, install
 from rag_core.models.sources import TOKENIZER_LOCK
 
@@ -189,6 +189,7 @@ class CausalGenerator:
         self.id = model_id
         self.prompt_style = prompt_style
         self.model = model
+        self.max_positions = int(getattr(model.config, "max_position_embeddings", 1 << 30))
         install(model)  # attention that reads the shared few-shot prefix without copying it per row
         self.tokenizer = tokenizer
         self.device = device
@@ -254,7 +255,7 @@ class CausalGenerator:
         return self.prepare_rows(rows_of(question, passages))
 
     @torch.inference_mode()
-    def prepare_rows(self, rows: Sequence[tuple[str, Passage | None]]) -> GenState:
+    def prepare_rows(self, rows: Sequence[tuple[str, Passage | Stuffed | None]]) -> GenState:
         closed = [p is None for _, p in rows]
         if any(closed) and not all(closed):
             raise ValueError("closed-book and RAG rows have different few-shot parts: prepare them apart")
@@ -271,7 +272,9 @@ class CausalGenerator:
         ids_of = self.__dict__.setdefault("_prefix_ids", {})  # the prefix text is fixed: tokenise it once
         if prefix not in ids_of:
             ids_of[prefix] = self._tokenize([prefix])[0]
+        stuffed = sum(isinstance(p, Stuffed) for _, p in rows)
         prefix_ids, rows = ids_of[prefix], self._tokenize(prompts)
+        too_long(max(map(len, rows)), self.max_positions, stuffed)
         n = shared_prefix_length(prefix_ids, rows)
         k, s = len(rows), max(len(r) - n for r in rows)
         # Each row = [shared prefix][left padding][its own tokens]: padding sits between the cached

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import torch
 
 from rag_core.corpus import Passage, Stuffed
-from rag_core.generators.base import ForwardCounter, GenState, forced_ids, rows_of
+from rag_core.generators.base import ForwardCounter, GenState, forced_ids, rows_of, too_long
 from rag_core.models.sources import TOKENIZER_LOCK
 
 TITLE_SEP = " / "
@@ -24,7 +24,11 @@ MAX_STUFFED_LENGTH = 1024  # several passages in one input: up to BART's positio
 
 def rag_input(question: str, passage: Passage | Stuffed | None) -> str:
     """`title / text // question`; several passages read together (`Stuffed`) are each written as
-    one is, joined by the same separator: `t1 / x1 // t2 / x2 // question`."""
+    one is, joined by the same separator: `t1 / x1 // t2 / x2 // question`.
+
+    >>> rag_input("Who?", Stuffed((Passage("a", '"A"', "x"), Passage("b", "B", "y"))))
+    'A / x // B / y // Who?'
+    """
     if passage is None:
         return question
     parts = passage.passages if isinstance(passage, Stuffed) else (passage,)
@@ -54,9 +58,11 @@ class Seq2SeqGenerator:
     @torch.inference_mode()
     def prepare_rows(self, rows: Sequence[tuple[str, Passage | Stuffed | None]]) -> GenState:
         texts = [rag_input(q, p) for q, p in rows]
-        stuffed = any(isinstance(p, Stuffed) for _, p in rows)
+        stuffed = sum(isinstance(p, Stuffed) for _, p in rows)
         limit = min(MAX_STUFFED_LENGTH, self.max_positions) if stuffed else MAX_COMBINED_LENGTH
         with TOKENIZER_LOCK:  # fast tokenizers must not be used from two threads at once
+            if stuffed:  # never cut: the question is at the end of the stuffed input
+                too_long(max(len(t) for t in self.tokenizer(texts)["input_ids"]), limit, stuffed)
             enc = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True, max_length=limit)
         mask = enc["attention_mask"].to(self.device)  # (K, L)
         ForwardCounter.tick()
