@@ -418,7 +418,10 @@ def test_index_swap_wrong_year_in_red_and_both_detours_go_back(server, browser):
     assert field(browser, "Question").get_attribute("value") == question
     assert "Opened from" not in body_text(browser)
     assert selected(browser, "Index", "sidebar") == index_before
-    assert selected(browser, "A failure to explain") == failure  # the user's pick, as it was
+    # the user's pick, as it was (the picker is redrawn once more after the page settles under load)
+    wait_for(
+        browser, lambda: selected(browser, "A failure to explain") == failure, 60, "the failure picked again"
+    )
     # "Diagnose this": Ask on that question and index, that index's holder as the expected answer
     press(browser, "Diagnose this")
     wait_for(

@@ -12,12 +12,25 @@ def test_the_axis_holds_every_value_centred_and_never_shorter_than_the_minimum()
     rng = np.random.default_rng(0)
     for spread in (0.0, 1e-4, 1e-3, 0.01, 0.3, 0.5, 2.0, 7.0):
         for _ in range(20):
-            values = (-3.0 + spread * rng.random(6)).tolist()  # six steps of a walk
+            values = (-10.0 + spread * rng.random(6)).tolist()  # six steps of a walk, log p <= 0
             lo, hi = log_p_range(values)
             width = max(values) - min(values)
             assert lo < min(values) <= max(values) < hi
             assert hi - lo == pytest.approx(max(MIN_LOG_P_SPAN, 1.2 * width), abs=1e-12)
             assert (lo + hi) / 2 == pytest.approx((min(values) + max(values)) / 2, abs=1e-12)
+
+
+def test_near_certainty_the_axis_stops_at_zero_and_keeps_its_span():
+    """log p(y|x) is never above 0: an axis about values near it slides down instead of centring."""
+    rng = np.random.default_rng(1)
+    for spread in (0.0, 1e-3, 0.2):
+        for _ in range(20):
+            values = (-1e-4 - spread * rng.random(6)).tolist()
+            lo, hi = log_p_range(values)
+            width = max(values) - min(values)
+            assert hi == 0.0
+            assert lo < min(values)
+            assert hi - lo == pytest.approx(max(MIN_LOG_P_SPAN, 1.2 * width), abs=1e-12)
 
 
 def test_the_reported_walk_draws_flat_and_a_real_climb_fills_the_chart():

@@ -61,7 +61,7 @@ def leave_one_out(
 def p_without(loo: torch.Tensor) -> list[float]:
     """p(y | x, every passage but z) per z, from the leave-one-out table (K, T).
 
-    >>> p_without(torch.log(torch.tensor([[0.5, 1.0], [0.25, 0.5]])))
+    >>> [round(p, 6) for p in p_without(torch.log(torch.tensor([[0.5, 1.0], [0.25, 0.5]])))]
     [0.5, 0.125]
     """
     return loo.double().sum(-1).exp().tolist()
