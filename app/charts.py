@@ -16,3 +16,23 @@ from __future__ import annotations
 
 NO_BAR = {"displayModeBar": False}  # the plotly_chart config of the small charts
 AXIS_Z = dict(tickangle=0, tickfont=dict(size=11))  # the x axis of the per-passage bar charts
+
+
+def add_arrow(fig, start, end, colour: str, size: float, width: float) -> None:
+    """A 2-D arrow in data coordinates from `start` to `end` (x, y), head at `end`, no text."""
+    fig.add_annotation(
+        x=end[0],
+        y=end[1],
+        ax=start[0],
+        ay=start[1],
+        xref="x",
+        yref="y",
+        axref="x",
+        ayref="y",
+        showarrow=True,
+        arrowhead=3,
+        arrowsize=size,
+        arrowwidth=width,
+        arrowcolor=colour,
+        text="",
+    )

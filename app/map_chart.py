@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from app import charts
 from app.map_labels import label_spots, shown_ranges
 from app.palette import NO_TOPIC_GREY, PULL, QUESTION_RED, RING_BLACK, TOP_K_LINE, TOPIC_COLORS
 from app.safe_text import plot_text
@@ -166,22 +167,7 @@ def add_pull_arrow(fig: go.Figure, start, end, dims: int) -> None:
     along ∂ log p(y|x)/∂q puts it (`end`); in 3-D a shaft and a cone."""
     start, end = np.asarray(start, float), np.asarray(end, float)
     if dims == 2:
-        fig.add_annotation(
-            x=end[0],
-            y=end[1],
-            ax=start[0],
-            ay=start[1],
-            xref="x",
-            yref="y",
-            axref="x",
-            ayref="y",
-            showarrow=True,
-            arrowhead=3,
-            arrowsize=1.5,
-            arrowwidth=3,
-            arrowcolor=PULL,
-            text="",
-        )
+        charts.add_arrow(fig, start, end, PULL, size=1.5, width=3)
         fig.add_trace(
             go.Scattergl(
                 x=[end[0]],

@@ -17,6 +17,23 @@ from rag_core.analysis.token_sources import LABELS as SOURCE_LABELS
 from rag_core.marginals import p_text
 
 
+def token_bar(tokens: list[str], hover: list[str], **bar) -> go.Bar:
+    """A strip of the answer's tokens, one equal box a token with its text inside and its numbers
+    on hover (already escaped); `bar` sets the boxes' colours (marker) and text colour."""
+    return go.Bar(
+        x=list(range(len(tokens))),
+        y=[1] * len(tokens),
+        text=[plot_text(token_label(t)) for t in tokens],
+        textposition="inside",
+        insidetextanchor="middle",
+        hovertext=hover,
+        hoverinfo="text",
+        width=0.96,
+        showlegend=False,
+        **bar,
+    )
+
+
 def _strip_layout(fig: go.Figure, height: int) -> go.Figure:
     """The layout both token strips share: one row of boxes, no axes, the legend below."""
     fig.update_layout(
@@ -47,9 +64,9 @@ def token_strip(
         for i, t in enumerate(tokens)
     ]
     fig = go.Figure(
-        go.Bar(
-            x=list(range(T)),
-            y=[1] * T,
+        token_bar(
+            tokens,
+            hover,
             marker=dict(
                 color=colors,
                 opacity=[1.0 if z is not None else 0.35 for z in sources],
@@ -58,13 +75,6 @@ def token_strip(
                     width=[4 if i == step else 1 for i in range(T)],
                 ),
             ),
-            text=[plot_text(token_label(t)) for t in tokens],
-            textposition="inside",
-            insidetextanchor="middle",
-            hovertext=hover,
-            hoverinfo="text",
-            width=0.96,
-            showlegend=False,
         )
     )
     for z, label in enumerate(labels):  # the colour key: one square per passage, under the strip
@@ -214,9 +224,9 @@ def source_strip(tokens: list[str], found: list, labels: list[str]) -> go.Figure
         for t, s in zip(tokens, found)
     ]
     fig = go.Figure(
-        go.Bar(
-            x=list(range(len(tokens))),
-            y=[1] * len(tokens),
+        token_bar(
+            tokens,
+            hover,
             marker=dict(
                 color=colors,
                 line=dict(color="white", width=1),
@@ -228,13 +238,6 @@ def source_strip(tokens: list[str], found: list, labels: list[str]) -> go.Figure
                     solidity=0.25,
                 ),
             ),
-            text=[plot_text(token_label(t)) for t in tokens],
-            textposition="inside",
-            insidetextanchor="middle",
-            hovertext=hover,
-            hoverinfo="text",
-            width=0.96,
-            showlegend=False,
             textfont=dict(color=["white" if k in DARK_SOURCES else "black" for k in kinds]),
         )
     )

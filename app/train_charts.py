@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from app import charts
 from app.palette import (
     GAP_RED,
     OTHER_PASSAGE_GREY,
@@ -225,22 +226,7 @@ def walk_map(
     )
     for a, b in zip(path, path[1:]):  # one arrow a step, in the direction of the gradient
         if np.linalg.norm(b - a) > 0:
-            fig.add_annotation(
-                x=b[0],
-                y=b[1],
-                ax=a[0],
-                ay=a[1],
-                xref="x",
-                yref="y",
-                axref="x",
-                ayref="y",
-                showarrow=True,
-                arrowhead=3,
-                arrowsize=1.2,
-                arrowwidth=2,
-                arrowcolor=QUESTION_RED,
-                text="",
-            )
+            charts.add_arrow(fig, a, b, QUESTION_RED, size=1.2, width=2)
     box = np.vstack([path, passages])
     lo, hi = box.min(0), box.max(0)
     pad = np.maximum(0.2 * (hi - lo), 0.05)
