@@ -9,6 +9,7 @@ fingerprint, so it is computed once, and never shown under the wrong name.
 from __future__ import annotations
 
 import gc
+import math
 
 import pandas as pd
 import streamlit as st
@@ -107,10 +108,18 @@ def summary(t: Trace, sure: dict[str, certainty.Confidence]) -> pd.DataFrame:
 
 
 def confidence_word(conf: certainty.Confidence | None) -> str:
-    """ "low: guessing, near-tie" for a flagged answer, "ok" for a confident one, "—" unknown."""
+    """ "low: guessing, near-tie" for a flagged answer, "ok" for a confident one, "—" unknown; then
+    the support (nats: how much the best passage raises the answer over that stack's own model
+    without passages), which is what differs most between two stacks reading the same passages.
+
+    >>> confidence_word(certainty.assess(0.6, support=1.234))
+    'ok · support +1.23'
+    """
     if conf is None:
         return "—"
-    return f"low: {', '.join(conf.codes)}" if conf.low else "ok"
+    word = f"low: {', '.join(conf.codes)}" if conf.low else "ok"
+    known = conf.support is not None and math.isfinite(conf.support)
+    return word + (f" · support {conf.support:+.2f}" if known else "")
 
 
 def top_passages(t: Trace, n: int = 3) -> pd.DataFrame:

@@ -301,6 +301,8 @@ def test_ask_compares_the_answer_with_another_stack_side_by_side(monkeypatch, ti
     assert cli.returncode == 0, cli.stderr
     judged = json.loads(cli.stdout)["confidence"]
     words = [
-        f"low: {', '.join(judged[d]['codes'])}" if judged[d]["low"] else "ok" for d in theirs["decoding"]
+        (f"low: {', '.join(judged[d]['codes'])}" if judged[d]["low"] else "ok")
+        + ("" if judged[d]["support"] is None else f" · support {judged[d]['support']:+.2f}")
+        for d in theirs["decoding"]
     ]
-    assert list(theirs["confidence"]) == words
+    assert list(theirs["confidence"]) == words  # the support is that stack's own: its closed-book rows
