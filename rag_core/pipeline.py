@@ -6,6 +6,7 @@ can be swapped under them with no reload (`Pipeline.with_index`).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import threading
 from collections.abc import Callable
@@ -15,7 +16,7 @@ import torch
 
 from rag_core.config import ANSWER_SETTINGS, MAX_QUESTION_CHARS, Config
 from rag_core.corpus import read_corpus_file
-from rag_core.decoding.answering import PreparedRun, Query, decode_queries
+from rag_core.decoding.answering import PreparedRun, Query, decode_queries, stuffed_reading
 from rag_core.decoding.decode import DecodeJob, SearchSettings, decode_jobs, score_answers
 from rag_core.generators import Generator, load_generator
 from rag_core.models.sources import offline_unless_allowed, pick_device, set_threads
@@ -194,6 +195,18 @@ class Pipeline:
         with self.models.lock:
             queries = [self.query(q, cfgs) for q in questions]
             return decode_queries(self.models.generator, queries, self.scale_for, keep_state)
+
+    def with_stuffed(self, trace: Trace) -> Trace:
+        """The trace with its stuffed reading (`decoding/stuffed.py`) added, read from the same
+        passages and searched with the settings the trace recorded: what the same question decoded
+        with `decode="all"` gives, for a trace decoded without it (a page that shows the stuffed
+        reading asks for it only when it is drawn). A trace that has one is returned as it is."""
+        if trace.stuffed is not None:
+            return trace
+        cfg = trace_config(self.cfg, trace)
+        with self.models.lock:
+            reading = stuffed_reading(self.models.generator, trace.query, trace.hits, cfg)
+        return dataclasses.replace(trace, stuffed=reading)  # its settings stay the keys it is cached by
 
     def batch_size(self, cfg: Config | None = None) -> int:
         """How many questions eval and the index swap decode together: `cfg.batch_questions`, or

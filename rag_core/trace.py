@@ -125,10 +125,13 @@ def log_p_under(answer, decoding: str, log_pz: torch.Tensor) -> float:
 class StuffedReading:
     """The K passages read together in one prompt, in rank order (`decoding/stuffed.py`): its
     answers, best first (Candidates of decoding "stuffed" whose tables have one row, (1, T)), and
-    what each passage is worth to the chosen one: log p(y_i | x, every passage but z, y_<i)."""
+    what each passage is worth to the chosen one: log p(y_i | x, every passage but z, y_<i); and
+    the chosen answer read under each passage alone, log p(y_i | x, z, y_<i), from which the
+    mixture's posterior p(z|x,y) of the same answer follows (`marginals.citation`)."""
 
     candidates: list[Candidate]
     leave_one_out: torch.Tensor | None = None  # (K, T) for the chosen answer; None: not computed
+    alone: torch.Tensor | None = None  # (K, T) the chosen answer under each passage alone
 
 
 @dataclass
@@ -337,9 +340,10 @@ def trace_to_dict(trace: Trace) -> dict:
         if trace.stuffed is None
         else {
             "candidates": [cand(c) for c in trace.stuffed.candidates],
-            "leave_one_out": None
-            if trace.stuffed.leave_one_out is None
-            else trace.stuffed.leave_one_out.tolist(),
+            **{
+                name: None if getattr(trace.stuffed, name) is None else getattr(trace.stuffed, name).tolist()
+                for name in ("leave_one_out", "alone")
+            },
         },
     }
 
@@ -368,9 +372,12 @@ def trace_from_dict(d: dict) -> Trace:
     stuffed = d.get("stuffed")  # absent from traces stored before the stuffed reading
     if stuffed is not None:
         answers = [cand(c) for c in stuffed["candidates"]]
-        loo = stuffed["leave_one_out"]
         dtype = answers[0].token_logp.dtype if answers else torch.float32  # as its answer's table
-        stuffed = StuffedReading(answers, None if loo is None else torch.tensor(loo, dtype=dtype))
+        tables = {  # "alone" is absent from traces stored before it was kept
+            name: None if stuffed.get(name) is None else torch.tensor(stuffed[name], dtype=dtype)
+            for name in ("leave_one_out", "alone")
+        }
+        stuffed = StuffedReading(answers, **tables)
     return Trace(
         d["query"],
         d["index"],

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
+from rag_core.analysis.confidence import candidate_confidence
 from rag_core.config import Config
 from rag_core.corpus import Passage, Stuffed
 from rag_core.decoding.answering import analyse
@@ -183,6 +184,32 @@ def test_the_trace_carries_the_stuffed_reading_and_reads_it_back(read):
     only = pipe.run(QUESTION, Config(decode="stuffed"))
     assert not only.candidates  # stuffed alone: no marginal decoded
     assert only.answer("stuffed").token_ids == best.token_ids
+    # the answer under each passage alone (the mixture's rows of the same answer): separate calls
+    assert back.stuffed.alone.shape == (trace.k, len(best.token_ids))
+    for z, hit in enumerate(trace.hits):
+        gen = pipe.models.generator
+        single = score_answers(gen, gen.prepare(QUESTION, [hit.passage]), [best.token_ids])[0][0, 0]  # (T,)
+        assert torch.allclose(trace.stuffed.alone[z], single, atol=TOL), (z, trace.stuffed.alone[z], single)
+    # added afterwards to a trace decoded without it (what a page asks for): the same reading
+    later = pipe.with_stuffed(pipe.run(QUESTION, Config(decode="both")))
+    assert later.answer("stuffed").token_ids == best.token_ids
+    assert torch.allclose(later.stuffed.leave_one_out, trace.stuffed.leave_one_out, atol=TOL)
+    assert torch.allclose(later.stuffed.alone, trace.stuffed.alone, atol=TOL)
+    assert [c.answer for c in later.candidates] == [c.answer for c in trace.candidates]
+    assert pipe.with_stuffed(later) is later  # one reading is never computed twice
+
+
+def test_the_confidence_rule_judges_the_stuffed_answer_by_its_one_row(read):
+    """p is p(y|x, all passages) and support log p(y|x, all) − log p_closed(y|x): the stuffed
+    answer's one row is never masked by the marginals' K passages."""
+    pipe, _ = read
+    trace = pipe.run(QUESTION, Config(decode="stuffed"))
+    best = trace.answer("stuffed")
+    closed = pipe.closed_book_scores(QUESTION, [best.token_ids])[0]  # (T,)
+    conf = candidate_confidence(trace, best, closed)
+    assert conf.p == pytest.approx(float(best.token_logp.double().sum().exp()), rel=1e-9)
+    whole, alone = best.token_logp.double().sum(), closed.double().sum()
+    assert conf.support == pytest.approx(float(whole - alone), rel=1e-9)
 
 
 def test_ask_decode_all_prints_the_stuffed_answer_and_what_each_passage_is_worth(tmp_path):

@@ -53,7 +53,7 @@ import torch
 
 from rag_core import marginals
 from rag_core.analysis.matching import normalize_answer
-from rag_core.config import DECODINGS
+from rag_core.config import DECODINGS, STUFFED
 from rag_core.marginals import p_text, prob
 from rag_core.trace import Candidate, Trace, log_p_under
 
@@ -180,9 +180,15 @@ def candidate_confidence(
     rival = runner_up(trace, cand, lpz)
     return assess(
         prob(answer_logp(lpz, cand)),
-        None if closed_logp is None else support(cand.token_logp, closed_logp, torch.isfinite(lpz)),
+        None if closed_logp is None else support(cand.token_logp, closed_logp, kept_rows(cand, lpz)),
         *(rival or (None, None)),
     )
+
+
+def kept_rows(cand: Candidate, log_pz: torch.Tensor) -> torch.Tensor | None:
+    """(K,) bool: the passages a marginal's answer is still read under (a counterfactual removes
+    some); None for the stuffed reading, whose one row reads every passage together."""
+    return None if cand.decoding == STUFFED else torch.isfinite(log_pz)
 
 
 def answer_confidences(pipe, trace: Trace) -> dict[str, Confidence]:

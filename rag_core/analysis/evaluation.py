@@ -32,7 +32,7 @@ from rag_core.analysis.scoring import score_texts
 from rag_core.analysis.token_sources import WEIGHTS, candidate_sources, shares
 from rag_core.analysis.verdicts import diagnose as diagnose_answer
 from rag_core.config import CLOSED_BOOK, STUFFED
-from rag_core.decoding.decode import DECODER_VERSION, score_answers
+from rag_core.decoding.decode import DECODER_VERSION
 from rag_core.decoding.stuffed import leans_on
 from rag_core.marginals import citation, prob
 from rag_core.storage import caches
@@ -119,7 +119,7 @@ def evaluate_question(
         if not modes[mode].em:
             wrong.append(mode)
     if trace.stuffed is not None and trace.answer(STUFFED) is not None:
-        modes[STUFFED] = stuffed_result(pipe, run, q.answers)
+        modes[STUFFED] = stuffed_result(run, q.answers)
     deep = None
     if diagnose and wrong:
         with pipe.models.lock:  # the shared generator, as every path uses it
@@ -139,10 +139,10 @@ def evaluate_question(
     )
 
 
-def stuffed_result(pipe, run, answers: list[str]) -> ModeResult:
+def stuffed_result(run, answers: list[str]) -> ModeResult:
     """The stuffed reading's answer of one question: EM, its p(y|x, all passages), the passage its
     leave-one-out says it leans on most, and the passage the mixture's posterior p(z|x,y) of the
-    same answer cites (its tokens teacher-forced under each single passage: one packed pass)."""
+    same answer cites (its tokens read under each passage alone, kept with the reading)."""
     trace = run.trace
     c = trace.answer(STUFFED)
     out = ModeResult(
@@ -153,9 +153,8 @@ def stuffed_result(pipe, run, answers: list[str]) -> ModeResult:
     )
     if c.token_ids and trace.stuffed.leave_one_out is not None:
         out.top_passage = trace.hits[leans_on(c.token_logp[0], trace.stuffed.leave_one_out)].rank
-        with pipe.models.lock:  # the shared generator, as every path uses it
-            lp = score_answers(pipe.models.generator, run.state0, [c.token_ids], 1)[0][0]  # (K, T)
-        out.mixture_top = trace.hits[int(citation(trace.log_prior, lp).argmax())].rank
+        mixture = citation(trace.log_prior, trace.stuffed.alone)  # (K,) p(z|x,y) of the same answer
+        out.mixture_top = trace.hits[int(mixture.argmax())].rank
     return out
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 
 from rag_core import marginals
 from rag_core.config import DECODE_NAMES, MARGINAL_DECODE, RAG_SEQUENCE, RAG_TOKEN, STUFFED, Config
-from rag_core.decoding.decode import DecodeJob, Scored, SearchSettings, decode_jobs
+from rag_core.decoding.decode import DecodeJob, Scored, SearchSettings, decode_jobs, score_answers
 from rag_core.decoding.stuffed import leave_one_out, stuffed_decode
 from rag_core.generators import Generator
 from rag_core.generators.base import GenState
@@ -65,6 +66,7 @@ def trace_of(
     scale: float,
     decoded: tuple[list[Scored], list[Scored]],
     calls: int,
+    single: Callable[[], GenState] | None = None,
 ) -> Trace:
     """The trace of one question's decoded answers (RAG-Token hypotheses, RAG-Sequence hypotheses)."""
     token_scored, seq = decoded
@@ -80,7 +82,8 @@ def trace_of(
         "generator": gen.id,
         "prompt": prompt_fingerprint(gen.id),
     }
-    stuffed = stuffed_reading(gen, question, hits, cfg) if STUFFED in DECODE_NAMES[cfg.decode] else None
+    wanted = STUFFED in DECODE_NAMES[cfg.decode]
+    stuffed = stuffed_reading(gen, question, hits, cfg, single() if single else None) if wanted else None
     return Trace(
         question,
         index_name,
@@ -94,14 +97,22 @@ def trace_of(
     )
 
 
-def stuffed_reading(gen: Generator, question: str, hits: list[Hit], cfg: Config) -> StuffedReading:
-    """The K passages read together (rank order) with the search of the marginals, and what each
-    passage is worth to the chosen answer (exact leave-one-out)."""
+def stuffed_reading(
+    gen: Generator, question: str, hits: list[Hit], cfg: Config, single: GenState | None = None
+) -> StuffedReading:
+    """The K passages read together (rank order) with the search of the marginals, what each
+    passage is worth to the chosen answer (exact leave-one-out), and that answer read under each
+    passage alone (the mixture's rows, for its posterior of the same answer). `single`: the K
+    one-passage prompts already prepared (the marginals' state), else they are prepared here."""
     passages = [h.passage for h in hits]
     scored = stuffed_decode(gen, question, passages, SearchSettings.from_config(cfg))
-    best = scored[0].tokens if scored else []
-    loo = leave_one_out(gen, question, passages, best) if best and passages else None  # (K, T)
-    return StuffedReading(to_candidates(gen, STUFFED, scored), loo)
+    best = list(scored[0].tokens) if scored else []
+    if not (best and passages):
+        return StuffedReading(to_candidates(gen, STUFFED, scored))
+    loo = leave_one_out(gen, question, passages, best)  # (K, T)
+    single = single if single is not None else gen.prepare(question, passages)
+    alone = score_answers(gen, single, [best], top_alternatives=1)[0][0]  # (K, T) log p(y_i|x,z,y_<i)
+    return StuffedReading(to_candidates(gen, STUFFED, scored), loo, alone)
 
 
 NO_MARGINAL: tuple[list[Scored], list[Scored]] = ([], [])  # a stuffed-only run decodes no marginal
@@ -130,7 +141,13 @@ def analyse(
     # Both decodings share every forward call (see decoding.decode_jobs); same results as apart.
     job = _job(cfg, list(range(len(hits))), log_pz)
     decoded = decode_jobs(gen, state0, [job])[0] if job is not None else NO_MARGINAL
-    return trace_of(gen, question, hits, log_pz, cfg, index_name, scale, decoded, state0.calls)
+    calls = state0.calls
+    return trace_of(gen, question, hits, log_pz, cfg, index_name, scale, decoded, calls, lambda: state0)
+
+
+def rows_of_state(gen: Generator, state: GenState, rows: list[int]) -> GenState:
+    """The prepared rows `rows` of a batch's state (the state itself when they are all of it)."""
+    return state if rows == list(range(state.logprobs.shape[0])) else gen.select(state, torch.tensor(rows))
 
 
 @dataclass
@@ -181,15 +198,11 @@ def decode_queries(
     for (q, cfg, scale, log_pz, own_rows), job in zip(made, jobs):
         result = next(decoded) if job is not None else NO_MARGINAL
         hits = q.hits[: cfg.k]
-        trace = trace_of(gen, q.question, hits, log_pz, cfg, q.index_name, scale, result, state.calls)
+        own_state = partial(rows_of_state, gen, state, own_rows)  # this run's K rows, when needed
+        trace = trace_of(
+            gen, q.question, hits, log_pz, cfg, q.index_name, scale, result, state.calls, own_state
+        )
         trace.settings["notices"] = q.notices
         trace.settings["encoder"] = q.encoder
-        own = None
-        if keep_state:
-            own = (
-                state
-                if own_rows == list(range(state.logprobs.shape[0]))
-                else gen.select(state, torch.tensor(own_rows))
-            )
-        out[id(q)].append(PreparedRun(trace, own))
+        out[id(q)].append(PreparedRun(trace, own_state() if keep_state else None))
     return [out[id(q)] for q in queries]
