@@ -23,10 +23,16 @@ $(SCALE): $(STAMP) requirements-scale.txt
 	$(PY) -m pip install -q -r requirements-scale.txt
 	touch $(SCALE)
 
+# ContextCite, for `bench` beside the stuffed reading's exact leave-one-out (the app does not need it).
+CONTEXTCITE := $(VENV)/.contextcite-installed
+$(CONTEXTCITE): $(STAMP) requirements-contextcite.txt
+	$(PY) -m pip install -q -r requirements-contextcite.txt
+	touch $(CONTEXTCITE)
+
 run: $(STAMP)
 	$(VENV)/bin/streamlit run app/main.py $(if $(ARGS),-- $(ARGS))
 
-test: $(STAMP) $(SCALE)
+test: $(STAMP) $(SCALE) $(CONTEXTCITE)
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  echo "note: chromium and chromedriver are not installed, so the real-browser tests will be SKIPPED (apt-get install chromium chromium-driver)"
 	$(VENV)/bin/ruff check .
@@ -36,7 +42,7 @@ test: $(STAMP) $(SCALE)
 	# the slowest modules first (tests/conftest.py: SLOWEST_FIRST).
 	$(PY) -m pytest -q -rs -n auto --dist loadfile --no-loadscope-reorder
 
-bench: $(STAMP) $(SCALE)
+bench: $(STAMP) $(SCALE) $(CONTEXTCITE)
 	$(PY) -m rag_core bench
 
 # The trained default's adapter (assets/adapters/smollm2-rag), made again from the shipped data:

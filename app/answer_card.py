@@ -13,7 +13,7 @@ import streamlit as st
 from app import state
 from app.safe_text import md_text
 from rag_core.analysis import confidence as certainty
-from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN, STUFFED, STUFFED_LABEL
 from rag_core.marginals import p_text, prob
 from rag_core.trace import Candidate, Trace
 
@@ -32,8 +32,9 @@ STYLE = """<style>
 
 
 def answer_cards(trace: Trace, where: str = "cards") -> None:
-    """Both decodings' answers side by side, each with the other marginal's p of the same answer."""
-    cols = st.columns(2)
+    """Both decodings' answers side by side, each with the other marginal's p of the same answer;
+    the stuffed reading's answer beside them when the trace has one."""
+    cols = st.columns(3 if trace.stuffed is not None else 2)
     for col, decoding in zip(cols, (RAG_TOKEN, RAG_SEQUENCE)):
         best = trace.answer(decoding)
         with col:
@@ -50,6 +51,19 @@ def answer_cards(trace: Trace, where: str = "cards") -> None:
                 f"{other} of the same answer: {p_text(prob(other_p))}"
                 + "".join(f" · {n}" for n in ending_notes(best))
             )
+    if trace.stuffed is not None:
+        with cols[2]:
+            stuffed_card(trace, f"{where}-{STUFFED}")
+
+
+def stuffed_card(trace: Trace, key: str) -> None:
+    """The stuffed reading's answer: p(y|x, all K passages in one prompt), judged by the same rule."""
+    best = trace.answer(STUFFED)
+    if best is None:
+        st.caption(f"{STUFFED_LABEL}: no answer")
+        return
+    card(trace, best, f"{STUFFED_LABEL} (the {trace.k} passages in one prompt)", key=key)
+    st.caption("p(y | x, all passages read together) · " + " · ".join(ending_notes(best) or ["no mixture"]))
 
 
 def card(

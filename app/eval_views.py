@@ -37,7 +37,7 @@ COMPARE_WIDTHS = {
     "change": 60,
 }
 EM_HELP = "1 when the {} answer matches a gold answer exactly (SQuAD normalisation), else 0."
-TABLE_MODES = (CLOSED_BOOK, RAG_TOKEN, RAG_SEQUENCE)  # the stuffed reading has its own table (`stuffed`)
+TABLE_MODES = (CLOSED_BOOK, RAG_TOKEN, RAG_SEQUENCE, STUFFED)  # stuffed: in runs made with it
 STUFFED_WIDTHS = {
     "question": 300,
     "stuffed": 180,
@@ -55,6 +55,8 @@ QUESTION_WIDTHS = {
     "closed-book ✓": ("✓ cb", 45, EM_HELP.format("closed-book")),
     "rag-token ✓": ("✓ tok", 50, EM_HELP.format("RAG-Token")),
     "rag-sequence ✓": ("✓ seq", 50, EM_HELP.format("RAG-Sequence")),
+    "stuffed": ("stuffed", 75, "The stuffed reading's answer: the K passages read together in one prompt."),
+    "stuffed ✓": ("✓ st", 45, EM_HELP.format("stuffed")),
     "answer rank": (
         "rank",
         45,
@@ -315,11 +317,13 @@ def compare(runs: list[Path], labels: dict[Path, str], current: Path) -> None:
     other = st.selectbox(
         "Compare this run (A) with run B", others, format_func=labels.get, key="eval_compare_b"
     )
-    mode = st.radio("Mode", list(ev.RAG_MODES), index=1, horizontal=True, key="eval_compare_mode")
     a, b = ev.load_run(current), ev.load_run(other)
     if a is None or b is None:
         st.error("One of the two runs cannot be read.")
         return
+    both_stuffed = all(any(STUFFED in r.modes for r in run.results) for run in (a, b))
+    modes = [*ev.RAG_MODES, *([STUFFED] if both_stuffed else [])]  # the stuffed reading: runs made with it
+    mode = st.radio("Mode", modes, index=1, horizontal=True, key="eval_compare_mode")
     pair(a, b, mode, "eval")
 
 

@@ -77,6 +77,12 @@ def _trace(stack: str, question: str, index_name: str, settings_key: tuple) -> T
     return pipeline(index_name).run(question, cfg)
 
 
+@st.cache_resource(show_spinner=False, max_entries=256)
+def _stuffed(stack: str, question: str, index_name: str, settings_key: tuple) -> Trace:
+    """The trace of `_trace` for the same key with its stuffed reading added (computed once)."""
+    return pipeline(index_name).with_stuffed(_trace(stack, question, index_name, settings_key))
+
+
 def cached_trace(question: str, index_name: str, cfg: Config) -> Trace:
     """The cached trace for exactly these inputs (computed on a miss); raises user errors."""
     return _trace(stack_key(), question, index_name, settings_key(cfg))
@@ -158,6 +164,22 @@ def trace_for(question: str, index_name: str | None = None, cfg: Config | None =
     except USER_ERRORS as e:
         st.error(first_line(e, "that did not work"))
         return None
+
+
+def with_stuffed(trace: Trace) -> Trace:
+    """The current question's trace (`current_trace()`) with its stuffed reading: the K passages in
+    one prompt and its exact leave-one-out, computed once when a page first draws it. After a user
+    error (a stuffed prompt longer than the generator reads) the message is shown and the trace
+    comes back as it was."""
+    if trace.stuffed is not None:
+        return trace
+    cfg = settings()
+    try:
+        with st.spinner(f"Reading the {trace.k} passages together in one prompt…"):
+            return _stuffed(stack_key(), question(), trace.index, settings_key(cfg))
+    except USER_ERRORS as e:
+        st.error(first_line(e, "the stuffed reading did not work"))
+        return trace
 
 
 def stack_name() -> str:

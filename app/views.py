@@ -160,15 +160,15 @@ def csv_download(trace: Trace, key: str) -> None:
     )
 
 
-def need_trace():
+def need_trace(stuffed: bool = False):
     """The current question's trace, or a hint to ask one first (then the page stops); the page
-    says which question, index and settings it shows."""
+    says which question, index and settings it shows. `stuffed`: with its stuffed reading."""
     trace = state.current_trace()
     if trace is None:
         st.info("Ask a question on the Ask page first.")
         st.stop()
     about(trace)
-    return trace
+    return state.with_stuffed(trace) if stuffed else trace
 
 
 def about(trace: Trace) -> None:

@@ -4,11 +4,14 @@ import json
 
 import streamlit as st
 
-from app import answer_card, compare, diagnose_panel, question_box, source_views, state, views
+from app import answer_card, compare, diagnose_panel, question_box, source_views, state, stuffed_views, views
 from rag_core.config import ASSETS
 
 st.title("Ask")
-st.caption("One question, K retrieved passages, two ways to marginalise over them.")
+st.caption(
+    "One question, K retrieved passages, two ways to marginalise over them, "
+    "and the way deployed RAG reads them: all together in one prompt."
+)
 
 examples = json.loads((ASSETS / "examples" / "questions.json").read_text(encoding="utf-8"))
 labels = ["(type your own)"] + [e["question"] for e in examples]
@@ -47,6 +50,7 @@ with st.form("ask"):
 trace = state.current_trace()
 if trace is not None:
     views.about(trace)  # with what was cut from the question, if anything
+    trace = state.with_stuffed(trace)  # the third reading: the K passages in one prompt
     answer_card.answer_cards(trace, "ask")
     source_views.section(trace, key="ask_sources")
     st.subheader(f"The {trace.k} passages")
@@ -56,6 +60,7 @@ if trace is not None:
         "whole RAG-Token / RAG-Sequence answer, the passage that answer leans on."
     )
     views.passages_table(trace)
+    stuffed_views.worth_section(trace, "ask")
     views.csv_download(trace, "ask-csv")
     compare.section(trace)
 diagnose_panel.render(trace)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import answer_card, charts, citation_charts, source_views, views
+from app import answer_card, charts, citation_charts, source_views, stuffed_views, views
 from app.safe_text import passage_label, passage_tick
 from rag_core.config import DECODING_LABELS
 from rag_core.decoding import stepper
@@ -19,7 +19,7 @@ st.caption(
     "That posterior is the model's own citation."
 )
 
-trace = views.need_trace()
+trace = views.need_trace(stuffed=True)
 lpz = trace.log_prior
 K = trace.k
 labels = [passage_label(trace, z, 26) for z in range(K)]
@@ -65,6 +65,8 @@ else:
     st.info("This answer is empty.")
 
 source_views.sentence_section(trace, cand, key="cit_sent")
+stuffed_views.worth_section(trace, "cit")
+stuffed_views.token_section(trace, "cit")
 
 # --- remove a passage ---
 st.subheader("Remove a passage")

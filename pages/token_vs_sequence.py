@@ -5,7 +5,7 @@ import math
 import numpy as np
 import streamlit as st
 
-from app import answer_card, charts, source_views, step_views, token_charts, views
+from app import answer_card, charts, source_views, step_views, stuffed_views, token_charts, views
 from app.safe_text import md_text, passage_label, passage_tick, token_label
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.decoding import stepper
@@ -17,7 +17,7 @@ st.caption(
     "RAG-Sequence lets each passage write the whole answer, then mixes: Σ_z p(z|x) Π_i p(y_i|x,z,y_<i)."
 )
 
-trace = views.need_trace()
+trace = views.need_trace(stuffed=True)
 lpz = trace.log_prior
 ss = st.session_state
 
@@ -207,3 +207,4 @@ if table.answers:
             "This trace was decoded with fast rescoring, so the pairs it never scored are empty in the "
             "thorough table. Pick “thorough” in the sidebar to score every pair."
         )
+stuffed_views.stepped(trace, "tvs")

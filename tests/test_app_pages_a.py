@@ -266,3 +266,30 @@ def test_citations_shows_each_sentences_delta_for_the_cited_passage(at, wiki_pip
     assert list(shown["text"]) == att.sentences
     assert list(shown["delta_logp"]) == pytest.approx(att.delta, abs=1e-4)
     assert "cit_sent_bars" in {getattr(ch, "key", None) for ch in at.get("plotly_chart")}
+
+
+# ------------------------------------------------------------ the stuffed reading on the pages
+def test_the_stuffed_reading_on_token_vs_sequence_and_citations_is_the_engines(at, wiki_pipeline):
+    """The third card, the stepped stuffed answer and the worth table are those of a fresh trace
+    decoded with decode="all" (its own leave-one-out and its answer under each passage alone)."""
+    from app.stuffed_views import agreement_line
+    from rag_core.analysis import stuffed_worth
+
+    fresh = wiki_pipeline.run("Who wrote Moby-Dick?", Config(index="wiki", decode="all"))
+    w = stuffed_worth.of(fresh)
+    visit(at, "token_vs_sequence.py")
+    shown = metrics(at)
+    assert shown["Stuffed (the 5 passages in one prompt)"] == w.answer.answer
+    assert shown["p(y_i | x, all K, y_<i)"] == f"{w.p_token[0]:.3g}"
+    at.select_slider(key="tvs_stuffed_step").set_value(1).run()
+    assert metrics(at)["Stuffed token y_i"] == w.answer.tokens[1].replace(" ", "␣").replace("\n", "↵")
+    assert metrics(at)["p(y_i | x, all K, y_<i)"] == f"{w.p_token[1]:.3g}"
+    visit(at, "citations.py")
+    table = table_with(at, "worth (nats)")
+    assert list(table["worth (nats)"]) == pytest.approx(list(w.worth), abs=1e-3)
+    assert list(table["p(y|x, all but z)"]) == pytest.approx(w.p_without, rel=1e-3)
+    assert list(table["mixture p(z|x,y)"]) == pytest.approx(list(w.mixture), abs=1e-4)
+    said = [m.value for m in (*at.success, *at.info)]
+    assert agreement_line(fresh, w) in said, said
+    keys = {getattr(c, "key", None) for c in at.get("plotly_chart")}
+    assert {"cit_worth", "cit_token_worth"} <= keys

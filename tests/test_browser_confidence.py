@@ -6,10 +6,11 @@ vs Sequence says whether its two strips agree. (Its own module, so it runs on it
 from app import eval_views
 from app.source_views import share_line
 from rag_core.analysis import evaluation as ev
-from rag_core.analysis import shipped_runs
+from rag_core.analysis import shipped_runs, stuffed_worth
 from rag_core.analysis.confidence import candidate_confidence
 from rag_core.analysis.token_sources import KNOWN, LABELS, MEANINGS, candidate_sources, kind, passage_texts
 from rag_core.config import Config
+from rag_core.marginals import p_text
 
 from browser_kit import (  # noqa: F401
     ARTIFACTS,
@@ -161,3 +162,34 @@ def test_eval_says_how_often_the_model_was_guessing(server, browser):
     heading = browser.find_element("xpath", '//h3[contains(., "When the model was guessing")]')
     browser.execute_script("arguments[0].scrollIntoView()", heading)
     browser.save_screenshot(str(ARTIFACTS / "confidence-eval.png"))
+
+
+def test_the_stuffed_reading_on_ask_token_vs_sequence_and_citations(server, browser, default_pipeline):
+    """Issue 35 on the pages: the third answer card, what each passage is worth to the stuffed
+    reading beside the mixture's posterior of the same answer (the finding in words, computed from
+    a fresh trace), its answer stepped on Token vs Sequence, its worth token by token on Citations."""
+    fresh = default_pipeline.with_stuffed(default_pipeline.run(CONFIDENT, Config()))
+    w = stuffed_worth.of(fresh)
+    lean = fresh.hits[w.leans_on]
+    browser.get(server + "/")
+    worth = "What each passage is worth to the stuffed reading"
+    wait_for(browser, lambda: answered(browser, CONFIDENT) and worth in body_text(browser), 300, "the worth")
+    card = [v for name, v, _ in metrics(browser) if name == "Stuffed (the 5 passages in one prompt)"]
+    assert card == [w.answer.answer], card
+    said = f"The stuffed reading leans most on z{lean.rank} ({lean.passage.title})"
+    assert said in body_text(browser)
+    assert ("cites too" in body_text(browser)) == w.agree
+    heading = browser.find_element("xpath", f'//h3[contains(., "{worth}")]')
+    browser.execute_script("arguments[0].scrollIntoView()", heading)
+    browser.save_screenshot(str(ARTIFACTS / "stuffed-ask.png"))
+    open_page(browser, "token_vs_sequence", "Token vs Sequence")
+    stepped = "The stuffed reading, step by step"
+    wait_for(browser, lambda: stepped in body_text(browser), 120, "the stepped reading")
+    shown = {name: v for name, v, _ in metrics(browser)}
+    assert shown["p(y_i | x, all K, y_<i)"] == p_text(w.p_token[0])
+    open_page(browser, "citations", "Citations")
+    token = "Token by token: what taking a passage out costs the stuffed answer"
+    wait_for(browser, lambda: token in body_text(browser), 120, "the token worth")
+    heading = browser.find_element("xpath", f'//h3[contains(., "{token}")]')
+    browser.execute_script("arguments[0].scrollIntoView()", heading)
+    browser.save_screenshot(str(ARTIFACTS / "stuffed-citations.png"))

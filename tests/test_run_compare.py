@@ -194,3 +194,32 @@ def test_the_comparison_offers_runs_of_the_same_question_file_first(tmp_path, mo
     visit(at, "eval.py")
     box = [b for b in at.selectbox if b.label == "Compare this run (A) with run B"][0]
     assert box.value == same
+
+
+def test_runs_made_with_the_stuffed_reading_compare_it_as_a_third_mode(tmp_path, monkeypatch):
+    """Two runs that both read stuffed: the comparison offers it beside the two marginals and its EM
+    are the stuffed answers'; the questions table has its answer and EM as a column of their own."""
+    from streamlit.testing.v1 import AppTest
+
+    def stuffed_result(q: str, seq_em: bool, stuffed_em: bool) -> QuestionResult:
+        r = result(q, [1], seq_em)
+        r.modes["stuffed"] = ModeResult("gold" if stuffed_em else "stuffed-other", stuffed_em, stuffed_em)
+        return r
+
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
+    a = EvalRun([stuffed_result("q1", True, False), stuffed_result("q2", True, False)], {"k": 5, "file": "d"})
+    b = EvalRun([stuffed_result("q1", True, True), stuffed_result("q2", False, False)], {"k": 5, "file": "d"})
+    save_run(b, "b")
+    path_a = save_run(a, "a")
+    os.utime(path_a, (time.time() + 5, time.time() + 5))
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=300)
+    at.session_state["index_name"] = "wiki"
+    visit(at, "eval.py")
+    radio = at.radio(key="eval_compare_mode")
+    assert list(radio.options) == ["rag-token", "rag-sequence", "stuffed"]
+    radio.set_value("stuffed").run()
+    shown = {m.label: m.value for m in at.metric}
+    assert (shown["EM in A"], shown["EM in B"]) == ("0.0%", "50.0%")
+    assert shown["fixed (wrong in A, right in B)"] == "1"
+    questions = next(d.value for d in at.dataframe if "stuffed ✓" in d.value.columns)
+    assert list(questions["stuffed"]) == ["stuffed-other", "stuffed-other"]
