@@ -166,6 +166,22 @@ def trace_for(question: str, index_name: str | None = None, cfg: Config | None =
         return None
 
 
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _orders(stack: str, question: str, index_name: str, settings_key: tuple) -> list:
+    return pipeline(index_name).stuffed_orders(_stuffed(stack, question, index_name, settings_key))
+
+
+def stuffed_orders(trace: Trace) -> list | None:
+    """The current question's stuffed reading with its passages in the other orders
+    (`Pipeline.stuffed_orders`), computed once; None after a user error (the message is shown)."""
+    try:
+        with st.spinner(f"Reading the {trace.k} passages in {2 * trace.k - 1} other orders…"):
+            return _orders(stack_key(), question(), trace.index, settings_key(settings()))
+    except USER_ERRORS as e:
+        st.error(first_line(e, "reading the other orders did not work"))
+        return None
+
+
 def with_stuffed(trace: Trace) -> Trace:
     """The current question's trace (`current_trace()`) with its stuffed reading: the K passages in
     one prompt and its exact leave-one-out, computed once when a page first draws it. After a user

@@ -133,3 +133,34 @@ def step_chart(w: StuffedWorth, i: int, ticks: list[str], titles: list[str]) -> 
         xaxis=AXIS_Z,
     )
     return fig
+
+
+def order_chart(frame, answer: str) -> go.Figure:
+    """p of the retrieved order's answer under each order (one bar per order, the retrieved order
+    first); the hover names each order's own answer."""
+    column = frame.columns[3]  # p(“answer”)
+    hover = [
+        f"{plot_text(o)}<br>p(“{plot_text(answer)}”) = {p_text(p)}<br>its answer: {plot_text(a)} "
+        f"(p = {p_text(q)})"
+        for o, p, a, q in zip(frame["order"], frame[column], frame["its answer"], frame["p (its answer)"])
+    ]
+    same = [a == answer for a in frame["its answer"]]
+    fig = go.Figure(
+        go.Bar(
+            y=[plot_text(o, 40) for o in frame["order"]],
+            x=frame[column],
+            orientation="h",
+            marker_color=[PRIOR_GREY if s else passage_color(1) for s in same],
+            hovertext=hover,
+            hoverinfo="text",
+        )
+    )
+    fig.update_layout(
+        height=60 + 26 * len(frame),
+        margin=dict(l=10, r=10, t=40, b=10),
+        title=dict(text=f"p(“{plot_text(answer, 40)}”) in each order (coloured: it answers otherwise)"),
+        xaxis=dict(range=[0, 1.05], title="probability"),
+        yaxis=dict(autorange="reversed"),
+        showlegend=False,
+    )
+    return fig

@@ -11,7 +11,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from app import charts, stuffed_charts, views
+from app import charts, state, stuffed_charts, views
 from app.safe_text import md_text, passage_label, passage_tick, token_label
 from rag_core.analysis import stuffed_worth
 from rag_core.analysis.stuffed_worth import StuffedWorth
@@ -152,3 +152,56 @@ def alternatives_frame(w: StuffedWorth, i: int) -> pd.DataFrame:
     return pd.DataFrame(
         [{"token": token_label(t), "p": math.exp(v)} for t, v in zip(toks, lps) if not math.isnan(v)]
     )
+
+
+def order_name(trace: Trace, o) -> str:
+    """'reversed', 'z3 first', 'z5 last', with the prompt's order: 'z3 first · z3 z1 z2 z4 z5'."""
+    kind = o.kind if o.moved is None else f"z{trace.hits[o.moved].rank} {o.kind}"
+    return f"{kind} · " + " ".join(f"z{trace.hits[i].rank}" for i in o.order)
+
+
+def order_frame(trace: Trace, w: StuffedWorth, readings: list) -> pd.DataFrame:
+    """Per order: its own answer with its p, and p of the retrieved order's answer under it."""
+    answer = w.answer.answer
+    rows = [
+        {
+            "order": "as retrieved · " + " ".join(f"z{h.rank}" for h in trace.hits),
+            "its answer": answer,
+            "p (its answer)": w.p,
+            f"p(“{answer}”)": w.p,
+        }
+    ]
+    for o in readings:
+        rows.append(
+            {
+                "order": order_name(trace, o),
+                "its answer": o.answer,
+                "p (its answer)": math.exp(float(o.token_logp.double().sum())),
+                f"p(“{answer}”)": math.exp(o.logp_answer),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def order_section(trace: Trace, key: str) -> None:
+    """Does the order of the passages change the stuffed answer? (2K − 1 more prompts, on demand.)"""
+    st.subheader("Does the order of the passages matter to the stuffed reading?")
+    w = _worth(trace)
+    if w is None:
+        return
+    st.caption(
+        "The same passages reversed, and each moved first and last: each order is decoded afresh, and "
+        f"the stuffed answer “{md_text(w.answer.answer)}” is scored under it. A reader that weighs a "
+        "passage by where it stands, not by what it says, answers differently here. The mixture has no "
+        "order: its answers are the same for every one."
+    )
+    if not st.toggle(f"Read the {2 * trace.k - 1} other orders (one batch)", key=f"{key}_orders"):
+        return
+    readings = state.stuffed_orders(trace)
+    if readings is None:
+        return
+    frame = order_frame(trace, w, readings)
+    changed = int((frame["its answer"] != w.answer.answer).sum())
+    st.markdown(f"**{changed} of {len(readings)} other orders change the answer.**")
+    st.plotly_chart(stuffed_charts.order_chart(frame, w.answer.answer), key=f"{key}_order_chart")
+    views.table(frame, probabilities=(frame.columns[2], frame.columns[3]))

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rag_core.config import ANSWER_SETTINGS, MAX_QUESTION_CHARS, Config
+from rag_core.config import ANSWER_SETTINGS, MAX_QUESTION_CHARS, STUFFED, Config
 from rag_core.corpus import read_corpus_file
 from rag_core.decoding.answering import PreparedRun, Query, decode_queries, stuffed_reading
 from rag_core.decoding.decode import DecodeJob, SearchSettings, decode_jobs, score_answers
+from rag_core.decoding.stuffed import OrderReading, order_sensitivity
 from rag_core.generators import Generator, load_generator
 from rag_core.models.sources import offline_unless_allowed, pick_device, set_threads
 from rag_core.retrieval.catalog import build_corpus_index, corpus_cache_folder, resolve_index
@@ -207,6 +208,17 @@ class Pipeline:
         with self.models.lock:
             reading = stuffed_reading(self.models.generator, trace.query, trace.hits, cfg)
         return dataclasses.replace(trace, stuffed=reading)  # its settings stay the keys it is cached by
+
+    def stuffed_orders(self, trace: Trace) -> list[OrderReading]:
+        """The stuffed reading of a trace (`with_stuffed`) with its passages in other orders
+        (`decoding.stuffed.order_sensitivity`); empty when it has no stuffed answer."""
+        best = trace.answer(STUFFED)
+        if best is None or not best.token_ids:
+            return []
+        settings = SearchSettings.from_config(trace_config(self.cfg, trace))
+        passages = [h.passage for h in trace.hits]
+        with self.models.lock:
+            return order_sensitivity(self.models.generator, trace.query, passages, best.token_ids, settings)
 
     def batch_size(self, cfg: Config | None = None) -> int:
         """How many questions eval and the index swap decode together: `cfg.batch_questions`, or

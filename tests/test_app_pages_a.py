@@ -293,3 +293,16 @@ def test_the_stuffed_reading_on_token_vs_sequence_and_citations_is_the_engines(a
     assert agreement_line(fresh, w) in said, said
     keys = {getattr(c, "key", None) for c in at.get("plotly_chart")}
     assert {"cit_worth", "cit_token_worth"} <= keys
+    # the other orders, on demand: each its own answer, and the retrieved answer's p under it
+    at.toggle(key="cit_orders").set_value(True).run()
+    assert not at.exception
+    orders = table_with(at, "its answer")
+    got = wiki_pipeline.stuffed_orders(fresh)
+    assert len(got) == 2 * fresh.k - 1
+    assert list(orders["its answer"]) == [w.answer.answer] + [o.answer for o in got]
+    p_answer = list(orders[f"p(“{w.answer.answer}”)"])
+    assert p_answer == pytest.approx([w.p] + [math.exp(o.logp_answer) for o in got], rel=1e-3)
+    changed = sum(o.answer != w.answer.answer for o in got)
+    said = [m.value.strip("*") for m in at.markdown]
+    assert f"{changed} of {len(got)} other orders change the answer." in said
+    at.toggle(key="cit_orders").set_value(False).run()

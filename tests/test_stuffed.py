@@ -20,7 +20,7 @@ from rag_core.config import Config
 from rag_core.corpus import Passage, Stuffed
 from rag_core.decoding.answering import analyse
 from rag_core.decoding.decode import SearchSettings, score_answers
-from rag_core.decoding.stuffed import leave_one_out, stuffed_decode, worth
+from rag_core.decoding.stuffed import leave_one_out, order_sensitivity, orders, stuffed_decode, worth
 from rag_core.generators import causal
 from rag_core.generators.base import ForwardCounter
 from rag_core.generators.toy import ToyGenerator
@@ -96,6 +96,26 @@ def test_the_trace_rows_of_the_stuffed_reading_hold_its_leave_one_out(tmp_path):
     assert (back["decoding"] == "stuffed").sum() == (frame["decoding"] == "stuffed").sum()
 
 
+def test_every_other_order_is_a_separate_call_and_the_toy_reads_its_own_table():
+    """Reversed, each passage first and each last, never the retrieved order, each order once: its
+    answer is `stuffed_decode` on that order alone and the retrieved answer's p its own scoring."""
+    gen, passages = toy()
+    tokens = gen.encode_answer("Paris")
+    got = order_sensitivity(gen, "q", passages, tokens, SearchSettings())
+    assert [(o.kind, o.moved) for o in got] == [(k, z) for k, z, _ in orders(3)]
+    assert len({o.order for o in got}) == len(got) == 5 and (0, 1, 2) not in {o.order for o in got}
+    for o in got:
+        ordered = [passages[i] for i in o.order]
+        alone = stuffed_decode(gen, "q", ordered, SearchSettings())[0]
+        assert o.tokens == alone.tokens
+        assert torch.equal(o.token_logp, alone.token_logp[0])
+        state = gen.prepare_rows([("q", Stuffed(tuple(ordered)))])
+        assert o.logp_answer == float(score_answers(gen, state, [tokens])[0][0, 0].double().sum())
+    # no table for the passages in another order: the even mixture, where Lyon wins (0.9+0.2)/3
+    assert {gen.decode(o.tokens) for o in got} == {"Lyon"}
+    assert got[0].logp_answer == pytest.approx(math.log(0.6 / 3), abs=1e-12)
+
+
 def test_one_passage_left_out_of_one_leaves_the_question_alone():
     """K = 1: the stuffed prompt is the passage itself, and leaving it out leaves no passage line."""
     gen, passages = toy()
@@ -156,6 +176,23 @@ def test_leave_one_out_on_the_default_model_is_k_separate_calls(read):
         state = gen.prepare_rows([(QUESTION, Stuffed(tuple(passages)).without(z))])
         alone = score_answers(gen, state, [tokens])[0][0, 0]  # (T,)
         assert torch.allclose(loo[z], alone, atol=TOL), (z, loo[z], alone)
+
+
+def test_order_sensitivity_on_the_default_model_is_separate_calls(read):
+    pipe, passages = read
+    gen = pipe.models.generator
+    settings = SearchSettings(max_new_tokens=16)
+    tokens = stuffed_decode(gen, QUESTION, passages, settings)[0].tokens
+    got = order_sensitivity(gen, QUESTION, passages, tokens, settings)  # one batch of 2K - 1 rows
+    assert len(got) == 2 * len(passages) - 1
+    for o in (got[0], got[-1]):  # reversed, and the last passage moved first
+        ordered = [passages[i] for i in o.order]
+        alone = stuffed_decode(gen, QUESTION, ordered, settings)[0]
+        assert o.tokens == alone.tokens, (gen.decode(o.tokens), gen.decode(alone.tokens))
+        assert torch.allclose(o.token_logp, alone.token_logp[0], atol=TOL)
+        state = gen.prepare_rows([(QUESTION, Stuffed(tuple(ordered)))])
+        forced = score_answers(gen, state, [tokens])[0][0, 0]  # (T,)
+        assert o.logp_answer == pytest.approx(float(forced.double().sum()), abs=TOL * len(tokens))
 
 
 def test_a_stuffed_prompt_longer_than_the_model_reads_is_refused_not_cut(read):

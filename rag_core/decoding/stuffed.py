@@ -13,6 +13,10 @@ prepared as one batch and the answer is read under all of them in one teacher-fo
 A passage's worth is log p(y | x, all) − log p(y | x, all but z): how much the answer loses when z
 is taken out (negative: the answer is more likely without it).
 
+**Order sensitivity**: the same K passages in other orders (reversed, each moved first, each moved
+last), each decoded afresh and each scoring the answer of the retrieved order: a reader that
+weighs a passage by where it stands, not by what it says, shows here.
+
 >>> from rag_core.corpus import Passage
 >>> from rag_core.generators.toy import ToyGenerator
 >>> gen = ToyGenerator({"a": {"": {"Lyon": 0.9}}, "b": {"": {"Paris": 0.9}}})
@@ -28,6 +32,7 @@ is taken out (negative: the answer is more likely without it).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -81,3 +86,75 @@ def worth(answer_logp: torch.Tensor, loo: torch.Tensor) -> torch.Tensor:
     """
     whole = answer_logp.double().sum()  # () log p(y|x, z_1..z_K)
     return whole - loo.double().sum(-1)  # (K,)
+
+
+@dataclass
+class OrderReading:
+    """The stuffed reading with the passages in another order: `order` holds the retrieved
+    positions (0-based) in prompt order; `kind` is "reversed", "first" or "last" (`moved`: the
+    position moved there); its own answer (token ids, log-probs (T',)) and log p(y|x, this order)
+    of the retrieved order's answer y."""
+
+    kind: str
+    moved: int | None
+    order: tuple[int, ...]
+    answer: str  # the answer this order decodes, as text
+    tokens: list[int]
+    token_logp: torch.Tensor  # (T',) the answer this order decodes
+    logp_answer: float  # log p(y | x, passages in this order) of the retrieved order's answer
+
+
+def orders(k: int) -> list[tuple[str, int | None, tuple[int, ...]]]:
+    """The other orders of k passages: reversed, then each moved first and last, every order once
+    and never the retrieved one.
+
+    >>> [(kind, z, o) for kind, z, o in orders(3)]  # doctest: +NORMALIZE_WHITESPACE
+    [('reversed', None, (2, 1, 0)), ('last', 0, (1, 2, 0)), ('first', 1, (1, 0, 2)),
+     ('last', 1, (0, 2, 1)), ('first', 2, (2, 0, 1))]
+    """
+    base = tuple(range(k))
+    named = [("reversed", None, base[::-1])]
+    for z in base:
+        rest = base[:z] + base[z + 1 :]
+        named += [("first", z, (z, *rest)), ("last", z, (*rest, z))]
+    seen, out = {base}, []
+    for kind, z, order in named:
+        if order not in seen:
+            seen.add(order)
+            out.append((kind, z, order))
+    return out
+
+
+def order_sensitivity(
+    gen: Generator,
+    question: str,
+    passages: Sequence[Passage],
+    tokens: Sequence[int],
+    settings: SearchSettings,
+) -> list[OrderReading]:
+    """Every order of `orders(K)` read as one batch: one prompt pass over its R rows, one decode
+    loop (each row its own search, as `stuffed_decode` alone) and one teacher-forced pass of the
+    retrieved order's answer `tokens` under all of them."""
+    named = orders(len(passages))
+    if not named:
+        return []
+    rows = [(question, Stuffed(tuple(passages[i] for i in order))) for _, _, order in named]
+    state = gen.prepare_rows(rows)  # R rows
+    jobs = [DecodeJob([r], torch.zeros(1), settings, "token") for r in range(len(rows))]
+    decoded = decode_jobs(gen, state, jobs)
+    forced = score_answers(gen, state, [list(tokens)], top_alternatives=1)[0][0]  # (R, T)
+    out = []
+    for (kind, z, order), (best, _), row in zip(named, decoded, forced):
+        top = best[0]
+        out.append(
+            OrderReading(
+                kind,
+                z,
+                order,
+                gen.decode(top.tokens),
+                list(top.tokens),
+                top.token_logp[0],
+                float(row.double().sum()),
+            )
+        )
+    return out
