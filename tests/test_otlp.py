@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 
+import pandas as pd
 from google.protobuf.json_format import ParseDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -77,3 +78,28 @@ def test_ask_writes_the_query_as_openinference_spans(tmp_path):
     message = ParseDict(b64_ids(data), ExportTraceServiceRequest())
     assert len(message.resource_spans[0].scope_spans[0].spans) == 5
     assert message.resource_spans[0].scope_spans[0].spans[0].trace_id.hex() == root["traceId"]
+
+
+def test_eval_writes_one_otlp_file_per_question(tmp_path):
+    """`eval --otlp DIR`: NNNN.json per question, in file order, each the query's spans with the
+    answers the run's own rows give (the stuffed reading's too, with --stuffed)."""
+    questions = tmp_path / "q.jsonl"
+    asked = [("Who wrote Moby-Dick?", "Herman Melville"), ("What is the capital of France?", "Paris")]
+    questions.write_text(
+        "".join(json.dumps({"question": q, "answers": [a]}) + "\n" for q, a in asked), encoding="utf-8"
+    )
+    out_dir, rows = tmp_path / "otlp", tmp_path / "rows.csv"
+    run = run_cli(
+        "eval", str(questions), "--stuffed", "--otlp", str(out_dir), "--csv", str(rows), "--no-save",
+        "--no-diagnose", "--restart",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in out_dir.iterdir()) == ["0000.json", "0001.json"]
+    table = pd.read_csv(rows)
+    for n, (question, _) in enumerate(asked):
+        spans = json.loads((out_dir / f"{n:04d}.json").read_text(encoding="utf-8"))
+        by_name = {s["name"]: attributes(s) for s in spans["resourceSpans"][0]["scopeSpans"][0]["spans"]}
+        assert by_name["rag_loupe.query"]["input.value"] == question
+        for mode in ("rag-token", "rag-sequence", "stuffed"):
+            row = table[(table["question"] == question) & (table["mode"] == mode)].iloc[0]
+            assert by_name[mode]["output.value"] == row["answer"], (question, mode)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -31,16 +32,21 @@ def sweep_grid(ks, scales) -> list[tuple[int, float]]:
 
 def load_traces(folder: str | Path) -> list[tuple[list[str], object]]:
     """(gold answers, trace) per question, in question order, from `eval --traces` (JSON)."""
-    out = []
-    for path in sorted(Path(folder).glob("*.json.gz")):
-        try:
-            item = json.loads(gzip.decompress(path.read_bytes()))
-            out.append((list(item["question"]["answers"]), trace_from_dict(item["trace"])))
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"{path.name} is not a stored trace ({e})") from None
+    out = [(list(item["question"]["answers"]), trace) for _, item, trace in stored_traces(folder)]
     if not out:
         raise FileNotFoundError(f"no stored traces in {folder} (run eval with --traces {folder})")
     return out
+
+
+def stored_traces(folder: str | Path) -> Iterator[tuple[Path, dict, object]]:
+    """(file, stored item, trace) per question file of an `eval --traces` folder, in question order."""
+    for path in sorted(Path(folder).glob("*.json.gz")):
+        try:
+            item = json.loads(gzip.decompress(path.read_bytes()))
+            trace = trace_from_dict(item["trace"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{path.name} is not a stored trace ({e})") from None
+        yield path, item, trace
 
 
 def sweep(items, ks, scales) -> pd.DataFrame:

@@ -14,12 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 from rag_core.analysis import eval_checkpoint, shipped_runs
 from rag_core.analysis.evaluation import run_eval, save_run
 from rag_core.analysis.questions import read_questions
-from rag_core.analysis.sweep import load_traces, sweep
+from rag_core.analysis.sweep import load_traces, stored_traces, sweep
 from rag_core.cli.common import (
     CliError,
     add_batch_arg,
@@ -35,6 +36,7 @@ from rag_core.cli.common import (
 from rag_core.cli.eval_compare import run_compare
 from rag_core.config import RAG_SEQUENCE, Config
 from rag_core.models.presets import PRESETS
+from rag_core.otlp import trace_otlp
 from rag_core.pipeline import load_pipeline
 from rag_core.stacks import fingerprint
 
@@ -86,6 +88,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         ),
     )
     p.add_argument(
+        "--otlp",
+        default=None,
+        metavar="DIR",
+        help="also write each question as OpenTelemetry spans (OTLP JSON, OpenInference conventions) to "
+        "DIR/NNNN.json, for trace tools",
+    )
+    p.add_argument(
         "--ship",
         default=None,
         metavar="NAME",
@@ -116,6 +125,22 @@ def run_sweep(args: argparse.Namespace) -> int:
         frame.to_csv(args.csv, index=False)
     print(frame.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
     return 0
+
+
+def write_otlp(trace_dir: Path, out: Path, total: int) -> None:
+    """One OTLP JSON file per question (`otlp.trace_otlp`), named as its stored trace: 0000.json,
+    0001.json, …; a resumed run's questions taken from its checkpoint have no trace, and are named."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = 0
+    for path, _, trace in stored_traces(trace_dir):
+        (out / path.name.removesuffix(".gz")).write_text(trace_otlp(trace), encoding="utf-8")
+        written += 1
+    if written < total:
+        print(
+            f"note: {total - written} questions were taken from an interrupted run's checkpoint and have "
+            "no trace to write as OTLP (--restart evaluates them again)",
+            file=sys.stderr,
+        )
 
 
 def check_shippable(args: argparse.Namespace, cfg: Config) -> None:
@@ -180,16 +205,20 @@ def run(args: argparse.Namespace) -> int:
                 "(--restart starts afresh)",
                 file=sys.stderr,
             )
-        result = run_eval(
-            pipe,
-            questions,
-            cfg,
-            step,
-            diagnose=not args.no_diagnose,
-            settings={"file": str(args.questions), "skipped": skipped, "stack": fingerprint(cfg)},
-            trace_dir=Path(args.traces) if args.traces else None,
-            resume=resume,
-        )
+        with tempfile.TemporaryDirectory() as scratch:  # the traces OTLP is written from, unless kept
+            trace_dir = Path(args.traces) if args.traces else (Path(scratch) if args.otlp else None)
+            result = run_eval(
+                pipe,
+                questions,
+                cfg,
+                step,
+                diagnose=not args.no_diagnose,
+                settings={"file": str(args.questions), "skipped": skipped, "stack": fingerprint(cfg)},
+                trace_dir=trace_dir,
+                resume=resume,
+            )
+            if args.otlp:
+                write_otlp(trace_dir, Path(args.otlp), len(questions))
     if args.csv:
         result.to_csv(args.csv)
     for fmt in ("parquet", "jsonl"):
