@@ -6,7 +6,7 @@ import streamlit as st
 
 from app import index_swap_views, jobs, question_box, state, views
 from app.safe_text import md_text
-from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import RAG_SEQUENCE, RAG_TOKEN, READING_LABELS
 from rag_core.index_swap import results, store
 from rag_core.index_swap import run as index_swap_run
 
@@ -131,7 +131,7 @@ if result is not None:
         st.warning(f"Partial result: {result.positions} of {len(leaders)} positions.")
     for decoding in result.decodings():
         st.markdown(
-            f"**{DECODING_LABELS[decoding]}**: accuracy by index (rows) and "
+            f"**{READING_LABELS[decoding]}**: accuracy by index (rows) and "
             "leaders' year (columns); the diagonal should be high, the rest low. The held-out half is the "
             "result; the tuning half chose the base's worked examples and trained the default, "
             "so it flatters. "

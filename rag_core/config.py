@@ -34,6 +34,7 @@ DECODING_LABELS = {
 # RAG systems read them (no mixture; `decoding/stuffed.py`).
 STUFFED = "stuffed"
 STUFFED_LABEL = "Stuffed"
+READING_LABELS = {**DECODING_LABELS, STUFFED: STUFFED_LABEL}  # every reading of the K passages
 DECODE_NAMES = {
     "token": (RAG_TOKEN,),
     "sequence": (RAG_SEQUENCE,),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from rag_core.config import Config
 from rag_core.index_swap import judge, results, store
 from rag_core.index_swap import run as index_swap_run
 
@@ -261,6 +262,27 @@ def test_cli_limit_csv(tmp_path, capsys):
     ):
         assert col in rows[0], col
     assert {r["index"] for r in rows} == {"2016", "2018"} and {r["decoding"] for r in rows} == {"rag-token"}
+
+
+def test_the_experiment_in_the_stuffed_reading_judges_its_answers(pipes, tmp_path, capsys):
+    """`--decode stuffed`: each (position, index) row is the stuffed answer of that question on
+    that year's index, judged against both years' holders like the marginals' answers."""
+    from rag_core import cli
+
+    out = tmp_path / "stuffed.csv"
+    args = ["index-swap", "--limit", "1", "--csv", str(out), "--no-cache", "-k", "3", "--max-new-tokens", "8"]
+    assert cli.main([*args, "--decode", "stuffed"]) == 0
+    assert "stuffed, all positions (1): accuracy" in capsys.readouterr().out
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert {(r["index"], r["decoding"]) for r in rows} == {("2016", "stuffed"), ("2018", "stuffed")}
+    for r in rows:
+        cfg = Config(k=3, max_new_tokens=8, decode="stuffed")
+        trace = pipes[r["index"]].run(r["question"], cfg)
+        assert r["answer"] == trace.answer("stuffed").answer
+        assert (r["correct_2016"], r["correct_2018"]) == tuple(
+            str(v) for v in judge.judge(r["answer"], r["holder_2016"], r["holder_2018"])[:2]
+        )
 
 
 def test_cli_bad_flag_is_one_line_error(capsys):

@@ -1,7 +1,8 @@
 """`python -m rag_core index-swap`: the 2016/2018 index hot-swap experiment (paper §4.5).
 
-    python -m rag_core index-swap [--csv FILE] [--decode token|sequence|both] [--limit N] [--split tune|test]
-                               [-k K] [--scale S] [--also K[:SCALE] ...] [--no-cache] [--json] [--ship]
+    python -m rag_core index-swap [--csv FILE] [--decode token|sequence|both|stuffed|all] [--limit N]
+                               [--split tune|test] [-k K] [--scale S] [--also K[:SCALE] ...] [--no-cache]
+                               [--json] [--ship]
 
 Prints the 2×2 accuracy table (index year × leaders year) per decoding beside the paper's numbers,
 and the closed-book accuracy against both years. Results are cached (see `experiments`), so a
@@ -45,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="only one half of the positions (tune: for choosing settings; test: the held-out half)",
     )
-    add_decoding_args(p)
+    add_decoding_args(p, stuffed=True)  # the experiment in the stuffed reading too: --decode all
     p.add_argument(
         "--ship",
         action="store_true",

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from rag_core.config import DECODINGS
+from rag_core.config import DECODINGS, STUFFED
 from rag_core.trace import spreadsheet_safe
 
 YEARS = ("2016", "2018")
@@ -83,7 +83,7 @@ class ExperimentResult:
         return frame
 
     def decodings(self) -> list[str]:
-        return [d for d in DECODINGS if any(r["decoding"] == d for r in self.rows)]
+        return [d for d in (*DECODINGS, STUFFED) if any(r["decoding"] == d for r in self.rows)]
 
     def table(self, decoding: str, split: str | None = None, column: str = "correct") -> pd.DataFrame:
         """Accuracy 2×2: rows 'index 2016'/'index 2018', columns 'leaders 2016'/'leaders 2018'.
