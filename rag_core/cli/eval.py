@@ -55,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--mode",
-        choices=["rag-token", "rag-sequence", "closed-book"],
+        choices=["rag-token", "rag-sequence", "closed-book", "stuffed"],
         default=RAG_SEQUENCE,
         help="with --compare: the mode whose answers are compared",
     )
