@@ -4,6 +4,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 SCALE := $(VENV)/.scale-installed
+PHOENIX_VENV := .venv-phoenix
+PHOENIX := $(PHOENIX_VENV)/.installed
 
 .PHONY: run test bench adapter
 
@@ -23,6 +25,15 @@ $(SCALE): $(STAMP) requirements-scale.txt
 	$(PY) -m pip install -q -r requirements-scale.txt
 	touch $(SCALE)
 
+# Arize Phoenix, for the test that our OTLP export loads into it: the client joins .venv, the
+# server gets a venv of its own (its dependencies need other pins than requirements.txt's).
+$(PHOENIX): $(STAMP) requirements-phoenix.txt requirements-phoenix-server.txt
+	$(PY) -m pip install -q -r requirements-phoenix.txt
+	$(PYTHON) -m venv $(PHOENIX_VENV)
+	$(PHOENIX_VENV)/bin/python -m pip install -q --upgrade pip
+	$(PHOENIX_VENV)/bin/python -m pip install -q -r requirements-phoenix-server.txt
+	touch $(PHOENIX)
+
 # ContextCite, for `bench` beside the stuffed reading's exact leave-one-out (the app does not need it).
 CONTEXTCITE := $(VENV)/.contextcite-installed
 $(CONTEXTCITE): $(STAMP) requirements-contextcite.txt
@@ -32,7 +43,7 @@ $(CONTEXTCITE): $(STAMP) requirements-contextcite.txt
 run: $(STAMP)
 	$(VENV)/bin/streamlit run app/main.py $(if $(ARGS),-- $(ARGS))
 
-test: $(STAMP) $(SCALE) $(CONTEXTCITE)
+test: $(STAMP) $(SCALE) $(CONTEXTCITE) $(PHOENIX)
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  echo "note: chromium and chromedriver are not installed, so the real-browser tests will be SKIPPED (apt-get install chromium chromium-driver)"
 	$(VENV)/bin/ruff check .

@@ -10,6 +10,7 @@ import streamlit as st
 from app import charts, citation_charts, state, token_charts
 from app.safe_text import passage_label
 from app.views import table
+from rag_core.analysis import stuffed_worth
 from rag_core.analysis.token_sources import (
     LABELS,
     MEANINGS,
@@ -19,7 +20,7 @@ from rag_core.analysis.token_sources import (
     kind,
     shares,
 )
-from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN, STUFFED
 from rag_core.marginals import citation
 from rag_core.trace import Trace
 
@@ -127,21 +128,33 @@ def agreement_line(trace: Trace, cand, found) -> str:
 
 def sentence_section(trace: Trace, cand, key: str = "sent") -> None:
     """Which sentence of a passage carried the answer: Δ log p(y|x,z) with each sentence left out."""
-    st.subheader("Which sentence carried it")
+    stuffed = cand is not None and cand.decoding == STUFFED
+    st.subheader("Which sentence carried the stuffed answer" if stuffed else "Which sentence carried it")
     st.caption(
-        "The passage is read again with each sentence left out in turn, and the answer scored under each "
-        "(one batched pass). The bar is how much less likely the answer becomes without that sentence "
-        "(Δ log p, in nats): long green bars are the sentences the answer rests on. "
-        "Exact: nothing is sampled "
-        "or fitted."
+        (
+            f"The {trace.k} passages are read again in one prompt with each sentence of the chosen passage "
+            "left out in turn"
+            if stuffed
+            else "The passage is read again with each sentence left out in turn"
+        )
+        + ", and the answer scored under each (one batched pass). The bar is how much less likely the "
+        "answer becomes without that sentence (Δ log p, in nats): long green bars are the sentences the "
+        "answer rests on. Exact: nothing is sampled or fitted."
     )
-    top = int(citation(trace.log_prior, cand.token_logp).argmax())
+    if cand is None:
+        st.info("There is no answer to explain.")
+        return
+    worth = stuffed_worth.of(trace) if stuffed else None  # None too for an empty stuffed answer
+    top = worth.leans_on if worth is not None else int(citation(trace.log_prior, cand.token_logp).argmax())
     z = st.selectbox(
         "Passage",
         range(trace.k),
         index=top,
         key=f"{key}_z",
-        format_func=lambda i: passage_label(trace, i, 60) + (" (the one it cites most)" if i == top else ""),
+        format_func=lambda i: (
+            passage_label(trace, i, 60)
+            + ((" (the one it leans on most)" if stuffed else " (the one it cites most)") if i == top else "")
+        ),
     )
     if not cand.token_ids:
         st.info("This answer is empty.")

@@ -139,10 +139,21 @@ def _sentences(stack: str, question: str, index_name: str, passage: Passage, tok
     return sentences.attribute(pipeline(index_name), question, passage, list(token_ids))
 
 
+@st.cache_resource(show_spinner="Reading the passages together with each sentence left out…", max_entries=256)
+def _stuffed_sentences(stack: str, question: str, index_name: str, passages: tuple, z: int, token_ids: tuple):
+    return sentences.attribute_stuffed(pipeline(index_name), question, passages, z, list(token_ids))
+
+
 def sentence_attribution(trace: Trace, cand, z: int) -> sentences.SentenceAttribution | None:
-    """Leave-one-sentence-out of a candidate's answer over passage `z` (one batched pass, once)."""
+    """Leave-one-sentence-out of a candidate's answer over passage `z` (one batched pass, once): the
+    passage read alone for a marginal's answer, inside the K passages' one prompt for the stuffed
+    reading's."""
+    ids = tuple(cand.token_ids)
     try:
-        return _sentences(stack_key(), trace.query, trace.index, trace.hits[z].passage, tuple(cand.token_ids))
+        if cand.decoding == STUFFED:
+            passages = tuple(h.passage for h in trace.hits)
+            return _stuffed_sentences(stack_key(), trace.query, trace.index, passages, z, ids)
+        return _sentences(stack_key(), trace.query, trace.index, trace.hits[z].passage, ids)
     except USER_ERRORS as e:
         st.error(first_line(e, "that did not work"))
         return None

@@ -8,7 +8,7 @@ import streamlit as st
 
 from app import answer_card, charts, citation_charts, source_views, stuffed_views, views
 from app.safe_text import passage_label, passage_tick
-from rag_core.config import DECODING_LABELS
+from rag_core.config import DECODING_LABELS, STUFFED
 from rag_core.decoding import stepper
 from rag_core.marginals import p_text
 
@@ -67,6 +67,7 @@ else:
 source_views.sentence_section(trace, cand, key="cit_sent")
 stuffed_views.worth_section(trace, "cit")
 stuffed_views.token_section(trace, "cit")
+source_views.sentence_section(trace, trace.answer(STUFFED), key="cit_stuffed_sent")
 stuffed_views.order_section(trace, "cit")
 
 # --- remove a passage ---

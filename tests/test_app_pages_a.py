@@ -293,6 +293,16 @@ def test_the_stuffed_reading_on_token_vs_sequence_and_citations_is_the_engines(a
     assert agreement_line(fresh, w) in said, said
     keys = {getattr(c, "key", None) for c in at.get("plotly_chart")}
     assert {"cit_worth", "cit_token_worth"} <= keys
+    # which sentence of the passage it leans on carried the stuffed answer, inside the one prompt
+    assert at.selectbox(key="cit_stuffed_sent_z").value == w.leans_on
+    from rag_core.analysis.sentences import attribute_stuffed
+
+    passages = [h.passage for h in fresh.hits]
+    att = attribute_stuffed(wiki_pipeline, fresh.query, passages, w.leans_on, w.answer.token_ids)
+    deltas = [d.value for d in at.dataframe if "delta_logp" in d.value.columns]
+    assert len(deltas) == 2  # the marginal's passage alone, then the stuffed prompt
+    shown = deltas[1].sort_values("sentence")
+    assert list(shown["delta_logp"]) == pytest.approx(att.delta, abs=1e-3)
     # the other orders, on demand: each its own answer, and the retrieved answer's p under it
     at.toggle(key="cit_orders").set_value(True).run()
     assert not at.exception

@@ -4,8 +4,8 @@ the top-k drop of a ranking."""
 import pytest
 import torch
 
-from rag_core.analysis.sentences import attribute, split_sentences, top_k_drop, without
-from rag_core.corpus import Passage
+from rag_core.analysis.sentences import attribute, attribute_stuffed, split_sentences, top_k_drop, without
+from rag_core.corpus import Passage, Stuffed
 
 from conftest import tiny_pipeline
 
@@ -62,3 +62,24 @@ def test_sentence_splitting_keeps_decimals_inside_and_needs_a_capital_after():
     ]
     assert split_sentences("no full stop at all") == ["no full stop at all"]
     assert split_sentences("   ") == []
+
+
+def test_a_sentence_left_out_inside_the_stuffed_prompt_is_that_prompt_rebuilt(pipe):
+    """The stuffed reading's Δ_j: the K passages in one prompt with sentence j of passage z removed,
+    against the prompt rebuilt by hand without it, read alone (no batching)."""
+    question, ids = "Who built the old bridge of Paris?", pipe.models.generator.encode_answer("Ada Lovelace")
+    other = Passage("p2", "River", "The river runs through the city. It floods in spring.")
+    passages = (other, PASSAGE)
+    att = attribute_stuffed(pipe, question, passages, 1, ids)
+    gen = pipe.models.generator
+
+    def read(context: Stuffed) -> float:
+        state = gen.prepare_rows([(question, context)])
+        logp = gen.teacher_force(state, torch.tensor([ids]))[0]  # (T, V)
+        return float(logp.double().gather(-1, torch.tensor(ids).unsqueeze(-1)).sum())
+
+    assert att.logp_full == pytest.approx(read(Stuffed(passages)), abs=1e-4)
+    for j, sentence in enumerate(att.sentences):
+        rebuilt = Passage("p1", "Old bridge", PASSAGE.text.replace(sentence, "").replace("  ", " ").strip())
+        assert att.delta[j] == pytest.approx(att.logp_full - read(Stuffed((other, rebuilt))), abs=1e-4), j
+    assert att.delta != attribute(pipe, question, PASSAGE, ids).delta  # not the passage read alone

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from rag_core.corpus import Passage
+from rag_core.corpus import Passage, Stuffed
 from rag_core.decoding.decode import score_answers
 
 _BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
@@ -46,7 +46,12 @@ def without(passage: Passage, sentences: Sequence[str], drop: set[int]) -> Passa
 
 def answer_logp(gen, question: str, passages: list[Passage], answer_ids: list[int]) -> np.ndarray:
     """log p(y | x, z) of one answer under each passage, in one batched pass: (R,)."""
-    state = gen.prepare(question, passages)
+    return rows_logp(gen, [(question, p) for p in passages], answer_ids)
+
+
+def rows_logp(gen, rows: list[tuple[str, Passage | Stuffed]], answer_ids: list[int]) -> np.ndarray:
+    """log p(y | x, context) of one answer under each (question, context) row, one batched pass: (R,)."""
+    state = gen.prepare_rows(rows)
     lp, mask, _, _ = score_answers(gen, state, [answer_ids], top_alternatives=1)  # (1, R, T)
     return torch.nan_to_num(lp[0].double(), nan=0.0).sum(-1).numpy()  # (R,)
 
@@ -76,6 +81,21 @@ def attribute(pipe, question: str, passage: Passage, answer_ids: list[int]) -> S
     variants = [passage] + [without(passage, sentences, {j}) for j in range(len(sentences))]
     with pipe.models.lock:
         lp = answer_logp(pipe.models.generator, question, variants, answer_ids)  # (S + 1,)
+    return SentenceAttribution(passage, sentences, float(lp[0]), [float(lp[0] - x) for x in lp[1:]])
+
+
+def attribute_stuffed(
+    pipe, question: str, passages: Sequence[Passage], z: int, answer_ids: list[int]
+) -> SentenceAttribution:
+    """Leave-one-sentence-out inside passage `z` of the stuffed reading: the K passages read in one
+    prompt, in their order, with one sentence of z removed per row (the whole prompt is the first
+    row); Δ_j = log p(y | x, all) − log p(y | x, all with s_j of z removed). One batched pass."""
+    passage = passages[z]
+    sentences = split_sentences(passage.text)
+    variants = [passage] + [without(passage, sentences, {j}) for j in range(len(sentences))]
+    rows = [(question, Stuffed((*passages[:z], v, *passages[z + 1 :]))) for v in variants]
+    with pipe.models.lock:
+        lp = rows_logp(pipe.models.generator, rows, answer_ids)  # (S + 1,)
     return SentenceAttribution(passage, sentences, float(lp[0]), [float(lp[0] - x) for x in lp[1:]])
 
 
