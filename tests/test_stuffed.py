@@ -20,7 +20,14 @@ from rag_core.config import Config
 from rag_core.corpus import Passage, Stuffed
 from rag_core.decoding.answering import analyse
 from rag_core.decoding.decode import SearchSettings, score_answers
-from rag_core.decoding.stuffed import leave_one_out, order_sensitivity, orders, stuffed_decode, worth
+from rag_core.decoding.stuffed import (
+    leave_one_out,
+    order_sensitivity,
+    orders,
+    stuffed_decode,
+    stuffed_state,
+    worth,
+)
 from rag_core.generators import causal
 from rag_core.generators.base import ForwardCounter
 from rag_core.generators.toy import ToyGenerator
@@ -171,11 +178,14 @@ def test_leave_one_out_on_the_default_model_is_k_separate_calls(read):
     gen = pipe.models.generator
     tokens = stuffed_decode(gen, QUESTION, passages, SearchSettings())[0].tokens
     loo = leave_one_out(gen, QUESTION, passages, tokens)  # (K, T), one batch
-    assert loo.shape == (len(passages), len(tokens))
+    # reading each row's tokens before passage z from the stuffed prompt's own cache
+    shared = leave_one_out(gen, QUESTION, passages, tokens, stuffed_state(gen, QUESTION, passages))
+    assert loo.shape == shared.shape == (len(passages), len(tokens))
     for z in range(len(passages)):
         state = gen.prepare_rows([(QUESTION, Stuffed(tuple(passages)).without(z))])
         alone = score_answers(gen, state, [tokens])[0][0, 0]  # (T,)
         assert torch.allclose(loo[z], alone, atol=TOL), (z, loo[z], alone)
+        assert torch.allclose(shared[z], alone, atol=TOL), (z, shared[z], alone)
 
 
 def test_order_sensitivity_on_the_default_model_is_separate_calls(read):

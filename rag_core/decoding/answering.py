@@ -17,7 +17,7 @@ import torch
 from rag_core import marginals
 from rag_core.config import DECODE_NAMES, MARGINAL_DECODE, RAG_SEQUENCE, RAG_TOKEN, STUFFED, Config
 from rag_core.decoding.decode import DecodeJob, Scored, SearchSettings, decode_jobs, score_answers
-from rag_core.decoding.stuffed import leave_one_out, stuffed_decode
+from rag_core.decoding.stuffed import leave_one_out, stuffed_decode, stuffed_state
 from rag_core.generators import Generator
 from rag_core.generators.base import GenState
 from rag_core.generators.fingerprint import prompt_fingerprint
@@ -105,11 +105,12 @@ def stuffed_reading(
     passage alone (the mixture's rows, for its posterior of the same answer). `single`: the K
     one-passage prompts already prepared (the marginals' state), else they are prepared here."""
     passages = [h.passage for h in hits]
-    scored = stuffed_decode(gen, question, passages, SearchSettings.from_config(cfg))
+    state = stuffed_state(gen, question, passages)
+    scored = stuffed_decode(gen, question, passages, SearchSettings.from_config(cfg), state)
     best = list(scored[0].tokens) if scored else []
     if not (best and passages):
         return StuffedReading(to_candidates(gen, STUFFED, scored))
-    loo = leave_one_out(gen, question, passages, best)  # (K, T)
+    loo = leave_one_out(gen, question, passages, best, state)  # (K, T), reading the shared tokens from state
     single = single if single is not None else gen.prepare(question, passages)
     alone = score_answers(gen, single, [best], top_alternatives=1)[0][0]  # (K, T) log p(y_i|x,z,y_<i)
     return StuffedReading(to_candidates(gen, STUFFED, scored), loo, alone)

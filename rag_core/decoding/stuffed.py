@@ -7,9 +7,11 @@ generator as it formats one passage, one after the other), so the answer is the 
 that row, what `generate()` gives for the same prompt. Its probability is log p(y | x, z_1..z_K).
 
 **Leave-one-passage-out** is exact, not estimated: for each z the same prompt without z,
-teacher-forced on the answer, gives log p(y_i | x, every passage but z, y_<i). The K prompts are
-prepared as one batch and the answer is read under all of them in one teacher-forced pass
-(`score_answers`), so it costs one prompt pass and one scoring pass over K rows, whatever K is.
+teacher-forced on the answer, gives log p(y_i | x, every passage but z, y_<i). Prompt z begins as
+the stuffed prompt does, up to passage z: the causal generator (`score_after`) reads those tokens
+from the stuffed prompt's own cache, and computes the rest of the K prompts and the answer after
+each in one forward, side by side (about half the tokens of the K prompts). A generator without it
+prepares the K prompts as one batch and teacher-forces the answer in one more pass (`score_answers`).
 A passage's worth is log p(y | x, all) − log p(y | x, all but z): how much the answer loses when z
 is taken out (negative: the answer is more likely without it).
 
@@ -39,27 +41,50 @@ import torch
 from rag_core.corpus import Passage, Stuffed
 from rag_core.decoding.decode import DecodeJob, decode_jobs, score_answers
 from rag_core.decoding.search import Scored, SearchSettings
-from rag_core.generators.base import Generator
+from rag_core.generators.base import Generator, GenState
+
+
+def stuffed_state(gen: Generator, question: str, passages: Sequence[Passage]) -> GenState:
+    """The one stuffed prompt row, prepared: what the answer is decoded from, and what
+    leave-one-out reads its shared tokens from."""
+    return gen.prepare_rows([(question, Stuffed(tuple(passages)))])
 
 
 def stuffed_decode(
-    gen: Generator, question: str, passages: Sequence[Passage], settings: SearchSettings
+    gen: Generator,
+    question: str,
+    passages: Sequence[Passage],
+    settings: SearchSettings,
+    state: GenState | None = None,
 ) -> list[Scored]:
     """The answers of the one stuffed row, best first: the search of the marginals on a single row
-    of weight one (greedy, or beam search as `generate(num_beams=B)`), tables (1, T)."""
-    state = gen.prepare_rows([(question, Stuffed(tuple(passages)))])
+    of weight one (greedy, or beam search as `generate(num_beams=B)`), tables (1, T). `state`: the
+    row already prepared (`stuffed_state`)."""
+    state = state if state is not None else stuffed_state(gen, question, passages)
     return decode_jobs(gen, state, [DecodeJob([0], torch.zeros(1), settings, "token")])[0][0]
 
 
 def leave_one_out(
-    gen: Generator, question: str, passages: Sequence[Passage], tokens: Sequence[int]
+    gen: Generator,
+    question: str,
+    passages: Sequence[Passage],
+    tokens: Sequence[int],
+    state: GenState | None = None,
 ) -> torch.Tensor:
     """(K, T) log p(y_i | x, every passage but z, y_<i) of the answer `tokens`: row z reads the
     stuffed prompt with passage z taken out (the others in their order); one prompt pass and one
-    teacher-forced pass over the K rows."""
+    teacher-forced pass over the K rows. `state`: the stuffed row prepared (`stuffed_state`); a
+    generator that can (`score_after`, the causal LM) then reads each row's tokens before passage z
+    from it and computes the rest and the answer in one forward (exact all the same)."""
     context = Stuffed(tuple(passages))
-    state = gen.prepare_rows([(question, context.without(z)) for z in range(len(passages))])  # K rows
-    token_logp, _, _, _ = score_answers(gen, state, [list(tokens)], top_alternatives=1)  # (1, K, T)
+    rows = [(question, context.without(z)) for z in range(len(passages))]
+    after = getattr(gen, "score_after", None)
+    if state is not None and after is not None:
+        shared = after(state, (question, context), rows, list(tokens))  # (K, T), one forward
+        if shared is not None:
+            return shared
+    prepared = gen.prepare_rows(rows)  # K rows
+    token_logp, _, _, _ = score_answers(gen, prepared, [list(tokens)], top_alternatives=1)  # (1, K, T)
     return token_logp[0]  # (K, T)
 
 

@@ -213,12 +213,14 @@ class CausalGenerator:
         cache,
         last_only: bool = False,
         prefix=None,
+        keep: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, tuple]:
         """Log-probs (R, L or 1, V) and the rows' new cache. `cache`: the rows' own keys/values so
         far, or None; `prefix`: the shared few-shot part's keys/values (one row, never copied, see
         shared_prefix.py), or None; `mask`: 4-D (R, 1, L, prefix + cache + L), or 2-D over the same
         columns. `last_only`: compute logits for the last position only (a prompt pass needs no
-        more; the full (R, L, V) logits of a 500-token prompt are ~100 MB per row)."""
+        more; the full (R, L, V) logits of a 500-token prompt are ~100 MB per row); `keep`: the
+        positions whose logits are computed, (N,), instead."""
         ForwardCounter.tick()
         if mask.dim() == 2:
             mask = causal_mask(mask, input_ids.shape[1])  # (R, 1, L, prefix + cache + L)
@@ -228,7 +230,7 @@ class CausalGenerator:
             position_ids=positions.to(self.device),
             cache=as_cache(cache),
             use_cache=True,
-            logits_to_keep=1 if last_only else 0,
+            logits_to_keep=keep if keep is not None else (1 if last_only else 0),
             shared_prefix=prefix,
         )
         new_cache = tuple((layer.keys, layer.values) for layer in out.cache.layers)
@@ -291,6 +293,62 @@ class CausalGenerator:
         logp, cache = self._forward(own, attn, positions, None, last_only=True, prefix=prefix)  # (K, 1, V)
         state_cache = {"kv": cache, "prefix": prefix, "attn": attn, "next_pos": positions[:, -1] + 1}
         return GenState(logp[:, -1], torch.arange(k), 0, state_cache, 1)
+
+    @torch.inference_mode()
+    def score_after(
+        self,
+        base_state: GenState,
+        base: tuple[str, Stuffed],
+        rows: Sequence[tuple[str, Stuffed]],
+        answer: Sequence[int],
+    ) -> torch.Tensor | None:
+        """Teacher-forced log p(y_i | row, y_<i) of one answer under each row, (R, T), for rows
+        that begin as the prepared row `base` does (its state): one forward in all. Each row reads
+        the tokens it shares with `base` from base's keys/values and computes only the rest.
+        Leave-one-passage-out's row z shares everything before passage z with the stuffed prompt,
+        so the K rows compute about half of their tokens, and the rows' remainders and the answer
+        after each sit side by side in one sequence, unpadded, behind a block-diagonal mask: a token
+        sees the shared columns its row reads, and the earlier tokens of its own row, at the
+        position it has alone. None when no row shares more than the few-shot part with `base`.
+
+        The same numbers as preparing each row alone and teacher-forcing the answer, to float32
+        rounding (`tests/test_stuffed.py`)."""
+        base_ids, *row_ids = self._tokenize([rag_prompt(q, c, self.prompt_style) for q, c in [base, *rows]])
+        too_long(max(map(len, row_ids)), self.max_positions, len(row_ids))
+        kv = base_state.cache["kv"]  # per layer (1, H, L - n, D): the base's own tokens, no padding
+        if kv[0][0].shape[0] != 1:
+            raise ValueError("the base must be one prepared row")
+        n = len(base_ids) - kv[0][0].shape[2]  # the few-shot part the base read from the shared cache
+        shared = [shared_prefix_length(base_ids, [r]) for r in row_ids]  # each row keeps >= 1 own token
+        p = max(shared)
+        if p <= n or not answer:
+            return None
+        head = base_state.cache["prefix"] or [None] * len(kv)
+        prefix = tuple(  # per layer (1, H, p, D): the few-shot part, then the base's own tokens up to p
+            (k[:, :, : p - n], v[:, :, : p - n])
+            if h is None
+            else (torch.cat([h[0], k[:, :, : p - n]], 2), torch.cat([h[1], v[:, :, : p - n]], 2))
+            for (k, v), h in zip(kv, head)
+        )
+        t = len(answer)
+        segments = [ids[m:] + list(answer[:-1]) for ids, m in zip(row_ids, shared)]  # rest, then y_<T
+        total = sum(map(len, segments))
+        mask = torch.zeros((total, p + total), dtype=torch.bool)  # (L, p + L)
+        positions, keep, start = [], [], 0
+        for seg, ids, m in zip(segments, row_ids, shared):
+            end = start + len(seg)
+            mask[start:end, :m] = True  # the shared columns this row reads
+            mask[start:end, p + start : p + end] = torch.ones(len(seg), len(seg), dtype=torch.bool).tril()
+            positions += range(m, m + len(seg))  # where each token sits in the row read alone
+            first = start + len(ids) - m - 1  # the row's last prompt token predicts y_0
+            keep += range(first, first + t)
+            start = end
+        packed = torch.tensor([sum(segments, [])])  # (1, L)
+        logp, _ = self._forward(
+            packed, mask[None, None], torch.tensor([positions]), None, prefix=prefix, keep=torch.tensor(keep)
+        )  # (1, R·T, V)
+        picked = logp[0].gather(-1, torch.tensor(list(answer) * len(rows)).unsqueeze(-1))  # (R·T, 1)
+        return picked.view(len(rows), t)  # (R, T)
 
     def select(self, state: GenState, idx: torch.Tensor) -> GenState:
         dev_idx = idx.to(self.device)
