@@ -63,7 +63,7 @@ def stuffed_card(trace: Trace, key: str) -> None:
         st.caption(f"{STUFFED_LABEL}: no answer")
         return
     card(trace, best, f"{STUFFED_LABEL} (the {trace.k} passages in one prompt)", key=key)
-    st.caption("p(y | x, all passages read together) · " + " · ".join(ending_notes(best) or ["no mixture"]))
+    st.caption(" · ".join(["p(y | x, all passages read together), no mixture", *ending_notes(best)]))
 
 
 def card(

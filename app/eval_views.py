@@ -323,6 +323,8 @@ def compare(runs: list[Path], labels: dict[Path, str], current: Path) -> None:
         return
     both_stuffed = all(any(STUFFED in r.modes for r in run.results) for run in (a, b))
     modes = [*ev.RAG_MODES, *([STUFFED] if both_stuffed else [])]  # the stuffed reading: runs made with it
+    if st.session_state.get("eval_compare_mode") not in modes:
+        st.session_state.pop("eval_compare_mode", None)  # "stuffed", kept from two runs that had it
     mode = st.radio("Mode", modes, index=1, horizontal=True, key="eval_compare_mode")
     pair(a, b, mode, "eval")
 

@@ -20,7 +20,7 @@ from rag_core.analysis.token_sources import (
     kind,
     shares,
 )
-from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN, STUFFED
+from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import citation
 from rag_core.trace import Trace
 
@@ -126,9 +126,10 @@ def agreement_line(trace: Trace, cand, found) -> str:
     )
 
 
-def sentence_section(trace: Trace, cand, key: str = "sent") -> None:
-    """Which sentence of a passage carried the answer: Δ log p(y|x,z) with each sentence left out."""
-    stuffed = cand is not None and cand.decoding == STUFFED
+def sentence_section(trace: Trace, cand, key: str = "sent", stuffed: bool = False) -> None:
+    """Which sentence of a passage carried the answer: Δ log p(y|x,z) with each sentence left out;
+    `stuffed`: `cand` is the stuffed reading's answer (None: it has none), the passage read inside
+    the K passages' one prompt."""
     st.subheader("Which sentence carried the stuffed answer" if stuffed else "Which sentence carried it")
     st.caption(
         (
@@ -141,11 +142,11 @@ def sentence_section(trace: Trace, cand, key: str = "sent") -> None:
         "answer becomes without that sentence (Δ log p, in nats): long green bars are the sentences the "
         "answer rests on. Exact: nothing is sampled or fitted."
     )
-    if cand is None:
-        st.info("There is no answer to explain.")
+    worth = stuffed_worth.of(trace) if stuffed else None
+    if cand is None or (stuffed and worth is None):
+        st.info("The stuffed reading has no answer to explain here." if stuffed else "There is no answer.")
         return
-    worth = stuffed_worth.of(trace) if stuffed else None  # None too for an empty stuffed answer
-    top = worth.leans_on if worth is not None else int(citation(trace.log_prior, cand.token_logp).argmax())
+    top = worth.leans_on if stuffed else int(citation(trace.log_prior, cand.token_logp).argmax())
     z = st.selectbox(
         "Passage",
         range(trace.k),

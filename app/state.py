@@ -9,6 +9,8 @@ recomputes what is known, and a trace of one stack is never shown under another.
 
 from __future__ import annotations
 
+import dataclasses
+
 import streamlit as st
 
 from app import stack as stacks
@@ -16,6 +18,7 @@ from rag_core.analysis import confidence as certainty
 from rag_core.analysis import sentences, token_sources
 from rag_core.config import DECODINGS, STUFFED, Config, answer_settings
 from rag_core.corpus import CorpusError, Passage
+from rag_core.decoding.stuffed import orders
 from rag_core.errors import first_line
 from rag_core.models.sources import ModelSourceError
 from rag_core.pipeline import Pipeline, QuestionError, open_index
@@ -62,8 +65,8 @@ def index_for(encoder, name: str):
 
 def forget_index(name: str) -> None:
     """Drop every cached object of an index that was replaced or deleted (its traces included)."""
-    _index.clear()
-    _trace.clear()
+    for cached in (_index, _trace, _stuffed, _orders, _stuffed_sentences, _sentences):
+        cached.clear()
 
 
 def pipeline(name: str | None = None) -> Pipeline:
@@ -78,9 +81,10 @@ def _trace(stack: str, question: str, index_name: str, settings_key: tuple) -> T
 
 
 @st.cache_resource(show_spinner=False, max_entries=256)
-def _stuffed(stack: str, question: str, index_name: str, settings_key: tuple) -> Trace:
-    """The trace of `_trace` for the same key with its stuffed reading added (computed once)."""
-    return pipeline(index_name).with_stuffed(_trace(stack, question, index_name, settings_key))
+def _stuffed(stack: str, question: str, index_name: str, settings_key: tuple):
+    """The stuffed reading of `_trace`'s trace for the same key (computed once); only the reading
+    is kept, so a trace recomputed after its index changed never shows another index's reading."""
+    return pipeline(index_name).with_stuffed(_trace(stack, question, index_name, settings_key)).stuffed
 
 
 def cached_trace(question: str, index_name: str, cfg: Config) -> Trace:
@@ -179,14 +183,16 @@ def trace_for(question: str, index_name: str | None = None, cfg: Config | None =
 
 @st.cache_resource(show_spinner=False, max_entries=64)
 def _orders(stack: str, question: str, index_name: str, settings_key: tuple) -> list:
-    return pipeline(index_name).stuffed_orders(_stuffed(stack, question, index_name, settings_key))
+    trace = _trace(stack, question, index_name, settings_key)
+    reading = _stuffed(stack, question, index_name, settings_key)
+    return pipeline(index_name).stuffed_orders(dataclasses.replace(trace, stuffed=reading))
 
 
 def stuffed_orders(trace: Trace) -> list | None:
     """The current question's stuffed reading with its passages in the other orders
     (`Pipeline.stuffed_orders`), computed once; None after a user error (the message is shown)."""
     try:
-        with st.spinner(f"Reading the {trace.k} passages in {2 * trace.k - 1} other orders…"):
+        with st.spinner(f"Reading the {trace.k} passages in {len(orders(trace.k))} other orders…"):
             return _orders(stack_key(), question(), trace.index, settings_key(settings()))
     except USER_ERRORS as e:
         st.error(first_line(e, "reading the other orders did not work"))
@@ -203,7 +209,8 @@ def with_stuffed(trace: Trace) -> Trace:
     cfg = settings()
     try:
         with st.spinner(f"Reading the {trace.k} passages together in one prompt…"):
-            return _stuffed(stack_key(), question(), trace.index, settings_key(cfg))
+            reading = _stuffed(stack_key(), question(), trace.index, settings_key(cfg))
+        return dataclasses.replace(trace, stuffed=reading)
     except USER_ERRORS as e:
         st.error(first_line(e, "the stuffed reading did not work"))
         return trace

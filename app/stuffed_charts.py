@@ -144,7 +144,7 @@ def order_chart(frame, answer: str) -> go.Figure:
         f"(p = {p_text(q)})"
         for o, p, a, q in zip(frame["order"], frame[column], frame["its answer"], frame["p (its answer)"])
     ]
-    same = [a == answer for a in frame["its answer"]]
+    same = [not c for c in frame["changes the answer"]]
     fig = go.Figure(
         go.Bar(
             y=[plot_text(o, 40) for o in frame["order"]],

@@ -15,6 +15,7 @@ from app import charts, state, stuffed_charts, views
 from app.safe_text import md_text, passage_label, passage_tick, token_label
 from rag_core.analysis import stuffed_worth
 from rag_core.analysis.stuffed_worth import StuffedWorth
+from rag_core.decoding.stuffed import orders
 from rag_core.marginals import p_text
 from rag_core.trace import Trace
 
@@ -22,7 +23,7 @@ WHAT_IT_IS = (
     "The stuffed reading is how most deployed RAG systems read: the K passages together in one prompt, "
     "in rank order, decoded with the same search as the two marginals. There is no mixture, so no "
     "posterior: what a passage is worth is measured exactly by reading the same prompt without it "
-    "(leave-one-out, K more prompts read in one batch)."
+    "(leave-one-out: K more prompts, computed together in one forward)."
 )
 
 
@@ -161,7 +162,8 @@ def order_name(trace: Trace, o) -> str:
 
 
 def order_frame(trace: Trace, w: StuffedWorth, readings: list) -> pd.DataFrame:
-    """Per order: its own answer with its p, and p of the retrieved order's answer under it."""
+    """Per order: its own answer with its p, whether it changes the answer, and p of the retrieved
+    order's answer under it."""
     answer = w.answer.answer
     rows = [
         {
@@ -169,6 +171,7 @@ def order_frame(trace: Trace, w: StuffedWorth, readings: list) -> pd.DataFrame:
             "its answer": answer,
             "p (its answer)": w.p,
             f"p(“{answer}”)": w.p,
+            "changes the answer": False,
         }
     ]
     for o in readings:
@@ -176,18 +179,22 @@ def order_frame(trace: Trace, w: StuffedWorth, readings: list) -> pd.DataFrame:
             {
                 "order": order_name(trace, o),
                 "its answer": o.answer,
-                "p (its answer)": math.exp(float(o.token_logp.double().sum())),
+                "p (its answer)": o.p,
                 f"p(“{answer}”)": math.exp(o.logp_answer),
+                "changes the answer": stuffed_worth.changes_answer(o, answer),
             }
         )
     return pd.DataFrame(rows)
 
 
 def order_section(trace: Trace, key: str) -> None:
-    """Does the order of the passages change the stuffed answer? (2K − 1 more prompts, on demand.)"""
+    """Does the order of the passages change the stuffed answer? (The other orders, on demand.)"""
     st.subheader("Does the order of the passages matter to the stuffed reading?")
     w = _worth(trace)
-    if w is None:
+    others = len(orders(trace.k))
+    if w is None or not others:
+        if w is not None:
+            st.caption("One passage has no other order.")
         return
     st.caption(
         "The same passages reversed, and each moved first and last: each order is decoded afresh, and "
@@ -195,13 +202,13 @@ def order_section(trace: Trace, key: str) -> None:
         "passage by where it stands, not by what it says, answers differently here. The mixture has no "
         "order: its answers are the same for every one."
     )
-    if not st.toggle(f"Read the {2 * trace.k - 1} other orders (one batch)", key=f"{key}_orders"):
+    if not st.toggle(f"Read the {others} other orders (one batch)", key=f"{key}_orders"):
         return
     readings = state.stuffed_orders(trace)
     if readings is None:
         return
     frame = order_frame(trace, w, readings)
-    changed = int((frame["its answer"] != w.answer.answer).sum())
+    changed = int(frame["changes the answer"].sum())
     st.markdown(f"**{changed} of {len(readings)} other orders change the answer.**")
     st.plotly_chart(stuffed_charts.order_chart(frame, w.answer.answer), key=f"{key}_order_chart")
     views.table(frame, probabilities=(frame.columns[2], frame.columns[3]))

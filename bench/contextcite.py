@@ -6,7 +6,8 @@ For each of the first N test questions (file order): the stuffed answer of the d
 - ours, exact: `leave_one_out`, the K prompts without one passage each, the answer teacher-forced
   under all of them; the passage it leans on is the one whose removal costs the answer most
   (`leans_on`). It reads K + 1 prompts per answer (the K left-out ones and the whole one, whose
-  log-probability the decoding already gave).
+  log-probability the decoding already gave); the K are computed in one forward that reads their
+  shared tokens from the whole prompt's cache.
 - ContextCite (the `context-cite` package, requirements-contextcite.txt) with its defaults: the
   context cut into sentences (NLTK Punkt), 64 random ablations that keep each sentence with
   probability 0.5, one forward pass each (batch size 1), and a LASSO surrogate (alpha 0.01) fitted
@@ -240,12 +241,14 @@ def main() -> None:
             "cc_top_source_text": None if source is None else citer.sources[source][:120],
             "cc_top_source_passage": None if source is None else where[source],
             "cc_top_weight": round(float(weights.max()), 4),
-            "cc_passage_sum_top": int(by_passage.argmax()),
+            "cc_passage_sum_top": int(by_passage.argmax()) if (weights != 0).any() else None,
         }
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
 
     agree = sum(r["cc_top_source_passage"] == r["loo_top_passage"] for r in rows)
+    if not rows:
+        raise SystemExit("every stuffed answer was empty: nothing to attribute")
     emit(
         {
             "contextcite_questions": len(rows),

@@ -67,7 +67,7 @@ else:
 source_views.sentence_section(trace, cand, key="cit_sent")
 stuffed_views.worth_section(trace, "cit")
 stuffed_views.token_section(trace, "cit")
-source_views.sentence_section(trace, trace.answer(STUFFED), key="cit_stuffed_sent")
+source_views.sentence_section(trace, trace.answer(STUFFED), key="cit_stuffed_sent", stuffed=True)
 stuffed_views.order_section(trace, "cit")
 
 # --- remove a passage ---

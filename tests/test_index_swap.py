@@ -270,7 +270,9 @@ def test_the_experiment_in_the_stuffed_reading_judges_its_answers(pipes, tmp_pat
     from rag_core import cli
 
     out = tmp_path / "stuffed.csv"
-    args = ["index-swap", "--limit", "1", "--csv", str(out), "--no-cache", "-k", "3", "--max-new-tokens", "8"]
+    args = ["index-swap", "--limit", "1", "--csv", str(out), "-k", "3", "--max-new-tokens", "8"]
+    assert cli.main([*args, "--decode", "both"]) == 0  # cached: its records hold no stuffed row
+    capsys.readouterr()
     assert cli.main([*args, "--decode", "stuffed"]) == 0
     assert "stuffed, all positions (1): accuracy" in capsys.readouterr().out
     with open(out, newline="", encoding="utf-8") as f:

@@ -173,19 +173,30 @@ def test_the_stuffed_answer_is_generate_on_the_same_prompt(read):
     assert torch.allclose(best.token_logp[0], plain, atol=TOL), (best.token_logp[0], plain)
 
 
-def test_leave_one_out_on_the_default_model_is_k_separate_calls(read):
+def test_leave_one_out_on_the_default_model_is_k_separate_calls(read, monkeypatch):
     pipe, passages = read
     gen = pipe.models.generator
     tokens = stuffed_decode(gen, QUESTION, passages, SearchSettings())[0].tokens
     loo = leave_one_out(gen, QUESTION, passages, tokens)  # (K, T), one batch
     # reading each row's tokens before passage z from the stuffed prompt's own cache
-    shared = leave_one_out(gen, QUESTION, passages, tokens, stuffed_state(gen, QUESTION, passages))
+    state = stuffed_state(gen, QUESTION, passages)
+    before = ForwardCounter.count
+    shared = leave_one_out(gen, QUESTION, passages, tokens, state)
+    assert ForwardCounter.count - before == 1  # the K prompts' rest and the answer: one packed forward
     assert loo.shape == shared.shape == (len(passages), len(tokens))
     for z in range(len(passages)):
-        state = gen.prepare_rows([(QUESTION, Stuffed(tuple(passages)).without(z))])
-        alone = score_answers(gen, state, [tokens])[0][0, 0]  # (T,)
+        row = gen.prepare_rows([(QUESTION, Stuffed(tuple(passages)).without(z))])
+        alone = score_answers(gen, row, [tokens])[0][0, 0]  # (T,)
         assert torch.allclose(loo[z], alone, atol=TOL), (z, loo[z], alone)
         assert torch.allclose(shared[z], alone, atol=TOL), (z, shared[z], alone)
+    with pytest.raises(ValueError, match="not the prepared prompt"):  # another prompt's state
+        leave_one_out(gen, QUESTION, passages, tokens, row)
+    # a pack longer than a forward takes is split: the same numbers, one forward per group
+    monkeypatch.setattr(causal, "PACK_TOKENS", 400)
+    before = ForwardCounter.count
+    split = leave_one_out(gen, QUESTION, passages, tokens, state)
+    assert ForwardCounter.count - before > 1
+    assert torch.allclose(split, shared, atol=TOL)
 
 
 def test_order_sensitivity_on_the_default_model_is_separate_calls(read):

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from rag_core import exports
-from rag_core.analysis import eval_checkpoint, eval_summary
+from rag_core.analysis import eval_checkpoint, eval_summary, stuffed_worth
 from rag_core.analysis.confidence import candidate_confidence
 from rag_core.analysis.deep_search import deep_search
 from rag_core.analysis.eval_summary import MODES, RAG_MODES
@@ -33,11 +33,10 @@ from rag_core.analysis.token_sources import WEIGHTS, candidate_sources, shares
 from rag_core.analysis.verdicts import diagnose as diagnose_answer
 from rag_core.config import CLOSED_BOOK, STUFFED
 from rag_core.decoding.decode import DECODER_VERSION
-from rag_core.decoding.stuffed import leans_on
-from rag_core.marginals import citation, prob
+from rag_core.marginals import prob
 from rag_core.storage import caches
 from rag_core.storage.files import write_atomic, write_bytes_atomic, write_text_atomic
-from rag_core.trace import log_p_under, trace_to_dict
+from rag_core.trace import Trace, log_p_under, trace_to_dict
 
 CSV_COLUMNS = [
     "question",
@@ -119,7 +118,7 @@ def evaluate_question(
         if not modes[mode].em:
             wrong.append(mode)
     if trace.stuffed is not None and trace.answer(STUFFED) is not None:
-        modes[STUFFED] = stuffed_result(run, q.answers)
+        modes[STUFFED] = stuffed_result(trace, q.answers)
     deep = None
     if diagnose and wrong:
         with pipe.models.lock:  # the shared generator, as every path uses it
@@ -139,11 +138,10 @@ def evaluate_question(
     )
 
 
-def stuffed_result(run, answers: list[str]) -> ModeResult:
+def stuffed_result(trace: Trace, answers: list[str]) -> ModeResult:
     """The stuffed reading's answer of one question: EM, its p(y|x, all passages), the passage its
     leave-one-out says it leans on most, and the passage the mixture's posterior p(z|x,y) of the
-    same answer cites (its tokens read under each passage alone, kept with the reading)."""
-    trace = run.trace
+    same answer cites (`stuffed_worth`)."""
     c = trace.answer(STUFFED)
     out = ModeResult(
         c.answer,
@@ -151,10 +149,10 @@ def stuffed_result(run, answers: list[str]) -> ModeResult:
         contains_answer(c.answer, answers),
         p_stuffed=prob(log_p_under(c, STUFFED, trace.log_prior)),
     )
-    if c.token_ids and trace.stuffed.leave_one_out is not None:
-        out.top_passage = trace.hits[leans_on(c.token_logp[0], trace.stuffed.leave_one_out)].rank
-        mixture = citation(trace.log_prior, trace.stuffed.alone)  # (K,) p(z|x,y) of the same answer
-        out.mixture_top = trace.hits[int(mixture.argmax())].rank
+    w = stuffed_worth.of(trace)
+    if w is not None:
+        out.top_passage = trace.hits[w.leans_on].rank
+        out.mixture_top = None if w.cites is None else trace.hits[w.cites].rank
     return out
 
 

@@ -24,8 +24,9 @@ import numpy as np
 import torch
 
 from rag_core import marginals
+from rag_core.analysis.matching import normalize_answer
 from rag_core.config import STUFFED
-from rag_core.decoding.stuffed import p_without, worth
+from rag_core.decoding.stuffed import OrderReading, leans_on, p_without, worth
 from rag_core.trace import Candidate, Trace
 
 
@@ -66,13 +67,24 @@ def of(trace: Trace) -> StuffedWorth | None:
     mixture = None if alone is None else marginals.citation(trace.log_prior, alone).numpy()  # (K,)
     return StuffedWorth(
         answer=best,
-        p=float(best.token_logp[0].double().sum().exp()),
+        p=float(best.token_logp[0].double().sum().exp()),  # () p(y | x, all)
         p_without=p_without(loo),
         worth=whole.numpy(),
-        token_worth=token_worth(best.token_logp, loo).numpy(),
+        token_worth=token_worth(best.token_logp, loo).numpy(),  # (K, T)
         p_token=best.token_logp[0].double().exp().numpy(),  # (T,)
         p_token_without=loo.double().exp().numpy(),  # (K, T)
         mixture=mixture,
-        leans_on=int(whole.argmax()),
+        leans_on=leans_on(best.token_logp[0], loo),
         cites=None if mixture is None else int(mixture.argmax()),
     )
+
+
+def changes_answer(reading: OrderReading, answer: str) -> bool:
+    """Whether an order's answer is another one than `answer` (SQuAD normalisation: "Paris." is
+    "Paris").
+
+    >>> r = OrderReading("reversed", None, (1, 0), "Paris.", [], torch.zeros(0), 0.0)
+    >>> changes_answer(r, "paris"), changes_answer(r, "Lyon")
+    (False, True)
+    """
+    return normalize_answer(reading.answer) != normalize_answer(answer)

@@ -38,9 +38,12 @@ def load_traces(folder: str | Path) -> list[tuple[list[str], object]]:
     return out
 
 
-def stored_traces(folder: str | Path) -> Iterator[tuple[Path, dict, object]]:
-    """(file, stored item, trace) per question file of an `eval --traces` folder, in question order."""
+def stored_traces(folder: str | Path, names: set[str] | None = None) -> Iterator[tuple[Path, dict, object]]:
+    """(file, stored item, trace) per question file of an `eval --traces` folder, in question order
+    (only the files named in `names`, when given)."""
     for path in sorted(Path(folder).glob("*.json.gz")):
+        if names is not None and path.name not in names:
+            continue
         try:
             item = json.loads(gzip.decompress(path.read_bytes()))
             trace = trace_from_dict(item["trace"])

@@ -131,8 +131,9 @@ def write_otlp(trace_dir: Path, out: Path, total: int) -> None:
     """One OTLP JSON file per question (`otlp.trace_otlp`), named as its stored trace: 0000.json,
     0001.json, …; a resumed run's questions taken from its checkpoint have no trace, and are named."""
     out.mkdir(parents=True, exist_ok=True)
+    ours = {f"{i:04d}.json.gz" for i in range(total)}  # an older run's traces in the folder stay out
     written = 0
-    for path, _, trace in stored_traces(trace_dir):
+    for path, _, trace in stored_traces(trace_dir, ours):
         (out / path.name.removesuffix(".gz")).write_text(trace_otlp(trace), encoding="utf-8")
         written += 1
     if written < total:

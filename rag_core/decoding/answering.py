@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cache, partial
 
 import torch
 
@@ -199,7 +199,7 @@ def decode_queries(
     for (q, cfg, scale, log_pz, own_rows), job in zip(made, jobs):
         result = next(decoded) if job is not None else NO_MARGINAL
         hits = q.hits[: cfg.k]
-        own_state = partial(rows_of_state, gen, state, own_rows)  # this run's K rows, when needed
+        own_state = cache(partial(rows_of_state, gen, state, own_rows))  # this run's K rows, once
         trace = trace_of(
             gen, q.question, hits, log_pz, cfg, q.index_name, scale, result, state.calls, own_state
         )

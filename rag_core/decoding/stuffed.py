@@ -128,6 +128,11 @@ class OrderReading:
     token_logp: torch.Tensor  # (T',) the answer this order decodes
     logp_answer: float  # log p(y | x, passages in this order) of the retrieved order's answer
 
+    @property
+    def p(self) -> float:
+        """p of this order's own answer."""
+        return float(self.token_logp.double().sum().exp())
+
 
 def orders(k: int) -> list[tuple[str, int | None, tuple[int, ...]]]:
     """The other orders of k passages: reversed, then each moved first and last, every order once
@@ -170,7 +175,7 @@ def order_sensitivity(
     forced = score_answers(gen, state, [list(tokens)], top_alternatives=1)[0][0]  # (R, T)
     out = []
     for (kind, z, order), (best, _), row in zip(named, decoded, forced):
-        top = best[0]
+        top = best[0]  # this order's answer, its table (1, T')
         out.append(
             OrderReading(
                 kind,
@@ -178,8 +183,8 @@ def order_sensitivity(
                 order,
                 gen.decode(top.tokens),
                 list(top.tokens),
-                top.token_logp[0],
-                float(row.double().sum()),
+                top.token_logp[0],  # (T',)
+                float(row.double().sum()),  # () log p(y | x, this order)
             )
         )
     return out

@@ -180,6 +180,11 @@ def newline_tokens(tokenizer) -> set[int]:
     return found or {tokenizer.encode("\n", add_special_tokens=False)[-1]}
 
 
+# `score_after` packs rows side by side in one forward up to this many tokens: its attention scores
+# are H × L × (p + L), so a long pack (K² grows with K) is split into several forwards instead.
+PACK_TOKENS = 2048
+
+
 class CausalGenerator:
     def __init__(
         self, model, tokenizer, model_id: str, device: torch.device, prompt_style: str = FEW_SHOT_STYLE
@@ -303,7 +308,8 @@ class CausalGenerator:
         answer: Sequence[int],
     ) -> torch.Tensor | None:
         """Teacher-forced log p(y_i | row, y_<i) of one answer under each row, (R, T), for rows
-        that begin as the prepared row `base` does (its state): one forward in all. Each row reads
+        that begin as the prepared row `base` does (its state): one forward (one per PACK_TOKENS of
+        rows packed together). Each row reads
         the tokens it shares with `base` from base's keys/values and computes only the rest.
         Leave-one-passage-out's row z shares everything before passage z with the stuffed prompt,
         so the K rows compute about half of their tokens, and the rows' remainders and the answer
@@ -316,8 +322,8 @@ class CausalGenerator:
         base_ids, *row_ids = self._tokenize([rag_prompt(q, c, self.prompt_style) for q, c in [base, *rows]])
         too_long(max(map(len, row_ids)), self.max_positions, len(row_ids))
         kv = base_state.cache["kv"]  # per layer (1, H, L - n, D): the base's own tokens, no padding
-        if kv[0][0].shape[0] != 1:
-            raise ValueError("the base must be one prepared row")
+        if kv[0][0].shape[0] != 1 or int(base_state.cache["next_pos"][0]) != len(base_ids):
+            raise ValueError("the base state is not the prepared prompt of `base` (one row)")
         n = len(base_ids) - kv[0][0].shape[2]  # the few-shot part the base read from the shared cache
         shared = [shared_prefix_length(base_ids, [r]) for r in row_ids]  # each row keeps >= 1 own token
         p = max(shared)
@@ -330,25 +336,55 @@ class CausalGenerator:
             else (torch.cat([h[0], k[:, :, : p - n]], 2), torch.cat([h[1], v[:, :, : p - n]], 2))
             for (k, v), h in zip(kv, head)
         )
-        t = len(answer)
         segments = [ids[m:] + list(answer[:-1]) for ids, m in zip(row_ids, shared)]  # rest, then y_<T
+        groups: list[list[int]] = [[]]  # rows packed together, at most PACK_TOKENS a forward
+        for i, seg in enumerate(segments):
+            if groups[-1] and sum(len(segments[j]) for j in groups[-1]) + len(seg) > PACK_TOKENS:
+                groups.append([])
+            groups[-1].append(i)
+        return torch.cat(
+            [
+                self._score_packed(
+                    prefix,
+                    [segments[i] for i in g],
+                    [len(row_ids[i]) - shared[i] for i in g],
+                    [shared[i] for i in g],
+                    answer,
+                )
+                for g in groups
+            ]
+        )  # (R, T)
+
+    def _score_packed(
+        self,
+        prefix: tuple,
+        segments: list[list[int]],
+        rests: list[int],
+        shared: list[int],
+        answer: Sequence[int],
+    ) -> torch.Tensor:
+        """`score_after`'s one forward: rows' segments (their own prompt tokens, `rests` of them,
+        then the answer but its last token) side by side after the shared prefix (p columns, row i
+        reading its first `shared[i]`): (R, T) log p of the answer's tokens."""
+        p, t = prefix[0][0].shape[2], len(answer)
         total = sum(map(len, segments))
         mask = torch.zeros((total, p + total), dtype=torch.bool)  # (L, p + L)
         positions, keep, start = [], [], 0
-        for seg, ids, m in zip(segments, row_ids, shared):
+        for seg, rest, m in zip(segments, rests, shared):
             end = start + len(seg)
-            mask[start:end, :m] = True  # the shared columns this row reads
-            mask[start:end, p + start : p + end] = torch.ones(len(seg), len(seg), dtype=torch.bool).tril()
+            mask[start:end, :m] = True  # (len, m): the shared columns this row reads
+            causal = torch.ones(len(seg), len(seg), dtype=torch.bool).tril()  # (len, len)
+            mask[start:end, p + start : p + end] = causal  # the row's own earlier tokens
             positions += range(m, m + len(seg))  # where each token sits in the row read alone
-            first = start + len(ids) - m - 1  # the row's last prompt token predicts y_0
+            first = start + rest - 1  # the row's last prompt token predicts y_0
             keep += range(first, first + t)
             start = end
         packed = torch.tensor([sum(segments, [])])  # (1, L)
         logp, _ = self._forward(
             packed, mask[None, None], torch.tensor([positions]), None, prefix=prefix, keep=torch.tensor(keep)
         )  # (1, R·T, V)
-        picked = logp[0].gather(-1, torch.tensor(list(answer) * len(rows)).unsqueeze(-1))  # (R·T, 1)
-        return picked.view(len(rows), t)  # (R, T)
+        picked = logp[0].gather(-1, torch.tensor(list(answer) * len(segments)).unsqueeze(-1))  # (R·T, 1)
+        return picked.view(len(segments), t)  # (R, T)
 
     def select(self, state: GenState, idx: torch.Tensor) -> GenState:
         dev_idx = idx.to(self.device)

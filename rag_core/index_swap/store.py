@@ -141,10 +141,11 @@ def cached_result(
 
 
 def known_rows(cfg: Config, checksums: dict[str, str]) -> dict[str, dict]:
-    """Cached records for these settings; a one-decoding run also reuses a `decode="both"` run's."""
+    """Cached records for these settings; a one-marginal run also reuses a `decode="both"` run's (a
+    run that reads stuffed does not: a `both` record holds no stuffed row)."""
     done = _read_rows(cache_folder(experiment_key(cfg, checksums)))
-    if cfg.decode != "both":
-        wanted = DECODE_NAMES[cfg.decode]
+    wanted = DECODE_NAMES[cfg.decode]
+    if cfg.decode != "both" and set(wanted) <= set(DECODE_NAMES["both"]):
         for pos, rec in _read_rows(cache_folder(experiment_key(cfg.with_(decode="both"), checksums))).items():
             if pos not in done:
                 done[pos] = {**rec, "rows": [r for r in rec["rows"] if r["decoding"] in wanted]}
