@@ -22,11 +22,12 @@ import base64
 import json
 from collections.abc import Sequence
 
-from google.protobuf.json_format import MessageToDict
+from google.protobuf.json_format import MessageToDict, ParseDict
 from openinference.semconv.trace import DocumentAttributes as Doc
 from openinference.semconv.trace import OpenInferenceSpanKindValues as Kind
 from openinference.semconv.trace import SpanAttributes as Attr
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -138,6 +139,24 @@ def otlp_json(spans: Sequence[ReadableSpan]) -> dict:
         return [hex_ids(v) for v in node] if isinstance(node, list) else node
 
     return hex_ids(data)
+
+
+def otlp_message(data: dict) -> ExportTraceServiceRequest:
+    """OTLP/JSON (as `otlp_json` writes it) back into protobuf's OTLP message, for a receiver that
+    takes OTLP/HTTP protobuf (`.SerializeToString()`): the ids from hex back to the base64 that
+    protobuf's JSON mapping wants for bytes."""
+
+    def b64_ids(node):
+        if isinstance(node, dict):
+            return {
+                k: base64.b64encode(bytes.fromhex(v)).decode()
+                if k in IDS and isinstance(v, str)
+                else b64_ids(v)
+                for k, v in node.items()
+            }
+        return [b64_ids(v) for v in node] if isinstance(node, list) else node
+
+    return ParseDict(b64_ids(data), ExportTraceServiceRequest())
 
 
 def trace_otlp(trace: Trace) -> str:

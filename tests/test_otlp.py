@@ -4,12 +4,12 @@ summary of the same run) and through protobuf's own OTLP message, which it must 
 
 from __future__ import annotations
 
-import base64
 import json
 
 import pandas as pd
-from google.protobuf.json_format import ParseDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from rag_core.otlp import otlp_message
 
 from conftest import run_cli
 
@@ -65,17 +65,8 @@ def test_ask_writes_the_query_as_openinference_spans(tmp_path):
     assert stuffed["rag_loupe.p_without"] == [r["p_without"] for r in summary["stuffed"]["leave_one_out"]]
 
     # protobuf's OTLP message takes it back (ids to bytes again, as its JSON mapping wants them)
-    def b64_ids(node):
-        if isinstance(node, dict):
-            return {
-                k: base64.b64encode(bytes.fromhex(v)).decode()
-                if k in ("traceId", "spanId", "parentSpanId")
-                else b64_ids(v)
-                for k, v in node.items()
-            }
-        return [b64_ids(v) for v in node] if isinstance(node, list) else node
-
-    message = ParseDict(b64_ids(data), ExportTraceServiceRequest())
+    message = otlp_message(data)
+    assert isinstance(message, ExportTraceServiceRequest)
     assert len(message.resource_spans[0].scope_spans[0].spans) == 5
     assert message.resource_spans[0].scope_spans[0].spans[0].trace_id.hex() == root["traceId"]
 

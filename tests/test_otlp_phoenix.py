@@ -9,7 +9,6 @@ requirements.txt's); `make test` installs both. A missing client or server fails
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
@@ -20,15 +19,13 @@ import urllib.error
 import urllib.request
 
 import pytest
-from google.protobuf.json_format import ParseDict
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from phoenix.client import Client
 
 from rag_core import marginals
 from rag_core.config import Config
 from rag_core.decoding.stuffed import p_without
 from rag_core.marginals import prob
-from rag_core.otlp import trace_otlp
+from rag_core.otlp import otlp_message, trace_otlp
 from rag_core.trace import log_p_under
 
 from conftest import ROOT, tiny_pipeline
@@ -111,20 +108,8 @@ def trace(tmp_path_factory):
 
 
 def otlp_protobuf(data: dict) -> bytes:
-    """Our OTLP/JSON as the protobuf message an OTLP/HTTP receiver takes (ids from hex to bytes, as
-    protobuf's JSON mapping wants them)."""
-
-    def b64_ids(node):
-        if isinstance(node, dict):
-            return {
-                k: base64.b64encode(bytes.fromhex(v)).decode()
-                if k in ("traceId", "spanId", "parentSpanId")
-                else b64_ids(v)
-                for k, v in node.items()
-            }
-        return [b64_ids(v) for v in node] if isinstance(node, list) else node
-
-    return ParseDict(b64_ids(data), ExportTraceServiceRequest()).SerializeToString()
+    """Our OTLP/JSON as the protobuf message an OTLP/HTTP receiver takes."""
+    return otlp_message(data).SerializeToString()
 
 
 def documents(attrs: dict) -> list[dict]:
