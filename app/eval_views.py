@@ -46,16 +46,16 @@ STUFFED_WIDTHS = {
     "leans on": ("leans on", 90, "The rank of the passage whose removal costs the stuffed answer most."),
     "mixture cites": ("cites", 80, "The rank the RAG-Sequence posterior p(z|x,y) of the same answer cites."),
 }
-QUESTION_WIDTHS = {
-    "question": 150,
-    "expected": 80,
-    "closed-book": ("closed", 70, "The closed-book answer: the generator alone, reading no passage."),
-    "rag-token": ("token", 75, "The RAG-Token answer."),
-    "rag-sequence": ("sequence", 75, "The RAG-Sequence answer."),
+QUESTION_WIDTHS = {  # at 1280 px the columns fit in the main area (tests/test_browser_layout.py)
+    "question": 120,
+    "expected": ("gold", 50, "The gold answers."),
+    "closed-book": ("cb", 55, "The closed-book answer: the generator alone, reading no passage."),
+    "rag-token": ("tok", 60, "The RAG-Token answer."),
+    "rag-sequence": ("seq", 60, "The RAG-Sequence answer."),
     "closed-book ✓": ("✓ cb", 45, EM_HELP.format("closed-book")),
     "rag-token ✓": ("✓ tok", 50, EM_HELP.format("RAG-Token")),
     "rag-sequence ✓": ("✓ seq", 50, EM_HELP.format("RAG-Sequence")),
-    "stuffed": ("stuffed", 75, "The stuffed reading's answer: the K passages read together in one prompt."),
+    "stuffed": ("stuffed", 65, "The stuffed reading's answer: the K passages read together in one prompt."),
     "stuffed ✓": ("✓ st", 45, EM_HELP.format("stuffed")),
     "answer rank": (
         "rank",
@@ -63,10 +63,10 @@ QUESTION_WIDTHS = {
         "The rank of the best passage holding a gold answer, searched deeper than K "
         "on a miss; empty: none found.",
     ),
-    "verdicts": 75,
+    "verdicts": 70,
     "low confidence": (
         "unsure",
-        70,
+        60,
         "The answers the low-confidence rule flags (the one every page uses), with its reasons: "
         "guessing (p < 0.1), near-tie (not twice as likely as the runner-up), unsupported (no passage "
         "makes it more likely than the model alone, and p < 0.5). Empty: both answers confident; "

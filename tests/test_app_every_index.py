@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+STUFFED_CARD = "Stuffed (the 5 passages in one prompt)"  # the third card, on Ask
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [
     "ask.py",
@@ -34,7 +36,7 @@ def test_every_page_on_a_year_index(year):
         assert not at.error, (page, [e.value for e in at.error])
         assert at.session_state["index_name"] == year, page  # no page resets the shared setting
         if page == "ask.py":
-            assert {m.label for m in at.metric} == {"RAG-Token", "RAG-Sequence"}
+            assert {m.label for m in at.metric} == {"RAG-Token", "RAG-Sequence", STUFFED_CARD}
             texts = " ".join(at.dataframe[0].value["text"])
             assert "President of France" in set(at.dataframe[0].value["title"])
             # the 2016 snapshot knows nothing of the 2017 election; the 2018 one names the winner

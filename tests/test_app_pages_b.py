@@ -21,6 +21,8 @@ from rag_core.retrieval import catalog_actions as actions
 
 from conftest import visit
 
+STUFFED_CARD = "Stuffed (the 5 passages in one prompt)"  # the third card, on Ask
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -188,7 +190,7 @@ def test_corpus_build_then_ask_on_the_new_index(user_cache):
     at.run()
     assert not at.exception, [e.value for e in at.exception]
     assert "pytest-notes" in at.sidebar.selectbox(key="index_name").options
-    assert {m.label for m in at.metric} == {"RAG-Token", "RAG-Sequence"}
+    assert {m.label for m in at.metric} == {"RAG-Token", "RAG-Sequence", STUFFED_CARD}
     table = at.dataframe[0].value
     assert table["title"].iloc[0] == "Zorblax lighthouse"
     assert set(table["title"]) <= {"Zorblax lighthouse", "Quansah", "Harbour", "Bakery", "ferry"}

@@ -64,7 +64,8 @@ def test_a_guess_reads_as_a_guess_and_a_confident_answer_does_not(server, browse
     )
     sure_conf, _ = engine(default_pipeline, CONFIDENT, "rag-token")
     assert not sure_conf.low, sure_conf
-    assert len(cards(browser, "sure")) == 2 and not cards(browser, "guess")
+    assert len(cards(browser, "sure")) == 3  # RAG-Token, RAG-Sequence and the stuffed reading
+    assert not cards(browser, "guess")
     assert "Low confidence" not in body_text(browser)
     sure_size, sure_colour = value_style(cards(browser, "sure")[0])
     browser.save_screenshot(str(ARTIFACTS / "confidence-sure.png"))

@@ -28,7 +28,7 @@ from rag_core.decoding.stuffed import (
     stuffed_state,
     worth,
 )
-from rag_core.generators import causal
+from rag_core.generators import causal, shared_rows
 from rag_core.generators.base import ForwardCounter
 from rag_core.generators.toy import ToyGenerator
 from rag_core.trace import Hit, trace_from_dict, trace_to_dict
@@ -192,7 +192,7 @@ def test_leave_one_out_on_the_default_model_is_k_separate_calls(read, monkeypatc
     with pytest.raises(ValueError, match="not the prepared prompt"):  # another prompt's state
         leave_one_out(gen, QUESTION, passages, tokens, row)
     # a pack longer than a forward takes is split: the same numbers, one forward per group
-    monkeypatch.setattr(causal, "PACK_TOKENS", 400)
+    monkeypatch.setattr(shared_rows, "PACK_TOKENS", 400)
     before = ForwardCounter.count
     split = leave_one_out(gen, QUESTION, passages, tokens, state)
     assert ForwardCounter.count - before > 1

@@ -127,6 +127,25 @@ def run_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def write_outputs(args: argparse.Namespace, cfg: Config, result) -> None:
+    """A finished run's files: the rows (--csv, --parquet, --jsonl), the run saved for the app, the
+    shipped reference (--ship)."""
+    if args.csv:
+        result.to_csv(args.csv)
+    for fmt in ("parquet", "jsonl"):
+        if getattr(args, fmt):
+            result.export(getattr(args, fmt), fmt)
+    if not args.no_save:
+        try:
+            save_run(result)
+        except OSError as e:  # a read-only cache must not lose the printed result
+            print(f"note: could not save the run for the app ({e})", file=sys.stderr)
+    if args.ship:
+        print(
+            f"shipped as {shipped_runs.ship(result, cfg, Path(args.questions), args.ship)}", file=sys.stderr
+        )
+
+
 def write_otlp(trace_dir: Path, out: Path, total: int) -> None:
     """One OTLP JSON file per question (`otlp.trace_otlp`), named as its stored trace: 0000.json,
     0001.json, …; a resumed run's questions taken from its checkpoint have no trace, and are named."""
@@ -220,20 +239,7 @@ def run(args: argparse.Namespace) -> int:
             )
             if args.otlp:
                 write_otlp(trace_dir, Path(args.otlp), len(questions))
-    if args.csv:
-        result.to_csv(args.csv)
-    for fmt in ("parquet", "jsonl"):
-        if getattr(args, fmt):
-            result.export(getattr(args, fmt), fmt)
-    if not args.no_save:
-        try:
-            save_run(result)
-        except OSError as e:  # a read-only cache must not lose the printed result
-            print(f"note: could not save the run for the app ({e})", file=sys.stderr)
-    if args.ship:
-        print(
-            f"shipped as {shipped_runs.ship(result, cfg, Path(args.questions), args.ship)}", file=sys.stderr
-        )
+    write_outputs(args, cfg, result)
     if args.json:
         print(
             json.dumps(

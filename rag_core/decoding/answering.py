@@ -67,6 +67,7 @@ def trace_of(
     decoded: tuple[list[Scored], list[Scored]],
     calls: int,
     single: Callable[[], GenState] | None = None,
+    explain: bool = True,
 ) -> Trace:
     """The trace of one question's decoded answers (RAG-Token hypotheses, RAG-Sequence hypotheses)."""
     token_scored, seq = decoded
@@ -83,7 +84,9 @@ def trace_of(
         "prompt": prompt_fingerprint(gen.id),
     }
     wanted = STUFFED in DECODE_NAMES[cfg.decode]
-    stuffed = stuffed_reading(gen, question, hits, cfg, single() if single else None) if wanted else None
+    stuffed = (
+        stuffed_reading(gen, question, hits, cfg, single() if single else None, explain) if wanted else None
+    )
     return Trace(
         question,
         index_name,
@@ -98,17 +101,23 @@ def trace_of(
 
 
 def stuffed_reading(
-    gen: Generator, question: str, hits: list[Hit], cfg: Config, single: GenState | None = None
+    gen: Generator,
+    question: str,
+    hits: list[Hit],
+    cfg: Config,
+    single: GenState | None = None,
+    explain: bool = True,
 ) -> StuffedReading:
     """The K passages read together (rank order) with the search of the marginals, what each
     passage is worth to the chosen answer (exact leave-one-out), and that answer read under each
     passage alone (the mixture's rows, for its posterior of the same answer). `single`: the K
-    one-passage prompts already prepared (the marginals' state), else they are prepared here."""
+    one-passage prompts already prepared (the marginals' state), else they are prepared here.
+    `explain=False`: the answers only (a run that judges answers, the index swap, reads no more)."""
     passages = [h.passage for h in hits]
     state = stuffed_state(gen, question, passages)
     scored = stuffed_decode(gen, question, passages, SearchSettings.from_config(cfg), state)
     best = list(scored[0].tokens) if scored else []
-    if not (best and passages):
+    if not (best and passages and explain):
         return StuffedReading(to_candidates(gen, STUFFED, scored))
     loo = leave_one_out(gen, question, passages, best, state)  # (K, T), reading the shared tokens from state
     single = single if single is not None else gen.prepare(question, passages)
@@ -165,14 +174,19 @@ class Query:
 
 
 def decode_queries(
-    gen: Generator, queries: list[Query], scale_of: Callable[[Config], float], keep_state: bool = False
+    gen: Generator,
+    queries: list[Query],
+    scale_of: Callable[[Config], float],
+    keep_state: bool = False,
+    explain: bool = True,
 ) -> list[list[PreparedRun]]:
     """Several questions (on any indexes) through one prompt pass and one decode loop: per query,
     one run per config, each exactly what the query decoded alone gives.
 
     A prompt row two queries share (the same question and passage, e.g. a base-corpus passage both
     year indexes retrieve) is prepared and decoded once. `keep_state`: each run also keeps its own
-    K prepared rows (a copy), for teacher forcing gold answers later.
+    K prepared rows (a copy), for teacher forcing gold answers later. `explain=False`: a stuffed
+    reading keeps its answers only (no leave-one-out, no rows of each passage alone).
     """
     rows: list[tuple[str, object]] = []
     where: dict[tuple, int] = {}
@@ -201,7 +215,7 @@ def decode_queries(
         hits = q.hits[: cfg.k]
         own_state = cache(partial(rows_of_state, gen, state, own_rows))  # this run's K rows, once
         trace = trace_of(
-            gen, q.question, hits, log_pz, cfg, q.index_name, scale, result, state.calls, own_state
+            gen, q.question, hits, log_pz, cfg, q.index_name, scale, result, state.calls, own_state, explain
         )
         trace.settings["notices"] = q.notices
         trace.settings["encoder"] = q.encoder

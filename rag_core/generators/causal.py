@@ -22,6 +22,7 @@ from rag_core.config import MAX_PASSAGE_WORDS, MAX_QUESTION_CHARS
 from rag_core.corpus import Passage, Stuffed
 from rag_core.generators.base import ForwardCounter, GenState, PackedAnswers, forced_ids, rows_of, too_long
 from rag_core.generators.shared_prefix import as_cache, causal_mask, install
+from rag_core.generators.shared_rows import score_rows_after, shared_prefix_length
 from rag_core.models.sources import TOKENIZER_LOCK
 
 # Worked examples the prompt shows before the real question. Written for this prompt; none of them
@@ -153,36 +154,11 @@ def closed_book_prompt(question: str, style: str = FEW_SHOT_STYLE) -> str:
     return f"{closed_book_prefix(style)}Question: {clean_question(question)}\nAnswer:"
 
 
-def shared_prefix_length(prefix: Sequence[int], rows: Sequence[Sequence[int]]) -> int:
-    """How many leading tokens of `prefix` every row starts with, leaving each row >= 1 token of its own.
-
-    Tokenising the prefix alone may split its last characters differently from the full prompt, so
-    the shared part is measured on the tokens, never assumed from the text.
-
-    >>> shared_prefix_length([1, 2, 3], [[1, 2, 3, 4], [1, 2, 9, 9]])
-    2
-    >>> shared_prefix_length([1, 2, 3], [[1, 2, 3]])
-    2
-    """
-    n = min(len(prefix), *(len(r) - 1 for r in rows))
-    for row in rows:
-        i = 0
-        while i < n and row[i] == prefix[i]:
-            i += 1
-        n = i
-    return max(n, 0)
-
-
 def newline_tokens(tokenizer) -> set[int]:
     """Ids of every token whose text contains a line break (byte-level BPE writes it as "Ċ")."""
     vocab = tokenizer.get_vocab()
     found = {i for tok, i in vocab.items() if "Ċ" in tok or "\n" in tok}
     return found or {tokenizer.encode("\n", add_special_tokens=False)[-1]}
-
-
-# `score_after` packs rows side by side in one forward up to this many tokens: its attention scores
-# are H × L × (p + L), so a long pack (K² grows with K) is split into several forwards instead.
-PACK_TOKENS = 2048
 
 
 class CausalGenerator:
@@ -321,70 +297,7 @@ class CausalGenerator:
         rounding (`tests/test_stuffed.py`)."""
         base_ids, *row_ids = self._tokenize([rag_prompt(q, c, self.prompt_style) for q, c in [base, *rows]])
         too_long(max(map(len, row_ids)), self.max_positions, len(row_ids))
-        kv = base_state.cache["kv"]  # per layer (1, H, L - n, D): the base's own tokens, no padding
-        if kv[0][0].shape[0] != 1 or int(base_state.cache["next_pos"][0]) != len(base_ids):
-            raise ValueError("the base state is not the prepared prompt of `base` (one row)")
-        n = len(base_ids) - kv[0][0].shape[2]  # the few-shot part the base read from the shared cache
-        shared = [shared_prefix_length(base_ids, [r]) for r in row_ids]  # each row keeps >= 1 own token
-        p = max(shared)
-        if p <= n or not answer:
-            return None
-        head = base_state.cache["prefix"] or [None] * len(kv)
-        prefix = tuple(  # per layer (1, H, p, D): the few-shot part, then the base's own tokens up to p
-            (k[:, :, : p - n], v[:, :, : p - n])
-            if h is None
-            else (torch.cat([h[0], k[:, :, : p - n]], 2), torch.cat([h[1], v[:, :, : p - n]], 2))
-            for (k, v), h in zip(kv, head)
-        )
-        segments = [ids[m:] + list(answer[:-1]) for ids, m in zip(row_ids, shared)]  # rest, then y_<T
-        groups: list[list[int]] = [[]]  # rows packed together, at most PACK_TOKENS a forward
-        for i, seg in enumerate(segments):
-            if groups[-1] and sum(len(segments[j]) for j in groups[-1]) + len(seg) > PACK_TOKENS:
-                groups.append([])
-            groups[-1].append(i)
-        return torch.cat(
-            [
-                self._score_packed(
-                    prefix,
-                    [segments[i] for i in g],
-                    [len(row_ids[i]) - shared[i] for i in g],
-                    [shared[i] for i in g],
-                    answer,
-                )
-                for g in groups
-            ]
-        )  # (R, T)
-
-    def _score_packed(
-        self,
-        prefix: tuple,
-        segments: list[list[int]],
-        rests: list[int],
-        shared: list[int],
-        answer: Sequence[int],
-    ) -> torch.Tensor:
-        """`score_after`'s one forward: rows' segments (their own prompt tokens, `rests` of them,
-        then the answer but its last token) side by side after the shared prefix (p columns, row i
-        reading its first `shared[i]`): (R, T) log p of the answer's tokens."""
-        p, t = prefix[0][0].shape[2], len(answer)
-        total = sum(map(len, segments))
-        mask = torch.zeros((total, p + total), dtype=torch.bool)  # (L, p + L)
-        positions, keep, start = [], [], 0
-        for seg, rest, m in zip(segments, rests, shared):
-            end = start + len(seg)
-            mask[start:end, :m] = True  # (len, m): the shared columns this row reads
-            causal = torch.ones(len(seg), len(seg), dtype=torch.bool).tril()  # (len, len)
-            mask[start:end, p + start : p + end] = causal  # the row's own earlier tokens
-            positions += range(m, m + len(seg))  # where each token sits in the row read alone
-            first = start + rest - 1  # the row's last prompt token predicts y_0
-            keep += range(first, first + t)
-            start = end
-        packed = torch.tensor([sum(segments, [])])  # (1, L)
-        logp, _ = self._forward(
-            packed, mask[None, None], torch.tensor([positions]), None, prefix=prefix, keep=torch.tensor(keep)
-        )  # (1, R·T, V)
-        picked = logp[0].gather(-1, torch.tensor(list(answer) * len(segments)).unsqueeze(-1))  # (R·T, 1)
-        return picked.view(len(segments), t)  # (R, T)
+        return score_rows_after(self._forward, base_state, base_ids, row_ids, answer)
 
     def select(self, state: GenState, idx: torch.Tensor) -> GenState:
         dev_idx = idx.to(self.device)

@@ -93,7 +93,8 @@ def positions_records(
     first = pipes[YEARS[0]]
     with first.models.lock:  # one batch at a time through the shared models, as every path
         queries = [pipes[year].query(q, cfgs) for q in questions for year in YEARS]
-        runs = decode_queries(first.models.generator, queries, first.scale_for)
+        # the rows judge answers only: a stuffed reading needs no leave-one-out here
+        runs = decode_queries(first.models.generator, queries, first.scale_for, explain=False)
         closed_answers = first.closed_book_many(questions, cfgs[0])
     seconds = (time.perf_counter() - t0) / len(leaders)
     out = []

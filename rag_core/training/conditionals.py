@@ -18,8 +18,9 @@ from collections.abc import Sequence
 import torch
 
 from rag_core.corpus import Passage
-from rag_core.generators.causal import CausalGenerator, rag_prefix, rag_prompt, shared_prefix_length
+from rag_core.generators.causal import CausalGenerator, rag_prefix, rag_prompt
 from rag_core.generators.seq2seq import MAX_COMBINED_LENGTH, Seq2SeqGenerator, rag_input
+from rag_core.generators.shared_rows import shared_prefix_length
 from rag_core.models.sources import TOKENIZER_LOCK
 
 
