@@ -9,9 +9,15 @@ import pandas as pd
 import streamlit as st
 
 from app import answer_card, detours, state, views
-from rag_core.config import DECODING_LABELS
+from rag_core.config import DECODE_NAMES, READING_LABELS, STUFFED
 from rag_core.index_swap import judge, results, stack_comparison
 from rag_core.trace import Trace
+
+# The page's two readings of the same K passages, as `Config.decode`: the experiment runs in either.
+READINGS = {
+    "both": "RAG-Token and RAG-Sequence (the paper)",
+    "stuffed": "Stuffed (the K passages in one prompt)",
+}
 
 # The per-position table: column -> (header, width in px), sized to fit the page at 1280 px.
 POSITION_COLUMNS = {
@@ -80,10 +86,11 @@ SHOW = {
 }
 
 
-def answers_on(trace: Trace, year: str, known: tuple[str, str] | None) -> None:
-    """Both decodings' answers on one index as answer cards (low confidence shown as on every
-    page), each with its verdict, then the passages."""
-    for decoding, label in DECODING_LABELS.items():
+def answers_on(trace: Trace, year: str, known: tuple[str, str] | None, reading: str) -> None:
+    """The reading's answers on one index (the two marginals', or the stuffed one's) as answer
+    cards (low confidence shown as on every page), each with its verdict, then the passages."""
+    for decoding in DECODE_NAMES[reading]:
+        label = READING_LABELS[decoding]
         best = trace.answer(decoding)
         if best is None:
             continue
@@ -101,8 +108,9 @@ def answers_on(trace: Trace, year: str, known: tuple[str, str] | None) -> None:
     views.passages_table(trace, compact=True)
 
 
-def answer_on_both(question: str, holders: dict[str, tuple[str, str]]) -> None:
-    """One question, both indexes, side by side, with the known holders when it is a listed position."""
+def answer_on_both(question: str, holders: dict[str, tuple[str, str]], reading: str) -> None:
+    """One question, both indexes, side by side, in the page's reading, with the known holders when
+    it is a listed position."""
     views.question_notes(question)  # what was cut from it, if anything
     known = holders.get(question.strip())
     if known:
@@ -113,7 +121,9 @@ def answer_on_both(question: str, holders: dict[str, tuple[str, str]]) -> None:
             st.subheader(f"{year} index")
             traces[year] = trace = state.trace_for(question, index_name=year)
             if trace is not None:
-                answers_on(trace, year, known)
+                if reading == "stuffed":
+                    trace = state.with_stuffed(trace, question)
+                answers_on(trace, year, known, reading)
     if all(traces.values()):
         st.caption(difference_note(traces))
 
@@ -188,12 +198,13 @@ def failure_labels(fails: pd.DataFrame) -> list[str]:
 
 
 def failure_actions(fails: pd.DataFrame, decoding: str, holders: dict, here: str) -> None:
-    """Pick a failing row, then step through it (Token vs Sequence, from the first token) or diagnose
-    it (Ask, with this index's holder as the expected answer). Both set the question and the
-    sidebar's index, and the page they land on says so and offers the way back (`detours.detour`)."""
+    """Pick a failing row, then explain it (a marginal's: Token vs Sequence, from the first token; the
+    stuffed reading's: Citations, what each passage is worth to it) or diagnose it (Ask, with this
+    index's holder as the expected answer). Both set the question and the sidebar's index, and the
+    page they land on says so and offers the way back (`detours.detour`)."""
     ss = st.session_state
     if not len(fails):
-        st.success(f"No failure for {decoding}.")
+        st.success(f"No failure for {READING_LABELS[decoding]}.")
         return
     labels = failure_labels(fails)
     # The pick is the failure's label, never its position: a live run adds rows between two reruns,
@@ -215,7 +226,10 @@ def failure_actions(fails: pd.DataFrame, decoding: str, holders: dict, here: str
     def _explain() -> None:
         row = picked()
         detours.detour(here, "Index swap", question=row["question"], index_name=row["index"])
-        ss.update(tvs_answer=(row["decoding"], 0), tvs_step=0, swap_goto="token_vs_sequence.py")
+        if row["decoding"] == STUFFED:
+            ss["swap_goto"] = "citations.py"
+        else:
+            ss.update(tvs_answer=(row["decoding"], 0), tvs_step=0, swap_goto="token_vs_sequence.py")
 
     def _diagnose() -> None:
         row = picked()
@@ -229,8 +243,12 @@ def failure_actions(fails: pd.DataFrame, decoding: str, holders: dict, here: str
         "Explain this failure",
         on_click=_explain,
         width="stretch",
-        help="Token vs Sequence on this question and index, from the first token. It sets the question and "
-        "the sidebar's index; the page you land on offers the way back.",
+        help=(
+            "Citations on this question and index: what each passage is worth to the stuffed reading. "
+            if decoding == STUFFED
+            else "Token vs Sequence on this question and index, from the first token. "
+        )
+        + "It sets the question and the sidebar's index; the page you land on offers the way back.",
     )
     b2.button(
         "Diagnose this",

@@ -199,17 +199,17 @@ def stuffed_orders(trace: Trace) -> list | None:
         return None
 
 
-def with_stuffed(trace: Trace) -> Trace:
-    """The current question's trace (`current_trace()`) with its stuffed reading: the K passages in
-    one prompt and its exact leave-one-out, computed once when a page first draws it. After a user
-    error (a stuffed prompt longer than the generator reads) the message is shown and the trace
-    comes back as it was."""
+def with_stuffed(trace: Trace, asked: str | None = None) -> Trace:
+    """A question's trace under the session's settings (`trace_for(asked, trace.index)`; `asked`
+    defaults to the current question) with its stuffed reading: the K passages in one prompt and its
+    exact leave-one-out, computed once when a page first draws it. After a user error (a stuffed
+    prompt longer than the generator reads) the message is shown and the trace comes back as it was."""
     if trace.stuffed is not None:
         return trace
     cfg = settings()
     try:
         with st.spinner(f"Reading the {trace.k} passages together in one prompt…"):
-            reading = _stuffed(stack_key(), question(), trace.index, settings_key(cfg))
+            reading = _stuffed(stack_key(), asked or question(), trace.index, settings_key(cfg))
         return dataclasses.replace(trace, stuffed=reading)
     except USER_ERRORS as e:
         st.error(first_line(e, "the stuffed reading did not work"))

@@ -24,7 +24,11 @@ attribution (ours timed after one warm-up per question; ContextCite once, its 64
 warm-up moot) and how often ContextCite's top sentence lies in the passage leave-one-out leans on.
 There is no goal: the agreement is a finding. Per-question rows go to stderr as JSON.
 
-    python bench/contextcite.py [N_QUESTIONS] [THREADS]
+    python bench/contextcite.py [N_QUESTIONS] [THREADS] [ROWS_FILE]
+
+With ROWS_FILE, each question's row is also appended to that file as it finishes, and the questions
+already in it are not computed again: a run that was stopped resumes where it stopped (each row's
+timings come from one process, so resuming changes no figure).
 """
 
 from __future__ import annotations
@@ -187,9 +191,24 @@ def contextcite_class():
 
 
 # --------------------------------------------------------------------------------------- bench
+def done_rows(path: str | None) -> dict[str, dict]:
+    """The rows a stopped run already wrote to ROWS_FILE, by question (none without a file).
+
+    >>> done_rows(None)
+    {}
+    """
+    if path is None or not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return {r["question"]: r for r in rows}
+
+
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else None  # None: every test question
     torch.set_num_threads(int(sys.argv[2]) if len(sys.argv) > 2 else 2)
+    rows_file = sys.argv[3] if len(sys.argv) > 3 else None
+    done = done_rows(rows_file)
     Citer = contextcite_class()
     questions, _ = read_questions(ROOT / "assets" / "eval" / "test.jsonl")
     questions = questions[:n]
@@ -201,6 +220,9 @@ def main() -> None:
 
     rows, skipped = [], 0
     for q in questions:
+        if q.question in done:
+            rows.append(done[q.question])
+            continue
         passages = [h.passage for h in pipe.retrieve(q.question, K)]
         state = stuffed_state(gen, q.question, passages)  # its prompt cache, which leave-one-out reads
         t_dec, scored = timed(stuffed_decode, gen, q.question, passages, settings, state)
@@ -245,6 +267,9 @@ def main() -> None:
         }
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
+        if rows_file is not None:
+            with open(rows_file, "a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
 
     agree = sum(r["cc_top_source_passage"] == r["loo_top_passage"] for r in rows)
     if not rows:

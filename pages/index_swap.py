@@ -6,7 +6,7 @@ import streamlit as st
 
 from app import index_swap_views, jobs, question_box, state, views
 from app.safe_text import md_text
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN, READING_LABELS
+from rag_core.config import READING_LABELS
 from rag_core.index_swap import results, store
 from rag_core.index_swap import run as index_swap_run
 
@@ -44,6 +44,16 @@ def _asked() -> None:
     ss["swap_pick"] = ss["swap_question"].strip() if ss["swap_question"].strip() in holders else OWN
 
 
+reading = st.radio(
+    "Reading",
+    list(index_swap_views.READINGS),
+    format_func=index_swap_views.READINGS.get,
+    horizontal=True,
+    key="swap_reading",
+    help="The paper reads each passage on its own and mixes the answers (RAG-Token, RAG-Sequence); "
+    "deployed RAG reads the K passages together in one prompt. The question below and the experiment "
+    "run in the reading picked here.",
+)
 question = ss.get("swap_question", DEFAULT_SWAP_QUESTION)
 ss.setdefault("swap_text", question)  # widget state goes with the page; the plain key stays
 if ss.get("swap_pick") not in questions or ss["swap_pick"] != question.strip():
@@ -70,11 +80,11 @@ one_question = st.container()
 # --- the whole experiment ---
 st.divider()
 st.subheader(f"The experiment: {len(leaders)} positions × 2 indexes")
-cfg = index_swap_run.experiment_config(state.stack_config())  # results are keyed by the session's model stack
+cfg = index_swap_run.experiment_config(state.stack_config(), decode=reading)  # keyed by stack and reading
 checksums = store.index_checksums()  # the year indexes' passage checksums, from their files: no index built
 result = store.cached_result(cfg, checksums, partial=True)
 st.caption(
-    f"Settings: K={cfg.k}, "
+    f"Settings: {index_swap_views.READINGS[reading]}, K={cfg.k}, "
     f"scale={cfg.scale or f'the encoder default ({state.models().encoder.default_scale:g})'}, "
     f"greedy, up to {cfg.max_new_tokens} "
     "answer tokens. An answer is correct for a year when it names that year's holder (full name or surname, "
@@ -117,7 +127,7 @@ if result is None or not result.complete:
                 lambda progress: index_swap_run.run_experiment(
                     cfg, lambda: pipes, checksums=checksums, progress=progress
                 ),
-                label=f"Index swap experiment · {md_text(state.stack_name())}",
+                label=f"Index swap experiment ({reading}) · {md_text(state.stack_name())}",
             )
             st.rerun()  # the sidebar and the page pick the running job up
     jobs.progress_panel("leaders", follow=True)  # the tables take each position's live rows as it finishes
@@ -164,7 +174,13 @@ if result is not None:
         key="swap_fail_only",
         help="Answers that do not name the holder of the index's own year.",
     )
-    dec = f2.radio("Decoding", [RAG_TOKEN, RAG_SEQUENCE], horizontal=True, key="swap_decoding")
+    dec = f2.radio(
+        "Decoding",
+        result.decodings(),
+        format_func=READING_LABELS.get,
+        horizontal=True,
+        key=f"swap_dec_{reading}",
+    )
     frame = result.failures(dec) if only_fail else result.frame()[lambda f: f["decoding"] == dec]
     views.table(
         frame[list(index_swap_views.POSITION_COLUMNS)],
@@ -179,4 +195,4 @@ if result is not None:
     )
 
 with one_question:
-    index_swap_views.answer_on_both(question, holders)
+    index_swap_views.answer_on_both(question, holders, reading)

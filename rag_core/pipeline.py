@@ -206,7 +206,9 @@ class Pipeline:
             return trace
         cfg = trace_config(self.cfg, trace)
         with self.models.lock:
-            reading = stuffed_reading(self.models.generator, trace.query, trace.hits, cfg)
+            reading = stuffed_reading(
+                self.models.generator, trace.query, trace.hits, cfg, known=trace.candidates
+            )  # a marginal's candidate with the same answer already holds its rows under each passage
         return dataclasses.replace(trace, stuffed=reading)  # its settings stay the keys it is cached by
 
     def stuffed_orders(self, trace: Trace) -> list[OrderReading]:

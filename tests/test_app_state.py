@@ -77,7 +77,7 @@ def _failure_picker_app():
     fails = pd.DataFrame(
         st.session_state["rows"], columns=["position", "index", "answer", "question", "decoding"]
     )
-    index_swap_views.failure_actions(fails, "rag-token", {}, "pages/index_swap.py")
+    index_swap_views.failure_actions(fails, fails["decoding"].iloc[0], {}, "pages/index_swap.py")
 
 
 def test_the_failure_picked_stays_picked_when_a_live_run_adds_rows():
@@ -101,3 +101,19 @@ def test_the_failure_picked_stays_picked_when_a_live_run_adds_rows():
     next(b for b in at.button if b.label == "Explain this failure").click().run()
     assert at.session_state["question"] == "Who is the President of Mexico?"
     assert at.session_state["index_name"] == "2018"
+    assert at.session_state["swap_goto"] == "token_vs_sequence.py"  # a marginal's answer, stepped
+
+
+def test_a_stuffed_failure_is_explained_on_citations():
+    """A failure of the experiment in the stuffed reading opens Citations (what each passage is worth
+    to the stuffed reading), never Token vs Sequence's marginal answers."""
+    at = AppTest.from_function(_failure_picker_app, default_timeout=60)
+    at.session_state["rows"] = [("Mexico", "2018", "Obama", "Who is the President of Mexico?", "stuffed")]
+    at.run()
+    button = next(b for b in at.button if b.label == "Explain this failure")
+    assert button.help.startswith("Citations on this question and index")
+    button.click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.session_state["swap_goto"] == "citations.py"
+    assert at.session_state["question"] == "Who is the President of Mexico?"
+    assert "tvs_answer" not in at.session_state

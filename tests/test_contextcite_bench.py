@@ -5,6 +5,7 @@ each of its sources maps back to the passage it lies in, and its prompt is the g
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 
 import numpy as np
@@ -85,3 +86,15 @@ def test_contextcites_partition_and_ablations_on_the_stuffed_prompt():
         assert cc.prompt_from_context(QUESTION, part.get_context(mask), "plain") == causal.rag_prompt(
             QUESTION, Stuffed(tuple(PASSAGES)).without(z), "plain"
         )
+
+
+def test_a_stopped_run_resumes_from_its_rows_file(tmp_path):
+    """ROWS_FILE: the rows a stopped run wrote are read back by question (the run skips those), and
+    a file that is not there yet means nothing was done."""
+    cc = bench_module()
+    rows = tmp_path / "rows.jsonl"
+    assert cc.done_rows(str(rows)) == {}
+    first = {"question": "Who wrote Moby-Dick?", "loo_top_passage": 0, "cc_s": 40.0}
+    second = {"question": "Where is Hamlet set?", "loo_top_passage": 2, "cc_s": 38.5}
+    rows.write_text("\n".join(json.dumps(r) for r in (first, second)) + "\n", encoding="utf-8")
+    assert cc.done_rows(str(rows)) == {first["question"]: first, second["question"]: second}

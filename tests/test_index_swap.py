@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_core.config import Config
+from rag_core.config import DECODE_NAMES, READING_LABELS, STUFFED, Config
 from rag_core.index_swap import judge, results, store
 from rag_core.index_swap import run as index_swap_run
 
@@ -203,13 +203,18 @@ def test_toggle_changes_passages_and_answer(pipes):
     assert len(result.closed) == len(wanted)
 
 
-def test_the_shipped_run_is_this_code_and_data(pipes):
-    """assets/leaders_run.json is what the Index swap page shows at first start. Its fingerprint must
-    equal today's key (models, prompt, snapshots, leaders.csv, settings, judge, decoder), and a
-    sample of positions recomputed now gives the same answers and verdicts."""
-    cfg = index_swap_run.experiment_config()
+@pytest.mark.parametrize("decode", store.SHIPPED_READINGS)
+def test_the_shipped_run_is_this_code_and_data(pipes, decode):
+    """assets/leaders_run.json (the two marginals) and leaders_run_stuffed.json (the stuffed reading)
+    are what the Index swap page shows at first start. Each one's fingerprint must equal today's key
+    (models, prompt, snapshots, leaders.csv, settings, judge, decoder), and a sample of positions
+    recomputed now gives the same answers and verdicts."""
+    cfg = index_swap_run.experiment_config(decode=decode)
     shipped = store.shipped_result(cfg)
-    assert shipped is not None, "the shipped run is stale: rerun `python -m rag_core index-swap --ship`"
+    assert shipped is not None, (
+        f"the shipped run is stale: rerun `python -m rag_core index-swap --decode {decode} --ship`"
+    )
+    assert set(shipped.decodings()) == set(DECODE_NAMES[decode])
     assert shipped.complete and shipped.positions == len(store.leaders_frame())
     positions = list(store.leaders_frame()["position"])
     sample = [positions[0]] + [
@@ -415,6 +420,37 @@ def test_index_swap_page_shows_both_answers(swap_app):
         assert any("shipped reference run" in i.value for i in at.info), [i.value for i in at.info]
         buttons = {b.label for b in at.button}
         assert buttons & {"Run the experiment", "Resume the experiment"}, buttons
+
+
+def test_index_swap_page_in_the_stuffed_reading(swap_app, pipes):
+    """Reading "stuffed": the one question's card on each index is the stuffed reading's answer (as
+    the engine decodes it here, with the session's settings) and no marginal's; the experiment's
+    tables are the stuffed run's accuracy on each half (a complete live run's, else the shipped run
+    with any live positions over it), and the per-position table offers that reading only."""
+    from app import index_swap_views
+
+    at = swap_app
+    at.switch_page(str(ROOT / "pages/index_swap.py"))
+    at.run()
+    at.radio(key="swap_reading").set_value("stuffed").run()
+    assert not at.exception, [e.value for e in at.exception]
+    question = at.session_state["swap_question"] if "swap_question" in at.session_state else SWAP_QUESTION
+    labels = {m.label: m.value for m in at.metric}
+    for year in results.YEARS:
+        want = pipes[year].run(question, Config(k=3, max_new_tokens=8, decode="stuffed")).answer(STUFFED)
+        assert labels[f"Stuffed ({year} index)"] == (want.answer or "(empty)"), labels
+        assert f"RAG-Token ({year} index)" not in labels
+    cfg = index_swap_run.experiment_config(decode="stuffed")
+    live, shipped = store.cached_result(cfg, partial=True), store.shipped_result(cfg)
+    result = live if live is not None and live.complete else store.overlay(live, shipped)
+    tables = [d.value for d in at.dataframe if "paper 2016" in d.value.columns]
+    assert len(tables) == 2  # the held-out and the tuning half, in the one reading
+    for shown, split in zip(tables, ("test", "tune")):
+        want = index_swap_views.accuracy_frame(result.table(STUFFED, split)).rename_axis("").reset_index()
+        assert shown.reset_index(drop=True).equals(want), (shown, want)
+    assert at.radio(key="swap_dec_stuffed").options == [READING_LABELS[STUFFED]]
+    at.radio(key="swap_reading").set_value("both").run()  # back to the paper's readings for the next tests
+    assert {f"RAG-Token ({y} index)" for y in results.YEARS} <= {m.label for m in at.metric}
 
 
 SWAP_QUESTION = "Who is the President of the United States?"

@@ -255,6 +255,10 @@ def test_the_trace_carries_the_stuffed_reading_and_reads_it_back(read):
     assert torch.allclose(later.stuffed.alone, trace.stuffed.alone, atol=TOL)
     assert [c.answer for c in later.candidates] == [c.answer for c in trace.candidates]
     assert pipe.with_stuffed(later) is later  # one reading is never computed twice
+    # the rows come from the marginal's candidate of the same answer (no pass of their own), and
+    # without one (a stuffed-only trace) from the K one-passage prompts: the same numbers either way
+    assert any(later.stuffed.alone is c.token_logp for c in later.candidates)
+    assert torch.allclose(only.stuffed.alone, trace.stuffed.alone, atol=TOL)
 
 
 def test_the_confidence_rule_judges_the_stuffed_answer_by_its_one_row(read):

@@ -29,7 +29,13 @@ from rag_core.cli.common import (
 )
 from rag_core.index_swap.results import GOAL_MATCHED, GOAL_MISMATCHED, PAPER, SPLITS, YEARS, position_split
 from rag_core.index_swap.run import experiment_config, run_experiment
-from rag_core.index_swap.store import cached_result, leaders_frame, shipped_path, write_shipped
+from rag_core.index_swap.store import (
+    SHIPPED_READINGS,
+    cached_result,
+    leaders_frame,
+    shipped_path,
+    write_shipped,
+)
 from rag_core.pipeline import load_pipeline
 
 HELP = "the 2016/2018 index hot-swap experiment"
@@ -50,7 +56,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ship",
         action="store_true",
-        help="after a complete run, store it as the shipped reference run (assets/leaders_run.json)",
+        help="after a complete run, store it as the shipped reference run (assets/leaders_run.json; "
+        "with --decode stuffed, assets/leaders_run_stuffed.json)",
     )
     p.add_argument(
         "--also",
@@ -146,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(
             "--ship is for the default models or --preset base (a shipped run is checked against them)"
         )
+    if args.ship and cfg.decode not in SHIPPED_READINGS:
+        raise CliError("--ship stores a run in one of the page's readings: --decode both or --decode stuffed")
     if args.csv and os.path.isdir(args.csv):
         raise CliError(f"--csv {args.csv} is a folder; give a file name")
     positions = None

@@ -8,7 +8,7 @@ one it gets alone, to float32 rounding (`tests/test_batching.py`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache, partial
 
@@ -84,9 +84,7 @@ def trace_of(
         "prompt": prompt_fingerprint(gen.id),
     }
     wanted = STUFFED in DECODE_NAMES[cfg.decode]
-    stuffed = (
-        stuffed_reading(gen, question, hits, cfg, single() if single else None, explain) if wanted else None
-    )
+    stuffed = stuffed_reading(gen, question, hits, cfg, single, explain, candidates) if wanted else None
     return Trace(
         question,
         index_name,
@@ -105,13 +103,15 @@ def stuffed_reading(
     question: str,
     hits: list[Hit],
     cfg: Config,
-    single: GenState | None = None,
+    single: Callable[[], GenState] | None = None,
     explain: bool = True,
+    known: Sequence[Candidate] = (),
 ) -> StuffedReading:
     """The K passages read together (rank order) with the search of the marginals, what each
     passage is worth to the chosen answer (exact leave-one-out), and that answer read under each
-    passage alone (the mixture's rows, for its posterior of the same answer). `single`: the K
-    one-passage prompts already prepared (the marginals' state), else they are prepared here.
+    passage alone (the mixture's rows, for its posterior of the same answer): taken from a marginal's
+    candidate in `known` with the same tokens when there is one (`rows_alone`), else teacher-forced
+    through the K one-passage prompts (`single()`, the marginals' prepared state; else prepared here).
     `explain=False`: the answers only (a run that judges answers, the index swap, reads no more)."""
     passages = [h.passage for h in hits]
     state = stuffed_state(gen, question, passages)
@@ -120,9 +120,27 @@ def stuffed_reading(
     if not (best and passages and explain):
         return StuffedReading(to_candidates(gen, STUFFED, scored))
     loo = leave_one_out(gen, question, passages, best, state)  # (K, T), reading the shared tokens from state
-    single = single if single is not None else gen.prepare(question, passages)
-    alone = score_answers(gen, single, [best], top_alternatives=1)[0][0]  # (K, T) log p(y_i|x,z,y_<i)
+    alone = rows_alone(known, best)  # (K, T) or None
+    if alone is None:
+        prepared = single() if single is not None else gen.prepare(question, passages)
+        alone = score_answers(gen, prepared, [best], top_alternatives=1)[0][0]  # (K, T) log p(y_i|x,z,y_<i)
     return StuffedReading(to_candidates(gen, STUFFED, scored), loo, alone)
+
+
+def rows_alone(known: Sequence[Candidate], tokens: list[int]) -> torch.Tensor | None:
+    """The rows log p(y_i | x, z, y_<i) (K, T) of the answer `tokens` under each passage alone, from a
+    marginal's candidate that already holds them: the same tokens, every row scored (no NaN of fast
+    rescoring) and no step forced by the generation config (a forced step's row is the search's,
+    not the model's). None when no candidate has them.
+
+    >>> c = Candidate("rag-token", 0, "a", [7], ["a"], torch.tensor([[-0.5], [-2.0]]), None, [], None)
+    >>> rows_alone([c], [7]).tolist(), rows_alone([c], [8])
+    ([[-0.5], [-2.0]], None)
+    """
+    for c in known:
+        if c.token_ids == tokens and not any(c.forced) and not torch.isnan(c.token_logp).any():
+            return c.token_logp  # (K, T)
+    return None
 
 
 NO_MARGINAL: tuple[list[Scored], list[Scored]] = ([], [])  # a stuffed-only run decodes no marginal

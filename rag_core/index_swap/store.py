@@ -163,17 +163,24 @@ SHIPPED = (
 SHIPPED_BY_PRESET = {
     "default": SHIPPED,
     "base": ASSETS / "leaders_run_base.json",
-}  # one reference run per shipped stack
+}  # one reference run per shipped stack, in the paper's two marginals
+STUFFED_SUFFIX = "_stuffed"  # its run in the stuffed reading ships beside it: leaders_run_stuffed.json
+SHIPPED_READINGS = ("both", "stuffed")  # the Index swap page's two readings, as `Config.decode`
 
 
 def shipped_path(cfg: Config) -> Path | None:
-    """Where the reference run of `cfg`'s stack ships, or None when that stack ships none."""
+    """Where the reference run of `cfg`'s stack in `cfg`'s reading ships (the marginals, or the
+    stuffed reading for `decode="stuffed"`), or None when that stack ships none.
+
+    >>> shipped_path(Config(decode="stuffed")).name
+    'leaders_run_stuffed.json'
+    """
     for name, path in SHIPPED_BY_PRESET.items():
         stack = Config(**PRESETS[name])
         if all(
             getattr(cfg, f) == getattr(stack, f) for f in ("question_encoder", "ctx_encoder", "generator")
         ):
-            return path
+            return path.with_stem(path.stem + STUFFED_SUFFIX) if cfg.decode == "stuffed" else path
     return None
 
 
