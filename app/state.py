@@ -209,7 +209,9 @@ def with_stuffed(trace: Trace, asked: str | None = None) -> Trace:
     cfg = settings()
     try:
         with st.spinner(f"Reading the {trace.k} passages together in one prompt…"):
-            reading = _stuffed(stack_key(), asked or question(), trace.index, settings_key(cfg))
+            reading = _stuffed(
+                stack_key(), asked if asked is not None else question(), trace.index, settings_key(cfg)
+            )
         return dataclasses.replace(trace, stuffed=reading)
     except USER_ERRORS as e:
         st.error(first_line(e, "the stuffed reading did not work"))

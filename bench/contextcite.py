@@ -28,7 +28,7 @@ There is no goal: the agreement is a finding. Per-question rows go to stderr as 
 
 With ROWS_FILE, each question's row is also appended to that file as it finishes, and the questions
 already in it are not computed again: a run that was stopped resumes where it stopped (each row's
-timings come from one process, so resuming changes no figure).
+timings come from one process; resume with the same THREADS so that they stay comparable).
 """
 
 from __future__ import annotations
@@ -199,9 +199,15 @@ def done_rows(path: str | None) -> dict[str, dict]:
     """
     if path is None or not os.path.exists(path):
         return {}
+    rows = {}
     with open(path, encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f if line.strip()]
-    return {r["question"]: r for r in rows}
+        for line in f:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # a line cut short by the stop: that question runs again
+                continue
+            rows[row["question"]] = row
+    return rows
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import index_swap_views, jobs, question_box, state, views
 from app.safe_text import md_text
+from app.sidebar import KEEP
 from rag_core.config import READING_LABELS
 from rag_core.index_swap import results, store
 from rag_core.index_swap import run as index_swap_run
@@ -50,6 +51,7 @@ reading = st.radio(
     format_func=index_swap_views.READINGS.get,
     horizontal=True,
     key="swap_reading",
+    persist_state=KEEP,  # a detour (Explain, Diagnose) comes back in the reading it left
     help="The paper reads each passage on its own and mixes the answers (RAG-Token, RAG-Sequence); "
     "deployed RAG reads the K passages together in one prompt. The question below and the experiment "
     "run in the reading picked here.",
@@ -81,6 +83,7 @@ one_question = st.container()
 st.divider()
 st.subheader(f"The experiment: {len(leaders)} positions × 2 indexes")
 cfg = index_swap_run.experiment_config(state.stack_config(), decode=reading)  # keyed by stack and reading
+JOB = f"leaders-{reading}"  # one run per reading: its progress, error and button stay with it
 checksums = store.index_checksums()  # the year indexes' passage checksums, from their files: no index built
 result = store.cached_result(cfg, checksums, partial=True)
 st.caption(
@@ -108,7 +111,7 @@ if result is None or not result.complete:
             "The full run answers every question on both "
             "indexes and closed-book: on a CPU this takes a while; it resumes where it stopped."
         )
-    job = jobs.get("leaders")
+    job = jobs.get(JOB)
     if job is None or not job.running:
         if job is not None and job.error:
             st.error(
@@ -123,14 +126,14 @@ if result is None or not result.complete:
         if st.button("Run the experiment" if not done else "Resume the experiment", type="primary"):
             pipes = {y: state.pipeline(y) for y in results.YEARS}  # loaded here, in the page's own run
             jobs.start(
-                "leaders",
+                JOB,
                 lambda progress: index_swap_run.run_experiment(
                     cfg, lambda: pipes, checksums=checksums, progress=progress
                 ),
                 label=f"Index swap experiment ({reading}) · {md_text(state.stack_name())}",
             )
             st.rerun()  # the sidebar and the page pick the running job up
-    jobs.progress_panel("leaders", follow=True)  # the tables take each position's live rows as it finishes
+    jobs.progress_panel(JOB, follow=True)  # the tables take each position's live rows as it finishes
     if (result is None or not result.complete) and shipped is not None:
         result = store.overlay(result, shipped)  # live rows replace shipped ones as they come
 
@@ -180,6 +183,7 @@ if result is not None:
         format_func=READING_LABELS.get,
         horizontal=True,
         key=f"swap_dec_{reading}",
+        persist_state=KEEP,
     )
     frame = result.failures(dec) if only_fail else result.frame()[lambda f: f["decoding"] == dec]
     views.table(

@@ -89,12 +89,15 @@ def test_contextcites_partition_and_ablations_on_the_stuffed_prompt():
 
 
 def test_a_stopped_run_resumes_from_its_rows_file(tmp_path):
-    """ROWS_FILE: the rows a stopped run wrote are read back by question (the run skips those), and
-    a file that is not there yet means nothing was done."""
+    """ROWS_FILE: the rows a stopped run wrote are read back by question (the run skips those); a
+    file that is not there yet means nothing was done, and a line cut short is not a row."""
     cc = bench_module()
     rows = tmp_path / "rows.jsonl"
     assert cc.done_rows(str(rows)) == {}
     first = {"question": "Who wrote Moby-Dick?", "loo_top_passage": 0, "cc_s": 40.0}
     second = {"question": "Where is Hamlet set?", "loo_top_passage": 2, "cc_s": 38.5}
     rows.write_text("\n".join(json.dumps(r) for r in (first, second)) + "\n", encoding="utf-8")
+    assert cc.done_rows(str(rows)) == {first["question"]: first, second["question"]: second}
+    with rows.open("a", encoding="utf-8") as f:
+        f.write('{"question": "Who painted')  # the stop cut the last line short: that one runs again
     assert cc.done_rows(str(rows)) == {first["question"]: first, second["question"]: second}

@@ -303,12 +303,15 @@ def test_cli_bad_flag_is_one_line_error(capsys):
 # ------------------------------------------------------------------------------------------ the page
 
 
-def _fake_result(question: str, wrong_2018: str | None = None) -> results.ExperimentResult:
+def _fake_result(
+    question: str, wrong_2018: str | None = None, decodings: tuple[str, ...] = results.DECODINGS
+) -> results.ExperimentResult:
     """A cached-looking result with one failure on the 2016 index, for the page's table and button
-    (and, with `wrong_2018`, that RAG-Token answer on the 2018 index: a second failure)."""
+    (and, with `wrong_2018`, that RAG-Token answer on the 2018 index: a second failure), in the
+    readings `decodings` (the stuffed one fails where RAG-Token does)."""
     rows = []
     for idx in results.YEARS:
-        for dec in results.DECODINGS:
+        for dec in decodings:
             answer = "Donald Trump" if idx == "2018" or dec == "rag-sequence" else "Hillary Clinton"
             if idx == "2018" and dec == "rag-token" and wrong_2018:
                 answer = wrong_2018
@@ -449,6 +452,7 @@ def test_index_swap_page_in_the_stuffed_reading(swap_app, pipes):
         want = index_swap_views.accuracy_frame(result.table(STUFFED, split)).rename_axis("").reset_index()
         assert shown.reset_index(drop=True).equals(want), (shown, want)
     assert at.radio(key="swap_dec_stuffed").options == [READING_LABELS[STUFFED]]
+    assert list(index_swap_views.READINGS) == list(store.SHIPPED_READINGS)  # the page's = the shipped
     at.radio(key="swap_reading").set_value("both").run()  # back to the paper's readings for the next tests
     assert {f"RAG-Token ({y} index)" for y in results.YEARS} <= {m.label for m in at.metric}
 
@@ -489,6 +493,30 @@ def test_index_swap_explain_failure_switches_page(swap_app, monkeypatch):
     assert at.title[0].value == "Index swap"
     assert "question" not in at.session_state  # it had none before the detour
     assert at.session_state["index_name"] == "2018" and "detour" not in at.session_state
+
+
+def test_a_detour_from_the_stuffed_reading_comes_back_to_it(swap_app, monkeypatch):
+    """Reading "stuffed", a failure explained on Citations, then "Back": the page comes back in the
+    stuffed reading with that failure still picked (a page switch drops a widget's state unless it
+    is kept)."""
+    at = swap_app
+    fake = _fake_result(SWAP_QUESTION, decodings=(STUFFED,))
+    monkeypatch.setattr(store, "cached_result", lambda *a, **k: fake)
+    at.switch_page(str(ROOT / "pages/index_swap.py"))
+    at.run()
+    at.radio(key="swap_reading").set_value("stuffed").run()
+    at.toggle(key="swap_fail_only").set_value(True).run()
+    picked = at.selectbox(key="swap_fail").value
+    assert picked == "President of the United States · 2016 index → Hillary Clinton"
+    next(b for b in at.button if b.label == "Explain this failure").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.title[0].value == "Citations"
+    next(b for b in at.button if b.label == "Back to Index swap, as it was").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.radio(key="swap_reading").value == "stuffed"
+    assert at.selectbox(key="swap_fail").value == picked
+    at.radio(key="swap_reading").set_value("both").run()  # back to the paper's readings for the next tests
+    at.toggle(key="swap_fail_only").set_value(False).run()
 
 
 @pytest.mark.parametrize(

@@ -120,25 +120,26 @@ def stuffed_reading(
     if not (best and passages and explain):
         return StuffedReading(to_candidates(gen, STUFFED, scored))
     loo = leave_one_out(gen, question, passages, best, state)  # (K, T), reading the shared tokens from state
-    alone = rows_alone(known, best)  # (K, T) or None
+    alone = rows_alone(known, best, len(passages))  # (K, T) or None
     if alone is None:
         prepared = single() if single is not None else gen.prepare(question, passages)
         alone = score_answers(gen, prepared, [best], top_alternatives=1)[0][0]  # (K, T) log p(y_i|x,z,y_<i)
     return StuffedReading(to_candidates(gen, STUFFED, scored), loo, alone)
 
 
-def rows_alone(known: Sequence[Candidate], tokens: list[int]) -> torch.Tensor | None:
-    """The rows log p(y_i | x, z, y_<i) (K, T) of the answer `tokens` under each passage alone, from a
-    marginal's candidate that already holds them: the same tokens, every row scored (no NaN of fast
-    rescoring) and no step forced by the generation config (a forced step's row is the search's,
-    not the model's). None when no candidate has them.
+def rows_alone(known: Sequence[Candidate], tokens: list[int], k: int) -> torch.Tensor | None:
+    """The rows log p(y_i | x, z, y_<i) (K, T) of the answer `tokens` under each of the `k` passages
+    alone, from a marginal's candidate that already holds them: the same tokens, a row for every
+    passage and each row scored (no NaN of fast rescoring). A step the generation config forced
+    keeps the model's own log p there too (`decode.py`), so it is the same number. None when no
+    candidate has them.
 
     >>> c = Candidate("rag-token", 0, "a", [7], ["a"], torch.tensor([[-0.5], [-2.0]]), None, [], None)
-    >>> rows_alone([c], [7]).tolist(), rows_alone([c], [8])
-    ([[-0.5], [-2.0]], None)
+    >>> rows_alone([c], [7], 2).tolist(), rows_alone([c], [8], 2), rows_alone([c], [7], 3)
+    ([[-0.5], [-2.0]], None, None)
     """
     for c in known:
-        if c.token_ids == tokens and not any(c.forced) and not torch.isnan(c.token_logp).any():
+        if c.token_ids == tokens and c.token_logp.shape[0] == k and not torch.isnan(c.token_logp).any():
             return c.token_logp  # (K, T)
     return None
 
