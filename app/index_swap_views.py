@@ -18,6 +18,8 @@ READINGS = {
     "both": "RAG-Token and RAG-Sequence (the paper)",
     "stuffed": "Stuffed (the K passages in one prompt)",
 }
+# The same readings as the sidebar's progress bar names them (short: the bar is narrow).
+READING_TAGS = {"both": "Token and Sequence", "stuffed": "stuffed"}
 
 # The per-position table: column -> (header, width in px), sized to fit the page at 1280 px.
 POSITION_COLUMNS = {

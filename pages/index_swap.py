@@ -130,7 +130,8 @@ if result is None or not result.complete:
                 lambda progress: index_swap_run.run_experiment(
                     cfg, lambda: pipes, checksums=checksums, progress=progress
                 ),
-                label=f"Index swap experiment ({reading}) · {md_text(state.stack_name())}",
+                label=f"Index swap experiment ({index_swap_views.READING_TAGS[reading]}) · "
+                f"{md_text(state.stack_name())}",
             )
             st.rerun()  # the sidebar and the page pick the running job up
     jobs.progress_panel(JOB, follow=True)  # the tables take each position's live rows as it finishes

@@ -107,6 +107,8 @@ def test_counterfactuals_signed_and_reset_then_an_example_leaves_nothing_stale(s
 
 # Emoji code points (symbols, pictographs, dingbats): drawn as empty boxes where the font lacks them.
 EMOJI = re.compile("[\u2600-\u27bf\U0001f300-\U0001faff]")
+# The index swap's progress bar on the default stack in the paper's readings, as the sidebar names it.
+SWAP_PROGRESS = "Index swap experiment (Token and Sequence) · default:"
 READ_VERDICTS = """
 return [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMarkdownContainer"]')]
   .filter(m =>
@@ -471,14 +473,12 @@ def test_index_swap_live_run_goes_on_across_pages_and_cancels(server, browser):
         '//button[.//p[normalize-space()="Run the experiment" or normalize-space()="Resume the experiment"]]',
         "the run button",
     )
-    wait_for(
-        browser, lambda: "Index swap experiment · default:" in body_text(browser), 120, "the run's progress"
-    )
+    wait_for(browser, lambda: SWAP_PROGRESS in body_text(browser), 120, "the run's progress")
     open_page(browser, "by_hand", "By hand")
     sidebar = '//section[@data-testid="stSidebar"]'
     wait_for(
         browser,
-        lambda: "Index swap experiment · default:" in browser.find_element("xpath", sidebar).text,
+        lambda: SWAP_PROGRESS in browser.find_element("xpath", sidebar).text,
         60,
         "the run in another page's sidebar",
     )
@@ -487,7 +487,7 @@ def test_index_swap_live_run_goes_on_across_pages_and_cancels(server, browser):
     browser.save_screenshot(str(ARTIFACTS / "journey-swap-live.png"))
     click_when_shown(
         browser,
-        sidebar + '//*[@data-testid="stProgress"][contains(., "Index swap experiment · default:")]'
+        sidebar + f'//*[@data-testid="stProgress"][contains(., "{SWAP_PROGRESS}")]'
         '/following::button[.//p[normalize-space()="Cancel"]][1]',
         "the sidebar's Cancel",
     )
