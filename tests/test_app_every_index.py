@@ -23,6 +23,7 @@ PAGES = [
 QUESTION = "Who is the President of France?"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("year", ["2016", "2018"])
 def test_every_page_on_a_year_index(year):
     at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)

@@ -55,6 +55,7 @@ def trace(at):
     return state.cached_trace(state.DEFAULT_QUESTION, "wiki", Config())
 
 
+@pytest.mark.slow
 def test_token_vs_sequence_steps_through_the_answer(at, trace):
     visit(at, "token_vs_sequence.py")
     assert len(at.get("plotly_chart")) >= 5  # token strip, step bars, credit bars, two over-step lines
@@ -269,6 +270,7 @@ def test_citations_shows_each_sentences_delta_for_the_cited_passage(at, wiki_pip
 
 
 # ------------------------------------------------------------ the stuffed reading on the pages
+@pytest.mark.slow
 def test_the_stuffed_reading_on_token_vs_sequence_and_citations_is_the_engines(at, wiki_pipeline):
     """The third card, the stepped stuffed answer and the worth table are those of a fresh trace
     decoded with decode="all" (its own leave-one-out and its answer under each passage alone)."""

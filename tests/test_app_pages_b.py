@@ -145,6 +145,7 @@ def user_cache(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_corpus_build_then_ask_on_the_new_index(user_cache):
     ferry = b"# Ferry\n\nThe Zorblax ferry leaves on Sundays."
     up = actions.parse_uploads(

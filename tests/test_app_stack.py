@@ -75,6 +75,7 @@ def model_line(at) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_every_page_renders_on_the_stack_of_the_command_line_and_names_it(monkeypatch, tiny_flags, tiny):
     at = app_with(monkeypatch, tiny_flags)
     assert not at.error, [e.value for e in at.error]

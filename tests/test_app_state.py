@@ -1,6 +1,7 @@
 """What is on screen is what the user chose: an example picked is the question answered, a typed
 question is no longer the example, every trace page names its question and index."""
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from rag_core.config import Config
@@ -26,6 +27,7 @@ def about_line(at) -> str:
     return line
 
 
+@pytest.mark.slow
 def test_picking_an_example_answers_it_and_typing_leaves_the_example(default_pipeline):
     at = ask_app()
     assert "Moby" in about_line(at)

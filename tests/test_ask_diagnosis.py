@@ -15,6 +15,7 @@ from rag_core.marginals import citation, prob
 from conftest import run_cli
 
 
+@pytest.mark.slow
 def test_ask_expected_prints_the_panels_verdicts_and_counterfactuals(default_pipeline, tmp_path):
     question, expected = "Who wrote Moby-Dick?", ["Nathaniel Hawthorne"]
     out = run_cli(

@@ -38,6 +38,7 @@ def assert_same_frames(batched: pd.DataFrame, alone: pd.DataFrame) -> None:
             assert a.tolist() == b.tolist(), col
 
 
+@pytest.mark.slow
 def test_a_batch_gives_every_trace_column_each_question_gets_alone(default_pipeline, dev_sample):
     # two settings per question: a smaller K decodes from the first rows of the batch's state
     cfgs = [Config(), Config(k=3)]
@@ -78,6 +79,7 @@ def test_an_eval_batch_gives_the_results_of_one_question_at_a_time(default_pipel
         assert (b.recall, b.answer_rank, b.answer_ranks) == (a.recall, a.answer_rank, a.answer_ranks)
 
 
+@pytest.mark.slow
 def test_index_swap_rows_of_a_batch_equal_each_position_alone(default_pipeline):
     pipes = index_swap_run.year_pipelines(lambda: default_pipeline)
     leaders = leaders_frame().to_dict("records")[:2]

@@ -8,6 +8,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from browser_kit import (  # noqa: F401
     ARTIFACTS,
     PAGES,
@@ -28,6 +30,9 @@ from browser_kit import (  # noqa: F401
     wait_for,
 )
 from conftest import ROOT
+
+# a real server and Chromium: every test here takes over 20 s on 2 cores (measured with --durations)
+pytestmark = pytest.mark.slow
 
 # Text each page shows on a fresh cache (the Ask page's token sources are checked after asking).
 SHOWN = {

@@ -3,6 +3,8 @@
 their categories for what they measure, with one line of explanation under each strip, and Token
 vs Sequence says whether its two strips agree. (Its own module, so it runs on its own server.)"""
 
+import pytest
+
 from app import eval_views
 from app.source_views import share_line
 from rag_core.analysis import evaluation as ev
@@ -24,6 +26,9 @@ from browser_kit import (  # noqa: F401
     type_into,
     wait_for,
 )
+
+# a real server and Chromium: every test here takes over 20 s on 2 cores (measured with --durations)
+pytestmark = pytest.mark.slow
 
 CONFIDENT = "Who wrote Moby-Dick?"  # the default question: "Herman Melville", p well above one half
 GUESS = "Which HTML tag makes text bold?"  # the default stack's RAG-Token answer is at p ≈ 0.02

@@ -9,6 +9,7 @@ answer the pipeline itself gives.
 import json
 import re
 
+import pytest
 from test_counterfactual_model import ROBOTICS
 
 from browser_kit import (  # noqa: F401
@@ -25,6 +26,9 @@ from browser_kit import (  # noqa: F401
     type_into,
     wait_for,
 )
+
+# a real server and Chromium: every test here takes over 20 s on 2 cores (measured with --durations)
+pytestmark = pytest.mark.slow
 
 INDEX = "robotics-cf"
 QUESTION = "Who wrote Moby-Dick?"  # the Ask page's own first question, an example with a known answer

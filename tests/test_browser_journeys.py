@@ -8,6 +8,8 @@ import json
 import re
 import time
 
+import pytest
+
 from browser_kit import (  # noqa: F401
     ARTIFACTS,
     body_text,
@@ -33,6 +35,9 @@ from browser_kit import (  # noqa: F401
     wait_for,
 )
 from conftest import ROOT
+
+# a real server and Chromium: every test here takes over 20 s on 2 cores (measured with --durations)
+pytestmark = pytest.mark.slow
 
 # ---------------------------------------------------------------------------------- a user's steps
 # Each reproduces a bug a user met (no stale state, signed deltas, red wrong-year answers, detours

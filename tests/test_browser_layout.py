@@ -4,6 +4,8 @@ at each width go under test-artifacts/browser/layout-*.png."""
 
 import time
 
+import pytest
+
 from browser_kit import (  # noqa: F401
     ARTIFACTS,
     PAGES,
@@ -20,6 +22,9 @@ from browser_kit import (  # noqa: F401
     showing,
     wait_for,
 )
+
+# a real server and Chromium: every test here takes over 20 s on 2 cores (measured with --durations)
+pytestmark = pytest.mark.slow
 
 WIDTHS = (1280, 1400)
 

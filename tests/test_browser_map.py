@@ -9,6 +9,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
 from browser_kit import (  # noqa: F401
     ARTIFACTS,
     body_text,
@@ -28,6 +30,9 @@ from browser_kit import (  # noqa: F401
     toggled,
     wait_for,
 )
+
+# a real server and Chromium: every test here takes over 20 s on 2 cores (measured with --durations)
+pytestmark = pytest.mark.slow
 
 # The boxes the browser gave the map's rank numbers and the question's star (both SVG over the
 # WebGL cloud), and the plot area, in page pixels.

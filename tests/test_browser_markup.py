@@ -27,6 +27,9 @@ from browser_kit import (
     wait_for,
 )
 
+# a real server and Chromium: every test here takes over 20 s on 2 cores (measured with --durations)
+pytestmark = pytest.mark.slow
+
 EVIL = "evil.example"
 LONG_WORD = "Zorblaxfjordpneumonoultramicroscopicsilicovolcanoconiosis" * 6  # 348 letters, no break
 ROWS = [

@@ -52,6 +52,7 @@ def test_toy_csv_keeps_invariants(tmp_path):
     assert set(frame["decoding"]) == {"rag-token", "rag-sequence"}
 
 
+@pytest.mark.slow
 def test_ask_answers_moby_dick_and_writes_a_valid_csv(tmp_path):
     out = cli_process("ask", "Who wrote Moby-Dick?", "--csv", str(tmp_path / "t.csv"), "--json")
     assert out.returncode == 0, out.stderr[-2000:]

@@ -9,6 +9,8 @@ of the gold answers (`teacher_force_packed`), and the decoding steps."""
 import threading
 import time
 
+import pytest
+
 from rag_core.analysis.evaluation import evaluate_question
 from rag_core.analysis.questions import EvalQuestion
 from rag_core.config import Config
@@ -52,6 +54,7 @@ class OneAtATime:
         return guarded
 
 
+@pytest.mark.slow
 def test_eval_and_index_swap_from_several_threads(default_pipeline):
     guard = OneAtATime(default_pipeline.models.generator)
     models = Models(default_pipeline.models.encoder, guard, default_pipeline.models.device)

@@ -93,6 +93,7 @@ def traces(default_pipeline, corpus_pipeline):
     return out
 
 
+@pytest.mark.slow
 def test_nothing_changed_is_the_trace_for_every_decoding_and_beam_setting(traces):
     undecided = 0
     for _, cfg, trace in traces:

@@ -288,6 +288,7 @@ def cli(*args):
     return run_cli("eval", *args)
 
 
+@pytest.mark.slow
 def test_eval_command_on_three_questions(tmp_path):
     qs = tmp_path / "three.jsonl"
     qs.write_text(

@@ -27,6 +27,7 @@ def example_runs(default_pipeline):
     return [(ex, default_pipeline.run(ex["question"], keep_state=True)) for ex in examples]
 
 
+@pytest.mark.slow
 def test_every_decode_mode_gives_the_same_greedy_answers(default_pipeline, example_runs):
     gen = default_pipeline.models.generator
     cfg = Config()

@@ -179,6 +179,7 @@ def test_swap_keeps_the_same_models(pipes):
     assert (pipes["2016"].index_name, pipes["2018"].index_name) == ("2016", "2018")
 
 
+@pytest.mark.slow
 def test_toggle_changes_passages_and_answer(pipes):
     """Swapping the index swaps the passages under the same models, every answer is judged by the
     judge, and for some sample positions the answer changes with the index and names that index's
@@ -203,6 +204,7 @@ def test_toggle_changes_passages_and_answer(pipes):
     assert len(result.closed) == len(wanted)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("decode", store.SHIPPED_READINGS)
 def test_the_shipped_run_is_this_code_and_data(pipes, decode):
     """assets/leaders_run.json (the two marginals) and leaders_run_stuffed.json (the stuffed reading)
@@ -358,6 +360,7 @@ def swap_app():
     return at
 
 
+@pytest.mark.slow
 def test_index_swap_tables_are_drawn_before_any_model_is_asked(monkeypatch, tmp_path):
     """On a first start the models take a while (the generator is converted, the year indexes
     built): the experiment's shipped tables must not wait for them. With every model call failing,
@@ -425,6 +428,7 @@ def test_index_swap_page_shows_both_answers(swap_app):
         assert buttons & {"Run the experiment", "Resume the experiment"}, buttons
 
 
+@pytest.mark.slow
 def test_index_swap_page_in_the_stuffed_reading(swap_app, pipes):
     """Reading "stuffed": the one question's card on each index is the stuffed reading's answer (as
     the engine decodes it here, with the session's settings) and no marginal's; the experiment's
@@ -496,6 +500,7 @@ def test_index_swap_explain_failure_switches_page(swap_app, monkeypatch):
     assert at.session_state["index_name"] == "2018" and "detour" not in at.session_state
 
 
+@pytest.mark.slow
 def test_a_detour_from_the_stuffed_reading_comes_back_to_it(swap_app, monkeypatch):
     """Reading "stuffed", a failure explained on Citations, then "Back": the page comes back in the
     stuffed reading with that failure still picked (a page switch drops a widget's state unless it
@@ -561,6 +566,7 @@ def test_index_swap_diagnose_this_prefills_the_holder(swap_app, monkeypatch):
     assert any("Opened from Index swap" in i.value for i in at.info)
 
 
+@pytest.mark.slow
 def test_index_swap_picker_follows_the_typed_question(swap_app):
     at = swap_app
     at.switch_page(str(ROOT / "pages/index_swap.py"))

@@ -66,6 +66,7 @@ def eval_cache(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_the_eval_page_runs_in_the_background_and_keeps_the_new_run_selected(eval_cache):
     at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
     at.switch_page(str(ROOT / "pages" / "eval.py"))

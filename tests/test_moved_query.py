@@ -148,6 +148,7 @@ def test_the_rings_follow_the_moved_query(moved_map):
     assert (values(star["x"]), values(star["y"])) == (pytest.approx([0.1]), pytest.approx([-0.05]))
 
 
+@pytest.mark.slow
 def test_the_train_page_starts_from_the_question_unless_asked(moved_map):
     """After a click on the Map the Train page still walks from q(x), the question's own query (it
     used to start from the moved one, where little pulls); "Start from the query you moved on the

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from rag_core.otlp import otlp_message
@@ -71,6 +72,7 @@ def test_ask_writes_the_query_as_openinference_spans(tmp_path):
     assert message.resource_spans[0].scope_spans[0].spans[0].trace_id.hex() == root["traceId"]
 
 
+@pytest.mark.slow
 def test_eval_writes_one_otlp_file_per_question(tmp_path):
     """`eval --otlp DIR`: NNNN.json per question, in file order, each the query's spans with the
     answers the run's own rows give (the stuffed reading's too, with --stuffed)."""

@@ -36,6 +36,7 @@ def plain_forward(gen, prompts, answer_ids=None):
     return logp[:, -1] if answer_ids is None else logp[:, -answer_ids.shape[1] :]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stack", ["base", "default"])
 def test_prepare_matches_a_plain_forward(request, stack):
     pipe = request.getfixturevalue(f"{stack}_pipeline")

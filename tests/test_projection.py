@@ -76,6 +76,7 @@ def test_weighted_placement_is_the_softmax_mean_of_the_top_m():
     np.testing.assert_allclose(m.place(q, scale=1000.0), coords[3], atol=1e-3)
 
 
+@pytest.mark.slow
 def test_weighted_placement_of_a_passage_lands_near_it(umap_pair):
     idx, m, _, _, _ = umap_pair
     x = np.asarray(idx.vectors, np.float32)

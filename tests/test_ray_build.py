@@ -82,6 +82,7 @@ def _vectors(idx: PassageIndex) -> np.ndarray:
     return idx.index.reconstruct_n(0, idx.index.ntotal)  # (N, D) float32, as the index holds them
 
 
+@pytest.mark.slow
 def test_a_ray_build_is_the_local_build(builds, queries):
     local, on_ray = builds
     assert [p.id for p in on_ray.passages] == [p.id for p in local.passages]

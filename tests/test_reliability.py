@@ -51,6 +51,7 @@ def test_long_and_strange_questions_are_cleaned_with_a_notice():
     assert "\x00" not in q and "🐋" in q and notes == []
 
 
+@pytest.mark.slow
 def test_strange_questions_get_answers_not_crashes(default_pipeline):
     for text in [
         "من كتب موبي ديك؟",
@@ -204,6 +205,7 @@ def test_a_save_that_fails_midway_changes_nothing(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- concurrency
 
 
+@pytest.mark.slow
 def test_concurrent_queries_each_get_their_own_trace(default_pipeline):
     """Five threads ask at once (the eight browser sessions of test_browser.py do it through the app)."""
     questions = [

@@ -173,6 +173,7 @@ def test_the_stuffed_answer_is_generate_on_the_same_prompt(read):
     assert torch.allclose(best.token_logp[0], plain, atol=TOL), (best.token_logp[0], plain)
 
 
+@pytest.mark.slow
 def test_leave_one_out_on_the_default_model_is_k_separate_calls(read, monkeypatch):
     pipe, passages = read
     gen = pipe.models.generator
@@ -199,6 +200,7 @@ def test_leave_one_out_on_the_default_model_is_k_separate_calls(read, monkeypatc
     assert torch.allclose(split, shared, atol=TOL)
 
 
+@pytest.mark.slow
 def test_order_sensitivity_on_the_default_model_is_separate_calls(read):
     pipe, passages = read
     gen = pipe.models.generator
@@ -227,6 +229,7 @@ def test_a_stuffed_prompt_longer_than_the_model_reads_is_refused_not_cut(read):
     assert ForwardCounter.count == calls
 
 
+@pytest.mark.slow
 def test_the_trace_carries_the_stuffed_reading_and_reads_it_back(read):
     pipe, _ = read
     trace = pipe.run(QUESTION, Config(decode="all"))
