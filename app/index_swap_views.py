@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app import answer_card, detours, state, views
-from rag_core.config import DECODE_NAMES, READING_LABELS, STUFFED
+from rag_core.config import DECODE_NAMES, READING_LABELS, STUFFED, Config
 from rag_core.index_swap import judge, results, stack_comparison
 from rag_core.trace import Trace
 
@@ -18,8 +18,16 @@ READINGS = {
     "both": "RAG-Token and RAG-Sequence (the paper)",
     "stuffed": "Stuffed (the K passages in one prompt)",
 }
-# The same readings as the sidebar's progress bar names them (short: the bar is narrow).
-READING_TAGS = {"both": "Token and Sequence", "stuffed": "stuffed"}
+
+
+def reading_names(reading: str) -> str:
+    """The decodings of a reading (a `Config.decode`), as the sidebar's job label names them.
+
+    >>> reading_names("both"), reading_names("stuffed")
+    ('RAG-Token and RAG-Sequence', 'Stuffed')
+    """
+    return " and ".join(READING_LABELS[d] for d in DECODE_NAMES[reading])
+
 
 # The per-position table: column -> (header, width in px), sized to fit the page at 1280 px.
 POSITION_COLUMNS = {
@@ -275,10 +283,11 @@ def held_out_headers() -> dict:
     }
 
 
-def before_after(checksums: dict[str, str]) -> None:
-    """The held-out half under the untrained base and the trained default (their shipped runs),
-    beside the paper's cells: what RAG training changed in the experiment."""
-    shipped = stack_comparison.shipped_by_stack(checksums)
+def before_after(checksums: dict[str, str], reading: str) -> None:
+    """The held-out half under the untrained base and the trained default (their shipped runs in
+    `reading`, a `Config.decode` of READINGS), beside the paper's cells: what RAG training changed
+    in the experiment."""
+    shipped = stack_comparison.shipped_by_stack(checksums, Config(decode=reading))
     if len(shipped) < 2:
         return
     st.subheader("Before and after training (held-out half)")
@@ -297,4 +306,10 @@ def before_after(checksums: dict[str, str]) -> None:
     st.caption(
         "Matched cells should be high and the others low. The base reads worked examples; the trained "
         "default was fine-tuned on other questions and on the tuning half's positions, never on these."
+        + (
+            " Its fine-tuning read each passage alone (the RAG-Sequence marginal), never the K together: "
+            "the stuffed rows show what that training does to a reading it never saw."
+            if reading == STUFFED
+            else ""
+        )
     )

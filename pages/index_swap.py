@@ -130,7 +130,7 @@ if result is None or not result.complete:
                 lambda progress: index_swap_run.run_experiment(
                     cfg, lambda: pipes, checksums=checksums, progress=progress
                 ),
-                label=f"Index swap experiment ({index_swap_views.READING_TAGS[reading]}) · "
+                label=f"Index swap experiment ({index_swap_views.reading_names(reading)}) · "
                 f"{md_text(state.stack_name())}",
             )
             st.rerun()  # the sidebar and the page pick the running job up
@@ -168,7 +168,7 @@ if result is not None:
     c1.metric("Closed-book: names the 2016 holder", f"{100 * cb['2016']:.0f}%")
     c2.metric("Closed-book: names the 2018 holder", f"{100 * cb['2018']:.0f}%")
     c3.metric("Compute time", f"{result.elapsed_s / 60:.0f} min")
-    index_swap_views.before_after(checksums)
+    index_swap_views.before_after(checksums, reading)
 
     # --- per position ---
     st.subheader("Per position")

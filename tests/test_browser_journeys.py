@@ -113,7 +113,7 @@ def test_counterfactuals_signed_and_reset_then_an_example_leaves_nothing_stale(s
 # Emoji code points (symbols, pictographs, dingbats): drawn as empty boxes where the font lacks them.
 EMOJI = re.compile("[\u2600-\u27bf\U0001f300-\U0001faff]")
 # The index swap's progress bar on the default stack in the paper's readings, as the sidebar names it.
-SWAP_PROGRESS = "Index swap experiment (Token and Sequence) · default:"
+SWAP_PROGRESS = "Index swap experiment (RAG-Token and RAG-Sequence) · default:"
 READ_VERDICTS = """
 return [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMarkdownContainer"]')]
   .filter(m =>
