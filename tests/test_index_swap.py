@@ -11,6 +11,7 @@ import csv
 import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from rag_core.config import DECODE_NAMES, READING_LABELS, STUFFED, Config
@@ -579,18 +580,21 @@ def test_index_swap_picker_follows_the_typed_question(swap_app):
     assert at.selectbox(key="swap_pick").value == "(a question of your own)"  # not the old position
 
 
-def test_before_and_after_training_on_the_held_out_half(monkeypatch):
-    """The index swap under the untrained base and the trained default, from their shipped runs:
-    each cell equals a count over the shipped rows done here, and the page shows the table."""
+@pytest.mark.parametrize("decode", store.SHIPPED_READINGS)
+def test_before_and_after_training_on_the_held_out_half(monkeypatch, decode):
+    """The index swap under the untrained base and the trained default, from their shipped runs in
+    each of the page's readings: each cell equals a count over the shipped rows done here, and the
+    page in that reading shows the table with that reading's rows only."""
     from streamlit.testing.v1 import AppTest
 
     from app import state
     from rag_core.index_swap import stack_comparison
 
-    shipped = stack_comparison.shipped_by_stack()
+    shipped = stack_comparison.shipped_by_stack(base=Config(decode=decode))
     assert set(shipped) == {"base", "default"}, (
-        "a stack's shipped run is stale: rerun `leaders [--preset base] --ship`"
+        f"a stack's shipped run is stale: rerun `index-swap [--preset base] --decode {decode} --ship`"
     )
+    assert {d for r in shipped.values() for d in r.decodings()} == set(DECODE_NAMES[decode])
     frame = stack_comparison.held_out_rows(shipped)
     for name, result in shipped.items():
         for decoding in result.decodings():
@@ -616,8 +620,11 @@ def test_before_and_after_training_on_the_held_out_half(monkeypatch):
         monkeypatch.setattr(state, name, no_model)
     at = AppTest.from_file(str(ROOT / "pages/index_swap.py"), default_timeout=120)
     at.run()
+    if decode != "both":
+        at.radio(key="swap_reading").set_value(decode).run()  # (the question's answers need a model)
     assert "Before and after training (held-out half)" in [h.value for h in at.subheader]
     table = next(d.value for d in at.dataframe if "model" in d.value.columns)
-    assert len(table) == 1 + sum(
-        len(r.decodings()) for r in shipped.values()
-    )  # the paper's row, then each stack's
+    want = frame.copy()
+    cells = [c for c in want.columns if c not in ("model", "decoding")]
+    want[cells] = want[cells].map(lambda x: f"{100 * x:.0f}%")
+    pd.testing.assert_frame_equal(table.reset_index(drop=True), want)  # the paper's row, then each stack's
