@@ -40,10 +40,17 @@ $(CONTEXTCITE): $(STAMP) requirements-contextcite.txt
 	$(PY) -m pip install -q -r requirements-contextcite.txt
 	touch $(CONTEXTCITE)
 
+# LangChain and LlamaIndex with their OpenInference instrumentation: real producers of the traces
+# Replay imports, for its tests (the app and `replay` do not need them).
+REPLAY := $(VENV)/.replay-installed
+$(REPLAY): $(STAMP) requirements-replay.txt
+	$(PY) -m pip install -q -r requirements-replay.txt
+	touch $(REPLAY)
+
 run: $(STAMP)
 	$(VENV)/bin/streamlit run app/main.py $(if $(ARGS),-- $(ARGS))
 
-test: $(STAMP) $(SCALE) $(CONTEXTCITE) $(PHOENIX)
+test: $(STAMP) $(SCALE) $(CONTEXTCITE) $(PHOENIX) $(REPLAY)
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 	  echo "note: chromium and chromedriver are not installed, so the real-browser tests will be SKIPPED (apt-get install chromium chromium-driver)"
 	$(VENV)/bin/ruff check .

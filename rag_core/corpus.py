@@ -12,7 +12,7 @@ import hashlib
 import importlib.util
 import io
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -62,6 +62,67 @@ class Stuffed:
     def without(self, z: int) -> Stuffed:
         """The same passages but the one at position z (leave-one-out)."""
         return Stuffed(self.passages[:z] + self.passages[z + 1 :])
+
+    def reordered(self, order: Sequence[int]) -> Stuffed:
+        """The same passages in another order: `order` lists positions, in prompt order."""
+        return Stuffed(tuple(self.passages[i] for i in order))
+
+
+@dataclass(frozen=True)
+class Prompted:
+    """A prompt another RAG system sent its model, read back from its trace: the prompt's own text
+    around the documents (`pieces`, one more than the documents) and the document in each slot, in
+    prompt order, each passage's text exactly as it stands in the prompt. A generator row reads it
+    where it reads a Stuffed, as that prompt verbatim; `chat`: the prompt was rendered from chat
+    messages (the answer is the model's turn, ended by its end token rather than a line break).
+
+    Leave-one-out cuts a document's span out of the real prompt; another order puts the documents
+    in each other's slots; closed-book cuts them all.
+
+    >>> docs = (Passage("a", "A", "x"), Passage("b", "B", "y"))
+    >>> p = Prompted(("Context:\\n", "\\n", "\\nQ: Who?\\nA:"), docs)
+    >>> p.text
+    'Context:\\nx\\ny\\nQ: Who?\\nA:'
+    >>> p.without(0).text, p.reordered((1, 0)).text, p.closed().text
+    ('Context:\\n\\ny\\nQ: Who?\\nA:', 'Context:\\ny\\nx\\nQ: Who?\\nA:', 'Context:\\n\\n\\nQ: Who?\\nA:')
+    """
+
+    pieces: tuple[str, ...]
+    passages: tuple[Passage, ...]
+    chat: bool = False
+
+    def __post_init__(self):
+        if len(self.pieces) != len(self.passages) + 1:
+            raise ValueError("a prompt has one more piece of its own text than documents")
+
+    @property
+    def id(self) -> str:
+        return "prompt:" + hashlib.sha1(self.text.encode("utf-8")).hexdigest()[:16]
+
+    @property
+    def title(self) -> str:
+        return " + ".join(p.title for p in self.passages)
+
+    @property
+    def text(self) -> str:
+        """The prompt as the model reads it."""
+        return self.pieces[0] + "".join(p.text + piece for p, piece in zip(self.passages, self.pieces[1:]))
+
+    def without(self, z: int) -> Prompted:
+        """The prompt with document z's span cut out, the rest of it as it was."""
+        pieces = self.pieces[:z] + (self.pieces[z] + self.pieces[z + 1],) + self.pieces[z + 2 :]
+        return Prompted(pieces, self.passages[:z] + self.passages[z + 1 :], self.chat)
+
+    def reordered(self, order: Sequence[int]) -> Prompted:
+        """The documents in other slots: slot i reads document `order[i]`."""
+        return Prompted(self.pieces, tuple(self.passages[i] for i in order), self.chat)
+
+    def closed(self) -> Prompted:
+        """The prompt with every document cut out: the model alone, in the user's own template."""
+        return Prompted(("".join(self.pieces),), (), self.chat)
+
+
+Reading = Stuffed | Prompted  # several passages read together in one prompt row
 
 
 class CorpusError(ValueError):

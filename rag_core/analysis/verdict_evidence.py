@@ -153,7 +153,8 @@ def _problems(kind: type, evidence: dict, where: str) -> list[str]:
     return out + ([f"{where}missing {', '.join(missing)}"] if missing else [])
 
 
-def evidence_problems(code: str, evidence: dict) -> list[str]:
+def evidence_problems(code: str, evidence: dict, kinds: dict[str, type] | None = None) -> list[str]:
     """What in `evidence` does not fit the type of verdict `code`'s evidence; [] when it fits.
-    An empty dict fits every verdict: a verdict that could not be judged has no evidence."""
-    return _problems(EVIDENCE[code], evidence, f"{code}: ") if evidence else []
+    An empty dict fits every verdict: a verdict that could not be judged has no evidence. `kinds`:
+    another family's types (Replay's verdicts), by default EVIDENCE."""
+    return _problems((kinds or EVIDENCE)[code], evidence, f"{code}: ") if evidence else []

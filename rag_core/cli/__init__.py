@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from rag_core.cli import ask, bench, build_index, cache, index_swap, toy, train
+from rag_core.cli import ask, bench, build_index, cache, index_swap, replay, toy, train
 from rag_core.cli import eval as eval_command
 from rag_core.cli.common import USER_ERRORS, Parser, error_line
 
@@ -21,6 +21,7 @@ COMMANDS = {  # name -> module, in the order `--help` lists them
     "eval": eval_command,
     "bench": bench,
     "train": train,
+    "replay": replay,
     "cache": cache,
 }
 ALIASES = {"index-swap": ["leaders"]}  # the index swap's first name, kept for users' scripts

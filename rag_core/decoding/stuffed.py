@@ -38,22 +38,30 @@ from dataclasses import dataclass
 
 import torch
 
-from rag_core.corpus import Passage, Stuffed
+from rag_core.corpus import Passage, Reading, Stuffed
 from rag_core.decoding.decode import DecodeJob, decode_jobs, score_answers
 from rag_core.decoding.search import Scored, SearchSettings
 from rag_core.generators.base import Generator, GenState
 
+Passages = Sequence[Passage] | Reading  # the passages in rank order, or a prompt that holds them
 
-def stuffed_state(gen: Generator, question: str, passages: Sequence[Passage]) -> GenState:
+
+def reading_of(passages: Passages) -> Reading:
+    """The one prompt row that reads the passages together: the stuffed reading's own template for
+    passages in rank order, or a logged prompt (`corpus.Prompted`) as it is."""
+    return passages if isinstance(passages, Reading) else Stuffed(tuple(passages))
+
+
+def stuffed_state(gen: Generator, question: str, passages: Passages) -> GenState:
     """The one stuffed prompt row, prepared: what the answer is decoded from, and what
     leave-one-out reads its shared tokens from."""
-    return gen.prepare_rows([(question, Stuffed(tuple(passages)))])
+    return gen.prepare_rows([(question, reading_of(passages))])
 
 
 def stuffed_decode(
     gen: Generator,
     question: str,
-    passages: Sequence[Passage],
+    passages: Passages,
     settings: SearchSettings,
     state: GenState | None = None,
 ) -> list[Scored]:
@@ -67,7 +75,7 @@ def stuffed_decode(
 def leave_one_out(
     gen: Generator,
     question: str,
-    passages: Sequence[Passage],
+    passages: Passages,
     tokens: Sequence[int],
     state: GenState | None = None,
 ) -> torch.Tensor:
@@ -76,8 +84,8 @@ def leave_one_out(
     teacher-forced pass over the K rows. `state`: the stuffed row prepared (`stuffed_state`); a
     generator that can (`score_after`, the causal LM) then reads each row's tokens before passage z
     from it and computes the rest and the answer in one forward (exact all the same)."""
-    context = Stuffed(tuple(passages))
-    rows = [(question, context.without(z)) for z in range(len(passages))]
+    context = reading_of(passages)
+    rows = [(question, context.without(z)) for z in range(len(context.passages))]
     after = getattr(gen, "score_after", None)
     if state is not None and after is not None:
         shared = after(state, (question, context), rows, list(tokens))  # (K, T), one forward
@@ -158,17 +166,18 @@ def orders(k: int) -> list[tuple[str, int | None, tuple[int, ...]]]:
 def order_sensitivity(
     gen: Generator,
     question: str,
-    passages: Sequence[Passage],
+    passages: Passages,
     tokens: Sequence[int],
     settings: SearchSettings,
 ) -> list[OrderReading]:
     """Every order of `orders(K)` read as one batch: one prompt pass over its R rows, one decode
     loop (each row its own search, as `stuffed_decode` alone) and one teacher-forced pass of the
     retrieved order's answer `tokens` under all of them."""
-    named = orders(len(passages))
+    context = reading_of(passages)
+    named = orders(len(context.passages))
     if not named:
         return []
-    rows = [(question, Stuffed(tuple(passages[i] for i in order))) for _, _, order in named]
+    rows = [(question, context.reordered(order)) for _, _, order in named]
     state = gen.prepare_rows(rows)  # R rows
     jobs = [DecodeJob([r], torch.zeros(1), settings, "token") for r in range(len(rows))]
     decoded = decode_jobs(gen, state, jobs)

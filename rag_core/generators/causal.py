@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import torch
 
 from rag_core.config import MAX_PASSAGE_WORDS, MAX_QUESTION_CHARS
-from rag_core.corpus import Passage, Stuffed
+from rag_core.corpus import Passage, Prompted, Reading, Stuffed
 from rag_core.generators.base import ForwardCounter, GenState, PackedAnswers, forced_ids, rows_of, too_long
 from rag_core.generators.shared_prefix import as_cache, causal_mask, install
 from rag_core.generators.shared_rows import score_rows_after, shared_prefix_length
@@ -129,12 +129,14 @@ def closed_book_prefix(style: str = FEW_SHOT_STYLE) -> str:
     return f"{CLOSED_INSTRUCTION}\n\n{shots}"
 
 
-def rag_prompt(question: str, passage: Passage | Stuffed, style: str = FEW_SHOT_STYLE) -> str:
+def rag_prompt(question: str, passage: Passage | Reading, style: str = FEW_SHOT_STYLE) -> str:
     """The question comes before the passage and again after it: read with the question in mind, the
     small model copies the holder a passage names as current rather than the last name it read
     (the untrained base on the first 40 world-leader positions: 2016 index 80% -> 90%, 2018 index
     48% -> 57%; dev set EM 61% -> 60%, within noise). That choice predates the tuning/held-out split
     of the positions: 21 of those 40 are held out now (docs/results.md, "What each choice saw")."""
+    if isinstance(passage, Prompted):  # a logged prompt is read verbatim: it holds its question
+        return passage.text
     q = clean_question(question)
     return f"{rag_prefix(style)}Question: {q}\n{passage_lines(passage)}Question: {q}\nAnswer:"
 
@@ -238,7 +240,7 @@ class CausalGenerator:
         return self.prepare_rows(rows_of(question, passages))
 
     @torch.inference_mode()
-    def prepare_rows(self, rows: Sequence[tuple[str, Passage | Stuffed | None]]) -> GenState:
+    def prepare_rows(self, rows: Sequence[tuple[str, Passage | Reading | None]]) -> GenState:
         closed = [p is None for _, p in rows]
         if any(closed) and not all(closed):
             raise ValueError("closed-book and RAG rows have different few-shot parts: prepare them apart")
@@ -255,7 +257,7 @@ class CausalGenerator:
         ids_of = self.__dict__.setdefault("_prefix_ids", {})  # the prefix text is fixed: tokenise it once
         if prefix not in ids_of:
             ids_of[prefix] = self._tokenize([prefix])[0]
-        stuffed = sum(isinstance(p, Stuffed) for _, p in rows)
+        stuffed = sum(isinstance(p, Reading) for _, p in rows)
         prefix_ids, rows = ids_of[prefix], self._tokenize(prompts)
         too_long(max(map(len, rows)), self.max_positions, stuffed)
         n = shared_prefix_length(prefix_ids, rows)
@@ -279,8 +281,8 @@ class CausalGenerator:
     def score_after(
         self,
         base_state: GenState,
-        base: tuple[str, Stuffed],
-        rows: Sequence[tuple[str, Stuffed]],
+        base: tuple[str, Reading],
+        rows: Sequence[tuple[str, Reading]],
         answer: Sequence[int],
     ) -> torch.Tensor | None:
         """Teacher-forced log p(y_i | row, y_<i) of one answer under each row, (R, T), for rows
