@@ -12,11 +12,11 @@ from app.safe_text import md_text
 DETOUR_NAMES = {"question": "the question", "index_name": "the sidebar index", "k": "K", "beams": "beams"}
 
 
-def detour(page: str, label: str, **changes) -> None:
+def detour(page: str, label: str, note: str = "", **changes) -> None:
     """Before a button takes the user to another page with other settings (`changes`, session keys):
     remember what it changes, so the page it lands on says so and offers the way back. `page`: the
     script to go back to; `label`: its title. Call it from a button's callback (a sidebar setting
-    cannot change once the sidebar is drawn)."""
+    cannot change once the sidebar is drawn). `note`: what the page now shows, said first (plain text)."""
     ss = st.session_state
     shown = {"question": state.question(), "index_name": state.settings().index}  # defaults included
     ss["detour"] = {
@@ -26,6 +26,7 @@ def detour(page: str, label: str, **changes) -> None:
         "after": changes,
         "was": {k: shown.get(k, ss.get(k)) for k in changes},
         "shown_on": None,
+        "note": note,
     }
     ss.update(changes)
 
@@ -78,5 +79,6 @@ def detour_notice() -> None:
         if v != was[k]
     )
     words = words or "the question and the sidebar index were already these"
-    st.info(f"Opened from {md_text(d['label'])}: {words}.", icon=":material/alt_route:")
+    note = f"{md_text(d['note'])}; " if d.get("note") else ""
+    st.info(f"Opened from {md_text(d['label'])}: {note}{words}.", icon=":material/alt_route:")
     st.button(f"Back to {d['label']}, as it was", on_click=_undo_detour, key="detour_back")

@@ -29,6 +29,7 @@ nav = st.navigation(
         st.Page(PAGES / "train.py", title="Train", icon=":material/model_training:"),
         st.Page(PAGES / "corpus.py", title="Corpus", icon=":material/library_books:"),
         st.Page(PAGES / "eval.py", title="Eval", icon=":material/analytics:"),
+        st.Page(PAGES / "replay.py", title="Replay", icon=":material/replay:"),
     ]
 )
 stack.ensure_loaded()  # the session's model stack, loaded with progress before any page needs it

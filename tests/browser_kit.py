@@ -30,6 +30,7 @@ PAGES = [
     ("train", "Train"),
     ("corpus", "Corpus"),
     ("eval", "Eval"),
+    ("replay", "Replay"),
 ]
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 SHARED_CACHES = ("models", "indexes", "corpus-indexes", "leaders", "maps")

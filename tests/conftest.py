@@ -48,6 +48,8 @@ SLOWEST_FIRST = [
     "test_app_pages_a.py",
     "test_app_pages_b.py",
     "test_trained_default.py",
+    "test_browser_replay.py",
+    "test_replay.py",
 ]
 
 

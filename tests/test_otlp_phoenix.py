@@ -5,7 +5,11 @@ documents (id, content, score, metadata) and our `rag_loupe.*` attributes as the
 
 Phoenix is required here (CI installs it): its client is in .venv (requirements-phoenix.txt), its
 server in .venv-phoenix (requirements-phoenix-server.txt: its dependencies need other pins than
-requirements.txt's); `make test` installs both. A missing client or server fails this test."""
+requirements.txt's); `make test` installs both. A missing client or server fails this test.
+
+Replay reads the spans Phoenix hands back: a LangChain chain's trace sent to the server, its spans
+dataframe read back through the client and saved as Parquet, is the same trace as the OTLP it was
+sent as, and `replay` reads it."""
 
 from __future__ import annotations
 
@@ -25,10 +29,13 @@ from rag_core import marginals
 from rag_core.config import Config
 from rag_core.decoding.stuffed import p_without
 from rag_core.marginals import prob
-from rag_core.otlp import otlp_message, trace_otlp
+from rag_core.otlp import otlp_json, otlp_message, trace_otlp
+from rag_core.replay.sources import read_traces
 from rag_core.trace import log_p_under
 
-from conftest import ROOT, tiny_pipeline
+from conftest import ROOT, run_cli, tiny_pipeline
+from trace_producers import ANSWER, corpus_passages, langchain_spans
+from trace_producers import QUESTION as QUESTION_LC
 
 SERVER = ROOT / ".venv-phoenix" / "bin" / "phoenix"
 QUESTION = "Who wrote Moby-Dick?"
@@ -112,6 +119,20 @@ def otlp_protobuf(data: dict) -> bytes:
     return otlp_message(data).SerializeToString()
 
 
+def send(phoenix: Phoenix, data: dict) -> str:
+    """POST our OTLP/JSON to the server as OTLP/HTTP protobuf, once it is ready: the trace id."""
+    phoenix.wait_ready()
+    request = urllib.request.Request(
+        phoenix.url + "/v1/traces",
+        data=otlp_protobuf(data),
+        headers={"content-type": "application/x-protobuf"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as r:
+        assert r.status == 200
+    return data["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"]
+
+
 def documents(attrs: dict) -> list[dict]:
     """The RETRIEVER span's documents from Phoenix's attributes. Phoenix's REST API gives nested
     attributes as dotted keys and parses each document's JSON metadata into keys of its own:
@@ -131,16 +152,7 @@ def documents(attrs: dict) -> list[dict]:
 @pytest.mark.slow  # Phoenix takes 10-25 s to start (its imports alone: 10 s)
 def test_phoenix_reads_back_the_query_spans_with_documents_and_our_attributes(phoenix, trace):
     data = json.loads(trace_otlp(trace))
-    trace_id = data["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["traceId"]
-    phoenix.wait_ready()
-    request = urllib.request.Request(
-        phoenix.url + "/v1/traces",
-        data=otlp_protobuf(data),
-        headers={"content-type": "application/x-protobuf"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=30) as r:
-        assert r.status == 200
+    trace_id = send(phoenix, data)
 
     client = Client(base_url=phoenix.url)
     end = time.monotonic() + 30  # Phoenix inserts spans in the background, after the POST returns
@@ -192,3 +204,35 @@ def test_phoenix_reads_back_the_query_spans_with_documents_and_our_attributes(ph
             assert got["rag_loupe.posterior"] == pytest.approx(posterior[d], rel=REL)
     loo = p_without(trace.stuffed.leave_one_out)
     assert by_name["stuffed"]["attributes"]["rag_loupe.p_without"] == pytest.approx(loo, rel=REL)
+
+
+@pytest.mark.slow  # the default stack loads for the command
+def test_spans_phoenix_hands_back_replay_as_the_otlp_they_came_from(phoenix, tmp_path):
+    spans = langchain_spans(corpus_passages())
+    data = otlp_json(spans)
+    trace_id = send(phoenix, data)
+    client = Client(base_url=phoenix.url)
+    end = time.monotonic() + 30  # Phoenix inserts spans in the background
+    while True:
+        frame = client.spans.get_spans_dataframe(project_identifier="default")
+        frame = frame[frame["context.trace_id"] == trace_id]
+        if len(frame) >= len(spans) or time.monotonic() > end:
+            break
+        time.sleep(0.2)
+    assert len(frame) == len(spans), phoenix.log()
+    saved = tmp_path / "phoenix.parquet"
+    frame.to_parquet(saved)
+    sent = tmp_path / "sent.json"
+    sent.write_text(json.dumps(data))
+    (returned,) = read_traces(saved).traces
+    (direct,) = read_traces(sent).traces
+    assert returned == direct  # question, documents (ids from metadata), chat messages, answer
+    out = tmp_path / "out.jsonl"
+    got = run_cli("replay", saved, "--json", out, "--threads", "2")
+    assert got.returncode == 0, got.stderr
+    (obj,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert (obj["question"], obj["answer"], obj["leaned_on"]) == (
+        QUESTION_LC,
+        ANSWER,
+        corpus_passages()[1].id,
+    )

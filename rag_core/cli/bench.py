@@ -31,6 +31,7 @@ SCRIPTS = [
     "ray_encode",
     "trained_vs_base",
     "stuffed",
+    "replay",
     "contextcite",  # the optional extra `contextcite`: hours on 2 CPU cores for the whole test split
 ]
 GOALS = {
@@ -49,6 +50,10 @@ GOALS = {
     "app_first_answer_cold_cache_s": ("<=", 90.0),  # the app issue: a fresh machine answers within 90 s
     "trained_vs_base_speed": (">=", 1.0),  # the trained default answers no slower than the untrained base
     "stuffed_loo_vs_decode": ("<=", 1.5),  # exact leave-one-out within 1.5x of the stuffed answer's decoding
+    "replay_vs_stuffed_loo": (
+        "<=",
+        1.3,
+    ),  # a 5-document trace replayed within 1.3x of decoding + leave-one-out
 }
 
 

@@ -18,7 +18,7 @@ from rag_core.cli.common import CliError, add_model_args, config_from, positive_
 from rag_core.pipeline import load_models
 from rag_core.replay.batch import replay_all
 from rag_core.replay.records import Imported, ReplayFileError
-from rag_core.replay.report import findings_otlp, replay_frame
+from rag_core.replay.report import findings_otlp, replay_frame, summary
 from rag_core.replay.sources import read_traces
 from rag_core.storage.files import write_text_atomic
 from rag_core.trace import write_csv
@@ -91,10 +91,5 @@ def run(args: argparse.Namespace) -> int:
         folder.mkdir(parents=True, exist_ok=True)
         for n, o in enumerate(x for x in objects if not x.get("skipped")):
             write_text_atomic(folder / f"{n:04d}.json", json.dumps(findings_otlp(o), ensure_ascii=False))
-    done = [o for o in objects if not o.get("skipped")]
-    print(
-        f"replayed {len(done)} traces, {sum(o['reproduced'] for o in done)} reproduced; "
-        f"{len(objects) - len(done)} skipped",
-        file=sys.stderr,
-    )
+    print(summary(objects), file=sys.stderr)
     return 0

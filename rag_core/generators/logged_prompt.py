@@ -3,9 +3,9 @@ with the generator's own chat template, and an answer's tokens as the model woul
 that prompt.
 
 A logged prompt is a `corpus.Prompted`; `CausalGenerator.prepare_rows` reads its text verbatim.
-After a chat prompt the answer is the assistant's turn and ends with the model's end token; after a
-plain prompt it ends at the line break, as every answer of the product does. A leading space joins
-the answer to a prompt that ends in a word ("Answer:"), none to one that ends in a space or line.
+A leading space joins the answer to a prompt that ends in a word ("Answer:"), none to one that ends
+in a space or a line break (a chat template's turn). The answer ends where the model would end it:
+at a line break, or at its end-of-text token.
 """
 
 from __future__ import annotations
@@ -27,9 +27,14 @@ def render_chat(gen: CausalGenerator, messages: Sequence[tuple[str, str]]) -> st
     return "".join(f"{t['role']}: {t['content']}\n" for t in turns) + "assistant:"
 
 
-def encode_reply(gen: CausalGenerator, prompt: Prompted, text: str) -> list[int]:
-    """Token ids of the answer `text` after the logged prompt, its end token included."""
+def reply_endings(gen: CausalGenerator, prompt: Prompted, text: str) -> list[list[int]]:
+    """Token ids of the answer `text` after the logged prompt, once with each end token the
+    generator stops at: the line break every answer of the product ends with, and the model's own
+    end-of-text token (a chat model's end of turn), where it has one. The replay scores each and
+    keeps the ending the model prefers."""
     lead = "" if not prompt.text or prompt.text[-1].isspace() else " "
-    with_end = gen.tokenizer.eos_token_id if prompt.chat else gen.newline_id
-    end = gen.newline_id if with_end is None else with_end
-    return gen.tokenizer.encode(lead + text.strip(), add_special_tokens=False) + [int(end)]
+    ids = gen.tokenizer.encode(lead + text.strip(), add_special_tokens=False)
+    ends = [gen.newline_id] + [
+        e for e in [gen.tokenizer.eos_token_id] if e is not None and e != gen.newline_id
+    ]
+    return [ids + [int(e)] for e in ends]

@@ -1,13 +1,14 @@
 """Many traces replayed in one run, with progress, a way to stop, and a resume: each finished trace
 is appended to a JSON Lines file at once, and a run over the same file with the same generator
 reads back what it holds instead of computing it again (`replay --json OUT` resumes from OUT; the
-Replay page's background job from its own file)."""
+Replay page's background job from its own file). A stop comes from the progress callback (the app's
+Cancel raises there): what was appended stays."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from rag_core.config import Progress
@@ -44,20 +45,21 @@ def replay_all(
     orders: bool = False,
     limit: int | None = None,
     progress: Progress | None = None,
-    stop: Callable[[], bool] = lambda: False,
+    lock: AbstractContextManager | None = None,
 ) -> list[dict]:
     """Every trace replayed (the first `limit`), the skipped ones listed: one JSON object each, the
-    unreadable ones first. `store`: the JSON Lines file results are appended to and resumed from."""
+    unreadable ones first. `store`: the JSON Lines file results are appended to and resumed from;
+    `lock`: held around each trace's replay (the app's models lock: other sessions' questions go
+    between two traces)."""
     traces = imported.traces[:limit] if limit else imported.traces
     done = read_done(store)
     out = [skipped_json(s) for s in imported.skipped]
     for i, t in enumerate(traces):
-        if stop():
-            break
         key = trace_key(gen.id, orders, t)
         if key not in done:
             try:
-                o = replay_json(replay(gen, t, orders))
+                with lock or nullcontext():
+                    o = replay_json(replay(gen, t, orders))
             except ValueError as e:  # a prompt longer than the generator reads
                 o = skipped_json(Skipped(t.trace_id, t.source, str(e))) | {
                     "question": t.question,

@@ -68,6 +68,33 @@ def replay_json(r: Replay) -> dict:
     }
 
 
+def summary(objects: Sequence[dict]) -> str:
+    """What a run found, in one line: replayed, reproduced, right (where expected answers were
+    given), low confidence, and how often each verdict fired.
+
+    >>> summary([{"skipped": "no answer"}, {"skipped": None, "reproduced": True, "correct": False,
+    ...   "confidence": {"low": True}, "verdicts": [{"code": "position", "fired": True}]}])
+    'replayed 1 traces (1 skipped): 1 reproduced; 0 of 1 right; 1 low confidence; fired: position 1'
+    """
+    done = [o for o in objects if not o.get("skipped")]
+    judged = [o for o in done if o.get("correct") is not None]
+    fired: dict[str, int] = {}
+    for o in done:
+        for v in o["verdicts"]:
+            if v["fired"]:
+                fired[v["code"]] = fired.get(v["code"], 0) + 1
+    parts = [
+        f"replayed {len(done)} traces ({len(objects) - len(done)} skipped): "
+        f"{sum(bool(o['reproduced']) for o in done)} reproduced",
+        f"{sum(bool(o['correct']) for o in judged)} of {len(judged)} right"
+        if judged
+        else "no expected answers",
+        f"{sum(bool(o['confidence']['low']) for o in done)} low confidence",
+        "fired: " + (", ".join(f"{k} {n}" for k, n in fired.items()) or "none"),
+    ]
+    return "; ".join(parts)
+
+
 def skipped_json(s: Skipped) -> dict:
     return {"trace_id": s.trace_id, "source": s.source, "skipped": s.reason}
 

@@ -35,7 +35,7 @@ from rag_core.decoding.stuffed import (
     stuffed_state,
 )
 from rag_core.generators.causal import CausalGenerator
-from rag_core.generators.logged_prompt import encode_reply, render_chat
+from rag_core.generators.logged_prompt import render_chat, reply_endings
 from rag_core.replay.prompt_slots import locate
 from rag_core.replay.records import LoggedDocument, LoggedTrace
 from rag_core.replay.why import ReplayVerdict, judge
@@ -43,7 +43,10 @@ from rag_core.replay.why import ReplayVerdict, judge
 OWN_TEMPLATE = "the stuffed reading's own template (the trace logged no prompt)"
 LOGGED_PROMPT = "the logged prompt"
 LOGGED_CHAT = "the logged chat messages, in the generator's chat template"
-MAX_NEW_TOKENS = 64  # the replay's own answer, at most (a logged answer longer than this still scores whole)
+# The replay's own answers (greedy, closed-book, other orders) are read up to this many tokens past the
+# logged answer's length, and 64 at most: a longer answer cannot reproduce the logged one. (The
+# logged answer itself is teacher-forced whole, whatever its length.)
+PAST_LOGGED, MAX_NEW_TOKENS = 8, 64
 
 
 @dataclass
@@ -127,12 +130,12 @@ def replay(gen: CausalGenerator, trace: LoggedTrace, orders: bool = False) -> Re
         raise ValueError("Replay reads logged prompts with a causal language model generator")
     reading, missing, template = reading_for(gen, trace)
     question, passages, k = trace.question, reading.passages, len(reading.passages)
-    encode = (lambda a: encode_reply(gen, reading, a)) if isinstance(reading, Prompted) else gen.encode_answer
-    tokens = encode(trace.answer)
-    settings = SearchSettings(beams=1, max_new_tokens=MAX_NEW_TOKENS, top_alternatives=1)
     state = stuffed_state(gen, question, reading)  # the one prompt row
+    tokens = _ended(gen, state, reading, trace.answer)
+    expected = [_ended(gen, state, reading, a) for a in trace.expected or []]
+    length = min(len(tokens) + PAST_LOGGED, MAX_NEW_TOKENS)
+    settings = SearchSettings(beams=1, max_new_tokens=length, top_alternatives=1)
     best = stuffed_decode(gen, question, reading, settings, state)[0]
-    expected = [encode(a) for a in trace.expected or []]
     forced = score_answers(gen, state, [tokens, *expected], 1)[0][:, 0]  # (1 + E, T)
     loo = leave_one_out(gen, question, reading, tokens, state)  # (K, T)
     closed_row = (question, reading.closed() if isinstance(reading, Prompted) else None)
@@ -191,6 +194,19 @@ def replay(gen: CausalGenerator, trace: LoggedTrace, orders: bool = False) -> Re
         assess(p_answer, support=support),
         readings,
     )
+
+
+def _ended(gen: CausalGenerator, state, reading: Reading, answer: str) -> list[int]:
+    """The answer's tokens with the end the model prefers after this prompt: the stuffed reading's
+    own template ends every answer with a line break; after a logged prompt, a line break or the
+    model's end-of-text token, whichever it gives the higher probability (one packed pass)."""
+    if not isinstance(reading, Prompted):
+        return gen.encode_answer(answer)
+    endings = reply_endings(gen, reading, answer)
+    if len(endings) == 1:
+        return endings[0]
+    logp = score_answers(gen, state, endings, 1)[0][:, 0].double().nansum(-1)  # (E,) log p of each ending
+    return endings[int(logp.argmax())]
 
 
 def _answers_without(gen, question: str, reading: Reading, settings: SearchSettings) -> list[str]:

@@ -109,7 +109,7 @@ def spans_of_protobuf(data: bytes) -> list[Span]:
 def flatten(prefix: str, value) -> dict:
     """A nested attribute value (lists of dicts, as Phoenix returns documents and messages) back
     into the conventions' dotted keys."""
-    if isinstance(value, dict):
+    if isinstance(value, dict) and not prefix.endswith("metadata"):  # a document's metadata stays whole
         return {k: v for key, item in value.items() for k, v in flatten(f"{prefix}.{key}", item).items()}
     if isinstance(value, (list, tuple)) and any(isinstance(v, dict) for v in value):
         return {k: v for i, item in enumerate(value) for k, v in flatten(f"{prefix}.{i}", item).items()}

@@ -30,6 +30,7 @@ KINDS = {  # folder under cache_dir() -> what it holds, for `cache list` and the
     "eval": "saved eval runs, shown on the Eval page",
     "user-indexes": "indexes built from your uploads on the Corpus page (not rebuilt: cleared only by name)",
     "training": "fine-tuning runs started on the Train page, resumable (not rebuilt: cleared only by name)",
+    "replay": "trace files given to the Replay page and their replayed results, resumable",
 }
 REBUILT = tuple(k for k in KINDS if k not in ("user-indexes", "training"))  # what "all" clears
 # The kinds that gain an entry per new input (a corpus file, an index's map, a settings key) keep only

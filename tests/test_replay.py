@@ -1,0 +1,148 @@
+"""Replay on files of every kind it reads: RAG Loupe's own OTLP export replays to the numbers of the
+trace it came from (the stuffed reading of the same passages, within 1e-5); damaged files, traces
+without documents and a prompt the generator cannot read each get one message, and the good traces
+beside them are still replayed; the spans' rules (reranker, question JSON, prompt slots)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rag_core.decoding.stuffed import p_without
+from rag_core.otlp import trace_otlp
+from rag_core.replay.assemble import traces_of
+from rag_core.replay.prompt_slots import locate
+from rag_core.replay.records import LoggedDocument
+from rag_core.replay.run import OWN_TEMPLATE, replay
+from rag_core.replay.sources import read_traces
+from rag_core.replay.spans import Span
+
+from conftest import run_cli
+
+QUESTIONS = ["Who wrote Moby-Dick?", "Who painted the Mona Lisa?"]
+
+
+@pytest.mark.parametrize("question", QUESTIONS)
+def test_our_own_otlp_export_replays_to_the_trace_numbers(default_pipeline, tmp_path, question):
+    trace = default_pipeline.run(question, default_pipeline.cfg.with_(decode="all"))
+    path = tmp_path / "own.json"
+    path.write_text(trace_otlp(trace))
+    imported = read_traces(path)
+    assert imported.skipped == []
+    (logged,) = imported.traces
+    assert logged.question == trace.query and not logged.has_prompt
+    assert [(d.id, d.title, d.text) for d in logged.documents] == [
+        (h.passage.id, h.passage.title, h.passage.text) for h in trace.hits
+    ]
+    stuffed = trace.answer("stuffed")
+    r = replay(default_pipeline.models.generator, logged)
+    assert r.template == OWN_TEMPLATE
+    assert r.answer_tokens == list(stuffed.token_ids)
+    assert r.reproduced and r.replayed == stuffed.answer
+    assert r.p_answer == pytest.approx(float(stuffed.token_logp.double().sum().exp()), rel=1e-5)
+    expected = p_without(trace.stuffed.leave_one_out)
+    assert [d.p_without for d in r.documents] == pytest.approx(expected, rel=1e-5, abs=1e-9)
+
+
+def otlp_span(trace_id, span_id, parent, kind, attrs):
+    values = [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]
+    values.append({"key": "openinference.span.kind", "value": {"stringValue": kind}})
+    return {
+        "traceId": trace_id,
+        "spanId": span_id,
+        "parentSpanId": parent,
+        "name": kind,
+        "attributes": values,
+    }
+
+
+def otlp_file(spans):
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]})
+
+
+@pytest.mark.slow  # the default stack loads for the command
+def test_bad_files_each_get_one_message_and_the_good_traces_still_replay(tmp_path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    good = {
+        "question": "Who wrote Moby-Dick?",
+        "documents": [{"id": "m", "title": "Moby-Dick", "text": "Moby-Dick is a novel by Herman Melville."}],
+        "answer": "Herman Melville",
+    }
+    long = " ".join(["word"] * 9000)  # a logged prompt is read verbatim: no cut
+    huge = dict(good, documents=[{"id": "h", "text": long}], prompt=f"Context: {long}\nQ: Long?\nA:")
+    lines = [
+        json.dumps(good),
+        '{"question": "cut',
+        json.dumps({"question": "Q?", "answer": "A"}),
+        json.dumps(huge),
+    ]
+    (folder / "a.jsonl").write_text("\n".join(lines) + "\n")
+    whole = otlp_file(
+        [otlp_span("ab" * 16, "cd" * 8, "", "CHAIN", {"input.value": "Q?", "output.value": "A"})]
+    )
+    (folder / "b.json").write_text(whole)  # a trace without documents
+    (folder / "c.json").write_text(whole[:40])  # truncated
+    out = tmp_path / "out.jsonl"
+    got = run_cli("replay", folder, "--json", out, "--threads", "2")
+    assert got.returncode == 0, got.stderr
+    objs = [json.loads(line) for line in out.read_text().splitlines()]
+    reasons = {o["source"]: o["skipped"] for o in objs if o["skipped"]}
+    assert reasons.pop("a.jsonl: line 2").startswith("not JSON (Unterminated string")
+    assert reasons.pop("a.jsonl: line 3") == "missing documents"
+    assert "more than the generator's 8192" in reasons.pop("a.jsonl: line 4")
+    assert reasons.pop(f"trace {'ab' * 6}") == "no retrieved documents in its spans"
+    assert reasons.pop("c.json").startswith("not valid JSON")
+    assert reasons == {}
+    (done,) = [o for o in objs if not o["skipped"]]
+    assert (done["source"], done["answer"], done["leaned_on"]) == ("a.jsonl: line 1", "Herman Melville", "m")
+    named = [line for line in got.stderr.splitlines() if line.startswith("skipped ")]
+    assert len(named) == 4  # the unreadable ones are named on stderr before the run
+    assert "replayed 1 traces" in got.stderr
+
+
+def test_a_reranker_keeps_what_reached_the_prompt_and_the_question_comes_from_json():
+    docs = {
+        f"retrieval.documents.{i}.document.content": t for i, t in enumerate(["A one.", "B two.", "C three."])
+    }
+    kept = {
+        "reranker.output_documents.0.document.content": "C three.",
+        "reranker.output_documents.1.document.content": "A one.",
+    }
+    spans = [
+        Span(
+            "t", "r", "", "root", {"openinference.span.kind": "CHAIN", "input.value": '{"question": "Why?"}'}
+        ),
+        Span("t", "s", "r", "ret", {"openinference.span.kind": "RETRIEVER", **docs}, 1),
+        Span("t", "k", "r", "rerank", {"openinference.span.kind": "RERANKER", **kept}, 2),
+        Span(
+            "t",
+            "l",
+            "r",
+            "llm",
+            {
+                "openinference.span.kind": "LLM",
+                "llm.prompts": ["x C three. y A one. Q: Why?"],
+                "output.value": "Because.",
+            },
+            3,
+        ),
+    ]
+    (t,) = traces_of(spans).traces
+    assert (t.question, t.answer, t.prompt) == ("Why?", "Because.", "x C three. y A one. Q: Why?")
+    assert [d.text for d in t.documents] == [
+        "A one.",
+        "B two.",
+        "C three.",
+    ]  # every one retrieved, first seen first
+    prompted, missing = locate(t.prompt, t.documents)
+    assert [p.text for p in prompted.passages] == ["C three.", "A one."]  # prompt order
+    assert [d.text for d in missing] == ["B two."]  # the reranker dropped it: not in the prompt
+    assert prompted.without(0).text == "x  y A one. Q: Why?"
+
+
+def test_a_document_twice_in_the_prompt_takes_its_first_free_place():
+    docs = [LoggedDocument("a", "A", "same"), LoggedDocument("b", "B", "same")]
+    prompted, missing = locate("same | same", docs)
+    assert ([p.id for p in prompted.passages], prompted.pieces, missing) == (["a", "b"], ("", " | ", ""), [])
