@@ -14,16 +14,17 @@ import streamlit as st
 
 from app import charts, detours, jobs, state
 from app.safe_text import md_text, plot_text
+from app.sidebar import K_RANGE
 from rag_core.analysis.questions import parse_question_line
 from rag_core.corpus import Passage
 from rag_core.marginals import p_text
-from rag_core.replay.batch import replay_all
+from rag_core.replay.batch import read_done, replay_all
 from rag_core.replay.records import Imported, ReplayFileError
 from rag_core.replay.sources import SUFFIXES, read_traces
 from rag_core.retrieval.catalog_actions import build_user_index
 from rag_core.storage import caches
 
-JOB = "replay"
+SESSION_JOB = "replay_job"  # the session's own replay: (job name, results file)
 TYPES = sorted(s.lstrip(".") for s in SUFFIXES)
 
 
@@ -52,19 +53,39 @@ def with_expected(imported: Imported, answers: dict[str, list[str]]) -> Imported
 
 
 def start(source: Path, answers: dict[str, list[str]], orders: bool) -> None:
-    """Replay every trace of `source` in the background on the session's stack."""
-    imported = with_expected(read_traces(source), answers)  # ReplayFileError: shown by the page
-    if not imported.traces:
-        raise ReplayFileError(f"{source.name}: no trace that can be replayed")
-    models = state.models()
-    stack = state.stack_key()
-    key = hashlib.sha1(f"{source.resolve()}|{stack}|{sorted(answers.items())}".encode()).hexdigest()[:16]
+    """Replay every trace of `source` in the background on the session's stack: a job of its own
+    per file, stack and expected answers (two sessions replaying the same file share it; another
+    file is another job), its results appended to a file it resumes from."""
+    if not source.exists():
+        raise ReplayFileError(f"{source.name}: no such file or folder")
+    models, stack = state.models(), state.stack_key()
+    key = hashlib.sha1(f"{source.resolve()}|{stack}|{orders}|{sorted(answers.items())}".encode()).hexdigest()[
+        :16
+    ]
     store = caches.folder("replay") / f"results-{key}.jsonl"
 
     def work(progress):
+        progress(f"Reading {source.name}…", 0.0)
+        imported = with_expected(read_traces(source), answers)  # a file that cannot be read: the job's error
+        if not imported.traces:
+            raise ReplayFileError(f"{source.name}: no trace that can be replayed")
         return replay_all(models.generator, imported, store, orders, progress=progress, lock=models.lock)
 
-    jobs.start(JOB, work, label=f"Replay of {source.name} · {state.stack_name()}")
+    name = f"replay-{key}"
+    jobs.start(name, work, label=f"Replay of {md_text(source.name)} · {md_text(state.stack_name())}")
+    st.session_state[SESSION_JOB] = (name, str(store))
+
+
+def session_results() -> tuple[jobs.Job | None, list[dict]]:
+    """The session's replay job and its results: the finished list, or while it runs and after a
+    Cancel, the traces it has written so far."""
+    name, store = st.session_state.get(SESSION_JOB, (None, None))
+    job = jobs.get(name) if name else None
+    if job is None:
+        return None, []
+    if job.result is not None:
+        return job, job.result
+    return job, list(read_done(Path(store)).values())
 
 
 def table(objects: list[dict], failures_only: bool) -> pd.DataFrame:
@@ -81,6 +102,7 @@ def table(objects: list[dict], failures_only: bool) -> pd.DataFrame:
                 "where": o.get("source", ""),
                 "question": o.get("question", ""),
                 "logged answer": o.get("answer", ""),
+                "prompt": o.get("template", ""),
                 "reproduced": None if o.get("skipped") else bool(o.get("reproduced")),
                 "p(logged)": None if o.get("skipped") else p_text(o["p_answer"]),
                 "leaned on": o.get("leaned_on") or "",
@@ -111,7 +133,13 @@ def worth_chart(o: dict) -> go.Figure:
         hovertemplate="%{x}<br>posterior: %{y:.3g}<extra></extra>",
     )
     fig.add_hline(y=o["p_answer"], line_dash="dash", annotation_text="with every document")
-    fig.update_layout(barmode="group", height=320, margin={"t": 30, "b": 10}, yaxis_title="probability")
+    fig.update_layout(
+        barmode="group",
+        height=340,
+        margin={"t": 40, "b": 10},
+        yaxis_title="probability",
+        title={"text": f"Read with {plot_text(o['template'], 90)}", "font": {"size": 12}},
+    )
     return fig
 
 
@@ -166,6 +194,13 @@ def open_documents(o: dict, page: str, here: str) -> None:
     note = (
         f"an imported trace ({o['source']}), its {len(passages)} documents as an index of their own, "
         f"read by {state.stack_name()}"
+        + (
+            f" (K at most {K_RANGE[1]}: the top {K_RANGE[1]} by our retriever)"
+            if len(passages) > K_RANGE[1]
+            else ""
+        )
     )
-    detours.detour(here, "Replay", note, question=o["question"], index_name=name, k=len(passages))
+    detours.detour(
+        here, "Replay", note, question=o["question"], index_name=name, k=min(len(passages), K_RANGE[1])
+    )
     st.session_state["replay_goto"] = page

@@ -48,18 +48,17 @@ if go:
         answers = replay_views.expected_answers(gold.getvalue() if gold is not None else None)
         replay_views.start(source, answers, orders)
     except (ReplayFileError, OSError, ValueError) as e:
-        st.error(first_line(e, "that file could not be read"))
+        st.error(md_text(first_line(e, "that file could not be read")))
 
-jobs.progress_panel(replay_views.JOB, follow=True)
-job = jobs.get(replay_views.JOB)
+job, objects = replay_views.session_results()
 if job is None:
     st.info("Give a trace file and press Replay.")
     st.stop()
+jobs.progress_panel(job.name, follow=True)
 if job.error:
     st.error(f"The replay stopped: {md_text(job.error)}")
 if job.cancelled:
     st.warning("Cancelled: a new Replay of the same file resumes from the traces already replayed.")
-objects = job.result or []
 if not objects:
     st.stop()
 

@@ -73,8 +73,7 @@ class Prompted:
     """A prompt another RAG system sent its model, read back from its trace: the prompt's own text
     around the documents (`pieces`, one more than the documents) and the document in each slot, in
     prompt order, each passage's text exactly as it stands in the prompt. A generator row reads it
-    where it reads a Stuffed, as that prompt verbatim; `chat`: the prompt was rendered from chat
-    messages (the answer is the model's turn, ended by its end token rather than a line break).
+    where it reads a Stuffed, as that prompt verbatim.
 
     Leave-one-out cuts a document's span out of the real prompt; another order puts the documents
     in each other's slots; closed-book cuts them all.
@@ -89,7 +88,6 @@ class Prompted:
 
     pieces: tuple[str, ...]
     passages: tuple[Passage, ...]
-    chat: bool = False
 
     def __post_init__(self):
         if len(self.pieces) != len(self.passages) + 1:
@@ -111,15 +109,15 @@ class Prompted:
     def without(self, z: int) -> Prompted:
         """The prompt with document z's span cut out, the rest of it as it was."""
         pieces = self.pieces[:z] + (self.pieces[z] + self.pieces[z + 1],) + self.pieces[z + 2 :]
-        return Prompted(pieces, self.passages[:z] + self.passages[z + 1 :], self.chat)
+        return Prompted(pieces, self.passages[:z] + self.passages[z + 1 :])
 
     def reordered(self, order: Sequence[int]) -> Prompted:
         """The documents in other slots: slot i reads document `order[i]`."""
-        return Prompted(self.pieces, tuple(self.passages[i] for i in order), self.chat)
+        return Prompted(self.pieces, tuple(self.passages[i] for i in order))
 
     def closed(self) -> Prompted:
         """The prompt with every document cut out: the model alone, in the user's own template."""
-        return Prompted(("".join(self.pieces),), (), self.chat)
+        return Prompted(("".join(self.pieces),), ())
 
 
 Reading = Stuffed | Prompted  # several passages read together in one prompt row

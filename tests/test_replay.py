@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from rag_core.analysis.verdict_evidence import evidence_problems
 from rag_core.decoding.stuffed import p_without
 from rag_core.otlp import trace_otlp
 from rag_core.replay.assemble import traces_of
@@ -17,6 +18,7 @@ from rag_core.replay.records import LoggedDocument
 from rag_core.replay.run import OWN_TEMPLATE, replay
 from rag_core.replay.sources import read_traces
 from rag_core.replay.spans import Span
+from rag_core.replay.why import REPLAY_EVIDENCE, REPLAY_VERDICTS, judge
 
 from conftest import run_cli
 
@@ -131,18 +133,72 @@ def test_a_reranker_keeps_what_reached_the_prompt_and_the_question_comes_from_js
     ]
     (t,) = traces_of(spans).traces
     assert (t.question, t.answer, t.prompt) == ("Why?", "Because.", "x C three. y A one. Q: Why?")
-    assert [d.text for d in t.documents] == [
-        "A one.",
-        "B two.",
-        "C three.",
-    ]  # every one retrieved, first seen first
+    assert [d.text for d in t.documents] == ["C three.", "A one."]  # what the reranker passed on
+    (without_prompt,) = traces_of([s for s in spans if s.name != "llm"] + [answer_only(spans[-1])]).traces
+    assert [d.text for d in without_prompt.documents] == ["C three.", "A one."]  # B never reached the model
+    no_reranker = [s for s in spans if s.name != "rerank"]
+    (t,) = traces_of(no_reranker).traces
+    assert [d.text for d in t.documents] == ["A one.", "B two.", "C three."]  # the retriever's, in its order
     prompted, missing = locate(t.prompt, t.documents)
     assert [p.text for p in prompted.passages] == ["C three.", "A one."]  # prompt order
-    assert [d.text for d in missing] == ["B two."]  # the reranker dropped it: not in the prompt
+    assert [d.text for d in missing] == ["B two."]  # not in the prompt: the model never read it
     assert prompted.without(0).text == "x  y A one. Q: Why?"
+
+
+def answer_only(llm: Span) -> Span:
+    """The LLM span with its answer and no prompt."""
+    attrs = {k: v for k, v in llm.attributes.items() if k != "llm.prompts"}
+    return Span(llm.trace_id, llm.span_id, llm.parent_id, llm.name, attrs, llm.start)
+
+
+def test_a_short_document_inside_a_longer_one_does_not_take_its_place():
+    docs = [LoggedDocument("s", "S", "Paris"), LoggedDocument("l", "L", "Paris is in France.")]
+    prompted, missing = locate("Docs: Paris is in France. | Paris\nQ:", docs)
+    assert ([p.id for p in prompted.passages], prompted.pieces, missing) == (
+        ["l", "s"],
+        ("Docs: ", " | ", "\nQ:"),
+        [],
+    )
 
 
 def test_a_document_twice_in_the_prompt_takes_its_first_free_place():
     docs = [LoggedDocument("a", "A", "same"), LoggedDocument("b", "B", "same")]
     prompted, missing = locate("same | same", docs)
     assert ([p.id for p in prompted.passages], prompted.pieces, missing) == (["a", "b"], ("", " | ", ""), [])
+
+
+@pytest.mark.slow  # the default stack loads for each command
+def test_a_stopped_run_resumes_from_what_it_wrote(tmp_path):
+    doc = {"id": "m", "title": "Moby-Dick", "text": "Moby-Dick is a novel by Herman Melville."}
+    rows = [
+        {"question": "Who wrote Moby-Dick?", "documents": [doc], "answer": "Herman Melville"},
+        {"question": "Who is Ishmael's author?", "documents": [doc], "answer": "Melville"},
+    ]
+    source, out = tmp_path / "t.jsonl", tmp_path / "out.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert run_cli("replay", source, "--json", out, "--limit", "1", "--threads", "2").returncode == 0
+    (first,) = [json.loads(line) for line in out.read_text().splitlines()]
+    out.write_text(json.dumps(first | {"p_answer": 0.123}) + "\n")  # what a stopped run left, marked
+    got = run_cli("replay", source, "--json", out, "--threads", "2")
+    assert got.returncode == 0, got.stderr
+    objs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [o["answer"] for o in objs] == ["Herman Melville", "Melville"]
+    assert objs[0]["p_answer"] == 0.123  # read back, not computed again
+    assert objs[1]["p_answer"] != 0.123 and objs[1]["key"] != objs[0]["key"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("Bob", ["Ann"], [False, True], [], 0.6, 0.3, ["Bob", "Ann"], [((1, 0), "Ann")], "Eve"),
+        ("Bob", ["Ann"], [False], ["d9"], 0.6, 0.1, ["Bob"], [], "Bob"),
+        ("Ann", ["Ann"], [True], [], 0.9, 0.9, None, None, "Ann"),
+        ("Bob", None, [True], [], 0.9, None, None, None, "Bob"),
+    ],
+)
+def test_every_replay_verdict_carries_evidence_of_its_type(args):
+    verdicts = judge(*args)
+    assert [v.code for v in verdicts] == list(REPLAY_VERDICTS)
+    for v in verdicts:
+        assert evidence_problems(v.code, v.evidence, REPLAY_EVIDENCE) == [], v
+        assert v.title == REPLAY_VERDICTS[v.code]

@@ -1,9 +1,9 @@
 """One OpenInference trace (its spans) as the question, documents, prompt and answer Replay reads.
 
 - the question: the root CHAIN span's `input.value` (plain text, or JSON with a question field);
-- the documents: every RETRIEVER span's `retrieval.documents.N.document.*`, and a RERANKER's
-  `reranker.output_documents.N.document.*` (what a reranker kept), first seen first; where the
-  prompt was logged, Replay keeps those whose text reached it (`prompt_slots`);
+- the documents: the last RERANKER's `reranker.output_documents.N.document.*` (what reached the
+  next step), else every RETRIEVER span's `retrieval.documents.N.document.*`, each text once, first
+  seen first; where the prompt was logged, Replay keeps those whose text reached it (`prompt_slots`);
 - the prompt and the answer: the last LLM span that logged a prompt (`llm.input_messages.N.message.*`,
   else `llm.prompts`, else a plain-text `input.value`) and its output (`llm.output_messages.0`,
   else `output.value`); without an LLM span, the root's output;
@@ -16,7 +16,7 @@ import json
 import re
 from collections import defaultdict
 
-from rag_core.replay.records import Imported, LoggedDocument, LoggedTrace, Skipped
+from rag_core.replay.records import Imported, LoggedDocument, LoggedTrace, Skipped, unique_ids
 from rag_core.replay.spans import Span
 
 QUESTION_KEYS = ("question", "query", "query_str", "input", "q")
@@ -147,15 +147,20 @@ def trace_of(trace_id: str, spans: list[Span]) -> LoggedTrace | Skipped:
     ids = {s.span_id for s in spans}
     spans = sorted(spans, key=lambda s: s.start)
     roots = [s for s in spans if not s.parent_id or s.parent_id not in ids]
-    root = roots[0]
+    root = roots[0] if roots else spans[0]  # parent links in a loop: the earliest span stands for the root
     question = question_of(root.attributes.get("input.value"))
+    rerankers = [s for s in spans if s.kind == "RERANKER" and documents_of(s)]
+    found = (
+        [documents_of(rerankers[-1])]
+        if rerankers
+        else [documents_of(s) for s in spans if s.kind == "RETRIEVER"]
+    )
     documents, seen = [], set()
-    for s in spans:
-        if s.kind in ("RETRIEVER", "RERANKER"):
-            for d in documents_of(s):
-                if d.text not in seen:
-                    seen.add(d.text)
-                    documents.append(d)
+    for d in (d for docs in found for d in docs):  # several retrievals: each text once, first seen first
+        if d.text not in seen:
+            seen.add(d.text)
+            documents.append(d)
+    documents = unique_ids(documents)
     if question is None:
         retrievers = [s for s in spans if s.kind == "RETRIEVER"]
         question = question_of(retrievers[0].attributes.get("input.value")) if retrievers else None
@@ -167,7 +172,7 @@ def trace_of(trace_id: str, spans: list[Span]) -> LoggedTrace | Skipped:
     answer = (answer_of(llm) if llm is not None else None) or answer_of(root)
     missing = [
         what
-        for what, ok in (("a question", question), ("retrieved documents", documents), ("an answer", answer))
+        for what, ok in (("question", question), ("retrieved documents", documents), ("answer", answer))
         if not ok
     ]
     if missing:

@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from rag_core.config import Progress
+from rag_core.errors import first_line
 from rag_core.replay.records import Imported, LoggedTrace, Skipped
 from rag_core.replay.report import replay_json, skipped_json
 from rag_core.replay.run import replay
@@ -60,8 +61,10 @@ def replay_all(
             try:
                 with lock or nullcontext():
                     o = replay_json(replay(gen, t, orders))
-            except ValueError as e:  # a prompt longer than the generator reads
-                o = skipped_json(Skipped(t.trace_id, t.source, str(e))) | {
+            except (
+                Exception
+            ) as e:  # a prompt too long, a chat template that refuses the roles: listed, not fatal
+                o = skipped_json(Skipped(t.trace_id, t.source, first_line(e))) | {
                     "question": t.question,
                     "answer": t.answer,
                 }

@@ -17,7 +17,7 @@ ValueError: missing documents
 
 from __future__ import annotations
 
-from rag_core.replay.records import LoggedDocument, LoggedTrace
+from rag_core.replay.records import LoggedDocument, LoggedTrace, unique_ids
 
 
 def _documents(raw) -> list[LoggedDocument]:
@@ -27,7 +27,8 @@ def _documents(raw) -> list[LoggedDocument]:
     for i, d in enumerate(raw):
         if isinstance(d, str):
             d = {"text": d}
-        if not isinstance(d, dict) or not isinstance(d.get("text") or d.get("content"), str):
+        text = d.get("text") or d.get("content") if isinstance(d, dict) else None
+        if not isinstance(text, str) or not text.strip():
             raise ValueError(f"document {i + 1} has no text")
         doc_id = str(d.get("id") or f"doc{i + 1}")
         score = d.get("score")
@@ -46,7 +47,7 @@ def trace_of_line(row, where: str) -> LoggedTrace:
     """One line's object as a trace; ValueError names what is missing."""
     if not isinstance(row, dict):
         raise ValueError("not a JSON object")
-    missing = [k for k in ("question", "documents", "answer") if not row.get(k)]
+    missing = [k for k in ("question", "documents", "answer") if not row.get(k) or not str(row[k]).strip()]
     if missing:
         raise ValueError(f"missing {', '.join(missing)}")
     messages = row.get("messages")
@@ -59,7 +60,7 @@ def trace_of_line(row, where: str) -> LoggedTrace:
     return LoggedTrace(
         str(row.get("id") or where),
         str(row["question"]),
-        _documents(row["documents"]),
+        unique_ids(_documents(row["documents"])),
         str(row["answer"]),
         row.get("prompt") if isinstance(row.get("prompt"), str) else None,
         messages,

@@ -3,9 +3,9 @@ its own text around the documents' spans, so a document can be cut out of the pr
 the model read it, or moved to another slot.
 
 A document is found by its text verbatim, else with any run of white space matching any other
-(templates often re-wrap or strip), the first place not already taken. Documents whose text is
-not in the prompt did not reach the model (a reranker or a context limit dropped them): they are
-returned apart, and the replay reads the prompt without them.
+(templates often re-wrap or strip), the first place not already taken, the longest texts first.
+Documents whose text is not in the prompt did not reach the model (a reranker or a context limit
+dropped them): they are returned apart, and the replay reads the prompt without them.
 
 >>> from rag_core.replay.records import LoggedDocument as D
 >>> docs = [D("a", "A", "A text."), D("b", "B", "B text."), D("c", "C", "not there")]
@@ -37,13 +37,13 @@ def _spans(prompt: str, text: str) -> list[tuple[int, int]]:
     return [(m.start(), m.end()) for m in re.finditer(loose, prompt)]
 
 
-def locate(
-    prompt: str, documents: Sequence[LoggedDocument], chat: bool = False
-) -> tuple[Prompted, list[LoggedDocument]]:
-    """The prompt with its document slots (documents in prompt order), and the documents not in it."""
+def locate(prompt: str, documents: Sequence[LoggedDocument]) -> tuple[Prompted, list[LoggedDocument]]:
+    """The prompt with its document slots (documents in prompt order), and the documents not in it.
+    The longest texts are placed first, so a short document that another one contains cannot take
+    that one's place."""
     taken: list[tuple[int, int, LoggedDocument]] = []
     missing = []
-    for d in documents:
+    for d in sorted(documents, key=lambda d: -len(d.text.strip())):
         free = [(a, b) for a, b in _spans(prompt, d.text) if all(b <= s or a >= e for s, e, _ in taken)]
         if free:
             taken.append((*free[0], d))
@@ -56,4 +56,4 @@ def locate(
         passages.append(Passage(d.id, d.title, prompt[a:b]))
         at = b
     pieces.append(prompt[at:])
-    return Prompted(tuple(pieces), tuple(passages), chat), missing
+    return Prompted(tuple(pieces), tuple(passages)), [d for d in documents if d in missing]

@@ -25,6 +25,20 @@ class LoggedDocument:
     score: float | None = None
 
 
+def unique_ids(documents: list[LoggedDocument]) -> list[LoggedDocument]:
+    """The documents with every id made unique (a repeat gains "#2", "#3"): findings are keyed by id.
+
+    >>> [d.id for d in unique_ids([LoggedDocument("a", "", "x"), LoggedDocument("a", "", "y")])]
+    ['a', 'a#2']
+    """
+    seen: dict[str, int] = {}
+    out = []
+    for d in documents:
+        seen[d.id] = seen.get(d.id, 0) + 1
+        out.append(d if seen[d.id] == 1 else LoggedDocument(f"{d.id}#{seen[d.id]}", d.title, d.text, d.score))
+    return out
+
+
 @dataclass
 class LoggedTrace:
     """One answered question of another system: the documents it retrieved (in its order), the

@@ -6,13 +6,15 @@ JSON keys: `trace_id`, `source`, `question`, `answer` (logged), `expected`, `gen
 `p_closed`, `documents` (prompt order: `position`, `id`, `title`, `text`, `score`, `p_without`,
 `worth`, `p_alone`, `posterior`, `holds_answer`, `holds_expected`), `not_in_prompt` (ids),
 `leave_one_out` ({id: p without it}), `leaned_on` (id), `supported`, `correct`, `verdicts`
-(`code`, `fired`, `summary`, `evidence`), `confidence`, `orders`, and `skipped` (null, or the reason
+(`code`, `fired`, `summary`, `evidence`), `confidence`, `orders` (each order's own answer and its `p`,
+and `p_logged`: the logged answer's p in that order), and `skipped` (null, or the reason
 a trace was not replayed; such an object has the question and answer where they were read).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict
 
@@ -61,7 +63,14 @@ def replay_json(r: Replay) -> dict:
         ],
         "confidence": r.confidence.to_json(),
         "orders": [
-            {"kind": o.kind, "moved": o.moved, "order": list(o.order), "answer": o.answer, "p_answer": o.p}
+            {
+                "kind": o.kind,
+                "moved": o.moved,
+                "order": list(o.order),
+                "answer": o.answer,  # this order's own greedy answer, and its p
+                "p": o.p,
+                "p_logged": math.exp(o.logp_answer),  # p of the logged answer in this order
+            }
             for o in r.orders
         ],
         "skipped": None,
@@ -99,7 +108,17 @@ def skipped_json(s: Skipped) -> dict:
     return {"trace_id": s.trace_id, "source": s.source, "skipped": s.reason}
 
 
-ROW_KEYS = ("trace_id", "question", "answer", "replayed", "reproduced", "p_answer", "leaned_on", "correct")
+ROW_KEYS = (
+    "trace_id",
+    "question",
+    "answer",
+    "template",
+    "replayed",
+    "reproduced",
+    "p_answer",
+    "leaned_on",
+    "correct",
+)
 
 
 def replay_frame(objects: Sequence[dict]) -> pd.DataFrame:

@@ -11,8 +11,8 @@ order, and `template` says so. On that one prompt row, with the stuffed reading'
 - closed-book: the prompt with every document cut out (the model alone, in the user's template);
 - the mixture's view: each document alone in the generator's own reading, p(y | x, z), and the
   posterior p(z | x, y) under a uniform prior (the other system's scores are not probabilities);
-- where asked (and for a wrong answer with an expected one), order sensitivity, and the greedy
-  answer without each document; then the verdicts (`why`) and the low-confidence rule.
+- order sensitivity where asked; for a wrong answer with an expected one, the other orders and the
+  greedy answer without each document; then the verdicts (`why`) and the low-confidence rule.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from rag_core.replay.prompt_slots import locate
 from rag_core.replay.records import LoggedDocument, LoggedTrace
 from rag_core.replay.why import ReplayVerdict, judge
 
-OWN_TEMPLATE = "the stuffed reading's own template (the trace logged no prompt)"
+OWN_TEMPLATE = "the stuffed reading's own template (no logged prompt holds the documents)"
 LOGGED_PROMPT = "the logged prompt"
 LOGGED_CHAT = "the logged chat messages, in the generator's chat template"
 # The replay's own answers (greedy, closed-book, other orders) are read up to this many tokens past the
@@ -91,8 +91,10 @@ class Replay:
 
     @property
     def leaned_on(self) -> DocumentFinding | None:
-        """The document whose removal costs the logged answer most."""
-        return max(self.documents, key=lambda d: d.worth) if self.documents else None
+        """The document whose removal costs the logged answer most; None when no removal costs it
+        anything (the answer leans on no document)."""
+        best = max(self.documents, key=lambda d: d.worth, default=None)
+        return best if best is not None and best.worth > 0 else None
 
     @property
     def correct(self) -> bool | None:
@@ -113,7 +115,7 @@ def reading_for(gen: CausalGenerator, trace: LoggedTrace) -> tuple[Reading, list
     if trace.has_prompt:
         chat = bool(trace.messages)
         text = render_chat(gen, trace.messages) if chat else trace.prompt
-        prompted, missing = locate(text, trace.documents, chat)
+        prompted, missing = locate(text, trace.documents)
         if prompted.passages:
             return prompted, missing, LOGGED_CHAT if chat else LOGGED_PROMPT
     passages = tuple(Passage(d.id, d.title, d.text) for d in trace.documents)
@@ -130,6 +132,13 @@ def replay(gen: CausalGenerator, trace: LoggedTrace, orders: bool = False) -> Re
         raise ValueError("Replay reads logged prompts with a causal language model generator")
     reading, missing, template = reading_for(gen, trace)
     question, passages, k = trace.question, reading.passages, len(reading.passages)
+    if isinstance(reading, Prompted):  # read verbatim: the prompt, its answer and the replay's must fit
+        need = len(gen.tokenizer.encode(reading.text + " " + trace.answer)) + PAST_LOGGED
+        if need > gen.max_positions:
+            limit = gen.max_positions
+            raise ValueError(
+                f"the logged prompt and its answer make {need} tokens, more than the generator's {limit}"
+            )
     state = stuffed_state(gen, question, reading)  # the one prompt row
     tokens = _ended(gen, state, reading, trace.answer)
     expected = [_ended(gen, state, reading, a) for a in trace.expected or []]
@@ -141,7 +150,7 @@ def replay(gen: CausalGenerator, trace: LoggedTrace, orders: bool = False) -> Re
     closed_row = (question, reading.closed() if isinstance(reading, Prompted) else None)
     closed_state = gen.prepare_rows([closed_row])  # one row: the prompt with no document
     closed = stuffed_decode(gen, question, reading, settings, closed_state)[0]
-    p_closed = _p(score_answers(gen, closed_state, [tokens], 1)[0][0, 0])
+    closed_logp = score_answers(gen, closed_state, [tokens], 1)[0][0, 0].double().nansum()  # ()
     alone_state = gen.prepare_rows([(question, p) for p in passages])  # K rows, our own reading
     alone = score_answers(gen, alone_state, [gen.encode_answer(trace.answer)], 1)[0][0]  # (K, T')
     uniform = torch.full((k,), -math.log(k))  # (K,) the prior: no probability was logged
@@ -167,7 +176,7 @@ def replay(gen: CausalGenerator, trace: LoggedTrace, orders: bool = False) -> Re
     wrong = bool(trace.expected) and not exact_match(trace.answer, trace.expected)
     readings = order_sensitivity(gen, question, reading, tokens, settings) if (orders or wrong) else []
     p_answer = _p(forced[0])
-    support = float(whole) - math.log(p_closed) if p_closed > 0 else math.inf
+    support = float(whole - closed_logp)  # nats the documents add to the logged answer
     return Replay(
         trace,
         gen.id,
@@ -178,13 +187,14 @@ def replay(gen: CausalGenerator, trace: LoggedTrace, orders: bool = False) -> Re
         _p(best.token_logp[0]),
         p_answer,
         gen.decode(closed.tokens),
-        p_closed,
+        float(closed_logp.exp()),
         docs,
         missing,
         judge(
             trace.answer,
             trace.expected,
             [bool(d.holds_expected) for d in docs],
+            [d.id for d in missing if trace.expected and contains_answer(d.text, trace.expected)],
             p_answer,
             max((_p(row) for row in forced[1:]), default=None),
             _answers_without(gen, question, reading, settings) if wrong else None,

@@ -27,6 +27,17 @@ PROTOBUF = {".pb", ".bin", ".protobuf", ".otlp"}
 SUFFIXES = {".json", ".jsonl", ".parquet", *PROTOBUF}
 
 
+def problem(e: Exception) -> str:
+    """What is wrong, in words: a missing key is named as missing.
+
+    >>> problem(KeyError("spanId")), problem(ValueError("not JSON"))
+    ('missing spanId', 'not JSON')
+    """
+    if isinstance(e, KeyError):
+        return f"missing {e.args[0] if e.args else 'a field'}"
+    return str(e) or type(e).__name__
+
+
 def read_lines(text: str, name: str) -> Imported:
     """JSON Lines: OTLP exports and plain traces, line by line."""
     out, spans = Imported(), []
@@ -45,7 +56,7 @@ def read_lines(text: str, name: str) -> Imported:
             else:
                 out.traces.append(trace_of_line(row, where))
         except (ValueError, TypeError, KeyError) as e:
-            out.skipped.append(Skipped(where, where, str(e)))
+            out.skipped.append(Skipped(where, where, problem(e)))
     out.extend(traces_of(spans))
     return out
 
@@ -67,7 +78,7 @@ def read_file(path: Path) -> Imported:
             raise ReplayFileError(f"not valid JSON ({e})") from e
         return traces_of(spans_of_otlp(data))
     except (ReplayFileError, UnicodeDecodeError, OSError, KeyError, TypeError) as e:
-        return Imported([], [Skipped(name, name, str(e) or type(e).__name__)])
+        return Imported([], [Skipped(name, name, problem(e))])
     except Exception as e:  # a damaged parquet file raises its own kinds
         return Imported([], [Skipped(name, name, f"cannot be read ({type(e).__name__}: {e})")])
 

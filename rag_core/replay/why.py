@@ -36,6 +36,7 @@ REPLAY_VERDICTS = {
 
 class ReplayMiss(TypedDict):
     documents: int  # documents the model read
+    dropped: list[str]  # ids of documents retrieved but not in the prompt that hold the expected answer
 
 
 class ReplayIgnored(TypedDict):
@@ -76,6 +77,7 @@ def judge(
     answer: str,
     expected: Sequence[str] | None,
     holds_expected: Sequence[bool],
+    dropped: Sequence[str],
     p_answer: float,
     p_expected: float | None,
     without: Sequence[str] | None,
@@ -83,12 +85,15 @@ def judge(
     closed_book: str,
 ) -> list[ReplayVerdict]:
     """Every replay verdict on one logged answer. `holds_expected`: per document in prompt order;
+    `dropped`: documents retrieved but left out of the prompt that hold the expected answer;
     `without`: the greedy answer without each document; `orders`: (order, its greedy answer).
 
-    >>> [v.fired for v in judge("Bob", ["Ann"], [False, True], 0.6, 0.3, ["Bob", "Ann"], [], "Eve")]
+    >>> [v.fired for v in judge("Bob", ["Ann"], [False, True], [], 0.6, 0.3, ["Bob", "Ann"], [], "Eve")]
     [False, True, True, False, False]
-    >>> [v.fired for v in judge("Ann", ["Ann"], [True], 0.9, 0.9, None, None, "Ann")]
+    >>> [v.fired for v in judge("Ann", ["Ann"], [True], [], 0.9, 0.9, None, None, "Ann")]
     [False, False, False, False, False]
+    >>> judge("Bob", ["Ann"], [False], ["d2"], 0.6, 0.1, None, None, "Eve")[0].summary
+    'no document the model read holds the expected answer; d2, retrieved but left out of the prompt, does'
     """
     if not expected:
         need = "needs an expected answer"
@@ -106,9 +111,10 @@ def judge(
             "retrieval-miss",
             not holding,
             "no document the model read holds the expected answer"
+            + (f"; {', '.join(dropped)}, retrieved but left out of the prompt, does" if dropped else "")
             if not holding
             else f"document(s) {', '.join(map(str, holding))} hold the expected answer",
-            {"documents": len(holds_expected)},
+            {"documents": len(holds_expected), "dropped": list(dropped)},
         ),
         ReplayVerdict(
             "evidence-ignored",
@@ -119,29 +125,17 @@ def judge(
             else "no document holds the expected answer, or the prompt prefers it",
             {"holding": holding, "p_expected": float(p_expected or 0.0), "p_answer": float(p_answer)},
         ),
-        ReplayVerdict(
+        _decoded(
             "misleading-document",
-            None if without is None else bool(fixes),
-            "not checked"
-            if without is None
-            else (
-                f"without document {', '.join(map(str, fixes))} the answer becomes the expected one"
-                if fixes
-                else "no single document's removal gives the expected answer"
-            ),
-            {} if without is None else {"positions": fixes, "answers": list(without)},
+            None if without is None else {"positions": fixes, "answers": list(without)},
+            f"without document {', '.join(map(str, fixes))} the answer becomes the expected one",
+            "no single document's removal gives the expected answer",
         ),
-        ReplayVerdict(
+        _decoded(
             "position",
-            None if orders is None else bool(moved),
-            "not checked"
-            if orders is None
-            else (
-                f"other orders of the documents give the expected answer ({len(moved)})"
-                if moved
-                else "no other order gives the expected answer"
-            ),
-            {} if orders is None else {"orders": moved},
+            None if orders is None else {"orders": moved},
+            "the documents in the order " + " or ".join("-".join(map(str, o)) for o in moved) + " give it",
+            "no other order of the documents gives the expected answer",
         ),
         ReplayVerdict(
             "parametric",
@@ -152,3 +146,13 @@ def judge(
             {"closed_book": closed_book},
         ),
     ]
+
+
+def _decoded(code: str, evidence: dict | None, fired: str, quiet: str) -> ReplayVerdict:
+    """A verdict on answers decoded afresh (without one document, or in another order); `evidence`:
+    None when they were not decoded (a right answer, or no expected one), else which gave the
+    expected answer (its first list)."""
+    if evidence is None:
+        return ReplayVerdict(code, None, "not checked")
+    hit = bool(next(iter(evidence.values())))
+    return ReplayVerdict(code, hit, fired if hit else quiet, evidence)
