@@ -65,7 +65,7 @@ def start(source: Path, answers: dict[str, list[str]], orders: bool) -> None:
     store = caches.folder("replay") / f"results-{key}.jsonl"
 
     def work(progress):
-        progress(f"Reading {source.name}…", 0.0)
+        progress(f"Reading {md_text(source.name)}…", 0.0)
         imported = with_expected(read_traces(source), answers)  # a file that cannot be read: the job's error
         if not imported.traces:
             raise ReplayFileError(f"{source.name}: no trace that can be replayed")
