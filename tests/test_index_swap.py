@@ -17,6 +17,7 @@ import pytest
 from rag_core.config import DECODE_NAMES, READING_LABELS, STUFFED, Config
 from rag_core.index_swap import judge, results, store
 from rag_core.index_swap import run as index_swap_run
+from rag_core.retrieval.snapshots import load_leaders
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = dict(k=3, max_new_tokens=8, decode="token")  # the test settings, shared by the toggle and CLI tests
@@ -55,10 +56,22 @@ SAMPLE = ["President of the United States", "President of Chile", "Prime Ministe
         ),  # shared surname: first name decides
         ("Pravind Jugnauth", "Pravind Jugnauth", "Anerood Jugnauth", True),
         ("Jugnauth", "Pravind Jugnauth", "Anerood Jugnauth", False),
+        ("Hillary Clinton", "Bill Clinton", None, False),  # the first name contradicts the holder's
+        ("President Trump", "Donald Trump", None, True),  # a title is not a first name
+        ("Parkash Singh Badal", "Amarinder Singh", "Parkash Singh Badal", False),  # a middle name
+        ("Tshering Tobgay", "Lotay Tshering", "Tshering Tobgay", False),  # another's first name
     ],
 )
 def test_names_holder(answer, name, other, expected):
     assert judge.names_holder(answer, name, other) is expected
+
+
+def test_every_holder_s_own_name_is_right_for_its_year_alone():
+    """A right answer is never ambiguous because the other holder's surname is one of its names."""
+    leaders = load_leaders(ROOT / "assets" / "leaders.csv")
+    for row in leaders.itertuples():
+        assert judge.judge(row.holder_2016, row.holder_2016, row.holder_2018) == (True, False, False), row
+        assert judge.judge(row.holder_2018, row.holder_2016, row.holder_2018) == (False, True, False), row
 
 
 def test_judge_both_years():

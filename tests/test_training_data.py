@@ -2,8 +2,10 @@
 was written from, and disjoint from everything we measure on at three levels: no training question
 on a dev/test article; no training answer, nor a training article's title, that is a dev/test
 answer; no dev/test answer in any prompt's worked examples. The index swap's tuning half may train;
-its held-out half never appears (no position, no holder)."""
+its held-out half never appears (no position, no holder). No training question comes from the
+reserved partition (articles whose title's SHA-1 is 0 mod 5), kept for held-out questions only."""
 
+import hashlib
 import json
 import re
 from collections import Counter
@@ -33,9 +35,22 @@ def train_rows():
     return rows(TRAIN)
 
 
+HELD_OUT = ("dev", "test", "heldout_in_genre")  # the files whose articles and answers training never sees
+
+
+def reserved(title: str) -> bool:
+    """The reserved evaluation partition: the title's SHA-1 (of its UTF-8 bytes, one hexadecimal
+    integer) is 0 modulo 5.
+
+    >>> reserved("Canberra"), reserved("Alexander Fleming")
+    (True, False)
+    """
+    return int(hashlib.sha1(title.encode("utf-8")).hexdigest(), 16) % 5 == 0
+
+
 @pytest.fixture(scope="module")
 def eval_rows():
-    return rows(ASSETS / "eval" / "dev.jsonl") + rows(ASSETS / "eval" / "test.jsonl")
+    return [r for name in HELD_OUT for r in rows(ASSETS / "eval" / f"{name}.jsonl")]
 
 
 def naming(names: set[str]):
@@ -87,7 +102,8 @@ def worked_example_leaks(held: list[dict]) -> list:
 def test_the_file_is_well_formed_and_reads_whole(train_rows):
     assert len(train_rows) >= 2000
     for row in train_rows:
-        assert set(row) == {"question", "answers", "title", "passage_id", "kind"}, row
+        assert {"question", "answers", "title", "passage_id", "kind"} <= set(row), row
+        assert set(row) <= {"question", "answers", "title", "passage_id", "kind", "distractors"}, row
         assert (
             row["question"].strip().endswith("?")
             and row["answers"]
@@ -115,6 +131,25 @@ def test_every_first_answer_is_in_the_passage_it_was_written_from(train_rows):
         or not contains_answer(by_id[r["passage_id"]].text, r["answers"][:1])
     ]
     assert not wrong, wrong[:10]
+
+
+def test_no_training_question_comes_from_the_reserved_partition(train_rows):
+    assert not [(r["question"], r["title"]) for r in train_rows if reserved(r["title"])]
+    held = rows(ASSETS / "eval" / "heldout_in_genre.jsonl")  # the training questions moved out of it
+    assert len(held) >= 300 and all(reserved(r["title"]) for r in held)
+    assert reserved("Canberra") is True and reserved("Alexander Fleming") is False  # the rule itself
+
+
+def test_distractors_are_named_beside_the_answer(train_rows):
+    by_id = {p.id: p for p in load_wiki()}
+    hard = [r for r in train_rows if "distractors" in r]
+    assert len(hard) >= 150
+    for r in hard:
+        text = f" {normalize_answer(by_id[r['passage_id']].text)} "
+        assert r["distractors"] and all(f" {normalize_answer(d)} " in text for d in r["distractors"]), r
+        assert not {normalize_answer(d) for d in r["distractors"]} & {
+            normalize_answer(a) for a in r["answers"]
+        }
 
 
 def test_disjoint_from_the_eval_splits_at_three_levels(train_rows, eval_rows):

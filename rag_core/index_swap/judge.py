@@ -18,10 +18,18 @@ from collections.abc import Iterable
 
 from rag_core.retrieval.snapshots import fold
 
-JUDGE_VERSION = 2  # bump when the judge changes: cached results are keyed by it (2: "ambiguous")
+JUDGE_VERSION = (
+    3  # bump when the judge changes: cached results are keyed by it (3: a surname in another name)
+)
 
 _SUFFIXES = {"jr", "sr", "ii", "iii", "iv"}
 _LEFT, _RIGHT = r"(?<![\w-])", r"(?![\w-])"  # whole words; a hyphenated name is one word
+# Capitalised words that may stand next to a surname without being part of another person's name.
+_TITLES = {
+    "the", "and", "or", "but", "then", "president", "prime", "minister", "premier", "chancellor",
+    "chief", "governor", "king", "queen", "prince", "princess", "emir", "sheikh", "sultan", "pope",
+    "general", "secretary", "vice", "deputy", "mr", "mrs", "ms", "dr", "sir", "lord", "lady", "dame",
+}  # fmt: skip
 
 
 def _tokens(name: str) -> list[str]:
@@ -43,8 +51,32 @@ def _has_words(text: str, words: Iterable[str]) -> bool:
     return re.search(pattern, fold(text).lower()) is not None
 
 
+def _surname_alone(text: str, words: list[str]) -> bool:
+    """Whether the surname (the last of `words`) stands in `text` as this person's: at some
+    occurrence, neither word beside it (with only spaces between) is a capitalised word foreign to
+    the name, which would make it part of someone else's ("Hillary Clinton" is not "Bill Clinton";
+    "Parkash Singh Badal" does not name "Amarinder Singh").
+
+    >>> _surname_alone("President Trump said", ["donald", "trump"])
+    True
+    >>> _surname_alone("Hillary Clinton", ["bill", "clinton"]), _surname_alone("Tshering Tobgay", ["lotay", "tshering"])
+    (False, False)
+    """
+    folded = fold(text)  # accents gone, case kept: a capital says where a name goes on
+    for m in re.finditer(_LEFT + re.escape(words[-1]) + _RIGHT, folded, re.IGNORECASE):
+        before = re.search(r"([\w'-]+)[ \t]+$", folded[: m.start()])
+        after = re.match(r"[ \t]+([\w'-]+)", folded[m.end() :])
+        neighbours = [n.group(1) for n in (before, after) if n]
+        if not any(
+            n[:1].isupper() and n.lower() not in words and n.lower() not in _TITLES for n in neighbours
+        ):
+            return True
+    return False
+
+
 def names_holder(text: str, name: str, other: str | None = None) -> bool:
-    """Whether `text` names the person `name`: the full name, or its last word (the surname).
+    """Whether `text` names the person `name`: the full name, or its last word (the surname) where
+    no capitalised word beside it makes it part of another name (`_surname_alone`).
 
     The surname is the last word of the name with "Jr."/"Sr."/"II" dropped, so multi-word
     surnames count by their last word ("López Obrador" names "Andrés Manuel López Obrador"; so
@@ -59,6 +91,8 @@ def names_holder(text: str, name: str, other: str | None = None) -> bool:
     (True, False)
     >>> names_holder("John King", "John King Jr."), names_holder("Jacob Zuma", "Nkosazana Dlamini-Zuma")
     (True, False)
+    >>> names_holder("Hillary Clinton", "Bill Clinton")  # the first name contradicts the holder's
+    False
     """
     if not isinstance(text, str) or not text.strip():
         return False
@@ -67,11 +101,10 @@ def names_holder(text: str, name: str, other: str | None = None) -> bool:
         return False
     if _has_words(text, words):
         return True
-    surname = words[-1]
-    if not _has_words(text, [surname]):
+    if not _surname_alone(text, words):
         return False
     other_words = _tokens(other) if other else []
-    if other_words and other_words[-1] == surname:
+    if other_words and other_words[-1] == words[-1]:
         distinct = [w for w in words[:-1] if w not in other_words]
         return any(_has_words(text, [w]) for w in distinct)
     return True

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -144,6 +145,21 @@ def write_snapshot_vectors(name: str, encoder: Encoder) -> Path:
             "dim": int(vectors.shape[1]),
         },
         indent=1,
+    )
+    return npy
+
+
+def write_base_vectors(encoder: Encoder, progress: Progress = lambda m, f: None) -> Path:
+    """Encode the base corpus and write its float16 vectors where `_vectors` finds them (run it
+    after the corpus or its chunking changes: `make shipped-data`)."""
+    passages = load_wiki()
+    t0 = time.perf_counter()
+    vectors = encoder.encode_passages(passages, progress)  # (N_base, D)
+    npy, meta = shipped_vectors_path("wiki")
+    write_bytes_atomic(npy, _npy_bytes(vectors.astype(np.float16)))
+    facts = {"encoder": encoder.id, "checksum": passage_checksum(passages), "count": len(passages)}
+    write_json_atomic(
+        meta, facts | {"dim": int(vectors.shape[1]), "seconds": time.perf_counter() - t0}, indent=1
     )
     return npy
 
