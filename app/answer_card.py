@@ -18,8 +18,8 @@ from rag_core.marginals import p_text, prob
 from rag_core.trace import Candidate, Trace
 
 BADGES = {
-    certainty.GUESSING: "Low confidence: guessing",
-    certainty.NEAR_TIE: "Low confidence: near tie",
+    certainty.GUESSING: "Low confidence: unlikely",
+    certainty.DISAGREE: "Low confidence: the readings disagree",
     certainty.UNSUPPORTED: "Low confidence: no passage supports it",
 }
 # Our own rule (no user text): a low-confidence card's answer in smaller, grey type. A keyed

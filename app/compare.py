@@ -108,7 +108,7 @@ def summary(t: Trace, sure: dict[str, certainty.Confidence]) -> pd.DataFrame:
 
 
 def confidence_word(conf: certainty.Confidence | None) -> str:
-    """ "low: guessing, near-tie" for a flagged answer, "ok" for a confident one, "—" unknown; then
+    """ "low: guessing, readings-disagree" for a flagged answer, "ok" for a confident one, "—" unknown; then
     the support (nats: how much the best passage raises the answer over that stack's own model
     without passages), which is what differs most between two stacks reading the same passages.
 

@@ -9,14 +9,15 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from app import charts, comparison_charts, detours, safe_text, sidebar, state, views
+from app import calibration_chart, charts, comparison_charts, detours, safe_text, sidebar, state, views
 from rag_core import stacks
-from rag_core.analysis import eval_summary, shipped_runs
+from rag_core.analysis import calibration, eval_summary, shipped_runs
+from rag_core.analysis import confidence as certainty
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis.retrieval_metrics import CELLS, error_split
 from rag_core.analysis.run_compare import compare_results
 from rag_core.analysis.verdict_rules import VERDICTS
-from rag_core.config import CLOSED_BOOK, DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN, STUFFED
+from rag_core.config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN, READING_LABELS, STUFFED
 from rag_core.retrieval.catalog import NAMED
 
 ASK = Path(__file__).resolve().parent.parent / "pages" / "ask.py"
@@ -46,6 +47,12 @@ STUFFED_WIDTHS = {
     "leans on": ("leans on", 90, "The rank of the passage whose removal costs the stuffed answer most."),
     "mixture cites": ("cites", 80, "The rank the RAG-Sequence posterior p(z|x,y) of the same answer cites."),
 }
+RULE_CAPTION = (
+    "The rule every page applies to an answer card (and `ask --json`): low confidence when p < "
+    f"{certainty.P_GUESS:g}, when another reading of the same passages gave a different answer, or when no "
+    f"passage makes the answer more likely than the model alone and p < {certainty.P_SURE:g}. Its threshold "
+    "and the readings it compares were chosen on the dev split."
+)
 QUESTION_WIDTHS = {  # at 1280 px the columns fit in the main area (tests/test_browser_layout.py)
     "question": 120,
     "expected": ("gold", 50, "The gold answers."),
@@ -68,9 +75,9 @@ QUESTION_WIDTHS = {  # at 1280 px the columns fit in the main area (tests/test_b
         "unsure",
         60,
         "The answers the low-confidence rule flags (the one every page uses), with its reasons: "
-        "guessing (p < 0.1), near-tie (not twice as likely as the runner-up), unsupported (no passage "
-        "makes it more likely than the model alone, and p < 0.5). Empty: both answers confident; "
-        "—: a run saved before the rule.",
+        f"guessing (p < {certainty.P_GUESS:g}), readings-disagree (another reading of the same passages "
+        "answered otherwise), unsupported (no passage makes it more likely than the model alone, and "
+        f"p < {certainty.P_SURE:g}). Empty: every answer confident; —: a run saved before the rule.",
     ),
 }
 
@@ -208,35 +215,44 @@ def retrieval(run: ev.EvalRun, summary: dict) -> None:
                 st.text(q)
 
 
-def confidence(summary: dict) -> None:
-    """How the low-confidence rule sorted the run's RAG answers, and EM on each side of it."""
-    st.subheader("When the model was guessing")
+def confidence(run: ev.EvalRun, summary: dict) -> None:
+    """How far each reading's p can be trusted (its reliability diagram and ECE) and how the
+    low-confidence rule sorted the run's answers: the share of wrong and of right answers flagged."""
+    st.subheader("Can p be trusted?")
+    by_mode = calibration.run_reliability(run.results)
+    if by_mode:
+        st.plotly_chart(
+            calibration_chart.reliability_figure(by_mode),
+            width="stretch",
+            config=charts.NO_BAR,
+            key="eval_rel",
+        )
+        st.caption(
+            "Each reading's answers binned by their own p (tenths): the share right against the bin's mean "
+            "p, a marker's size its number of answers. On the dotted line p means what it says; ECE is the "
+            "gap averaged over answers."
+        )
     if not eval_summary.confidence_assessed(summary):
         st.caption(
             "This run was saved before answers were assessed for low confidence: run it again to see "
-            "which answers the model was guessing at."
+            "which answers the rule flags."
         )
         return
-    for col, mode in zip(st.columns(2), ev.RAG_MODES):
+    judged = eval_summary.confidence_modes(summary)
+    for col, mode in zip(st.columns(len(judged)), judged):
         c = summary["confidence"][mode]
         with col:
-            st.markdown(f"**{DECODING_LABELS[mode]}**")
-            flagged, em = st.columns(2)
-            flagged.metric("Flagged low confidence", f"{c['low']} of {c['assessed']}")
-            em.metric(
-                "EM of the flagged",
-                eval_summary.percent(c["em_low"]),
-                f"{eval_summary.percent(c['em_sure'])} on the rest",
+            st.markdown(f"**{READING_LABELS[mode]}**")
+            st.metric(
+                "Wrong answers flagged",
+                eval_summary.percent(c["wrong_flagged"]),
+                f"{eval_summary.percent(c['right_flagged'])} of the right ones",
                 delta_color="off",
                 delta_arrow="off",
-                help="Exact match over the answers the rule flagged; under it, over the answers it did not.",
+                help=f"{c['low']} of {c['assessed']} answers flagged; EM {eval_summary.percent(c['em_low'])} "
+                f"among them, {eval_summary.percent(c['em_sure'])} among the rest.",
             )
-    st.caption(
-        "The rule every page applies to an answer card (and `ask --json`): low confidence when p < 0.1, "
-        "when the answer is not twice as likely as the best different answer its decoding found, or "
-        "when no passage makes it more likely than the model alone and p < 0.5. Fixed in advance, "
-        "not tuned on any split. A rule worth showing has far lower EM on the answers it flags."
-    )
+    st.caption(RULE_CAPTION)
 
 
 def question_table(run: ev.EvalRun) -> pd.DataFrame:

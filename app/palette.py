@@ -49,6 +49,7 @@ def passage_color(z: int) -> str:
 
 TOKEN_BLUE = "#636EFA"  # RAG-Token: its p_tok bars and the responsibility r_i(z) it mixes by
 SEQUENCE_RED = "#EF553B"  # RAG-Sequence: its p_seq bars and the prefix posterior p(z|x,y_≤i)
+STUFFED_GREEN = "#00A383"  # the stuffed reading, where it is drawn beside the two marginals
 PRIOR_GREY = "#bbbbbb"  # the retriever's prior p(z|x), beside the posteriors
 DROP_BEFORE = "#c6cbf7"  # the citations' drop chart: the posterior before removing passages (pale blue)
 DROP_AFTER = TOKEN_BLUE  # the citations' drop chart: the posterior after removing them

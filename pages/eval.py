@@ -168,7 +168,7 @@ counts = eval_views.verdict_counts(summary)
 views.table(counts, hide_index=True, width="stretch")
 st.caption("Verdicts can overlap. Open a question on the Ask page to see each verdict's evidence.")
 eval_views.retrieval(run, summary)
-eval_views.confidence(summary)
+eval_views.confidence(run, summary)
 eval_views.stuffed(run, summary)
 
 st.subheader("Questions")

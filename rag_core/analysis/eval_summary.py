@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rag_core.analysis.confidence import GUESSING, NEAR_TIE, UNSUPPORTED
+from rag_core.analysis.confidence import DISAGREE, GUESSING, UNSUPPORTED
 from rag_core.analysis.question_result import ModeResult, QuestionResult
 from rag_core.analysis.retrieval_metrics import CELLS, error_split, retrieval_metrics
 from rag_core.analysis.verdict_rules import VERDICTS
@@ -15,12 +15,15 @@ from rag_core.config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN, STUFFED
 
 MODES = (CLOSED_BOOK, RAG_TOKEN, RAG_SEQUENCE, STUFFED)  # stuffed: runs made with `eval --stuffed`
 RAG_MODES = (RAG_TOKEN, RAG_SEQUENCE)
-CONFIDENCE_CODES = (GUESSING, NEAR_TIE, UNSUPPORTED)
+CONFIDENCE_MODES = (*RAG_MODES, STUFFED)  # the readings the rule judges (stuffed: where a run has it)
+CONFIDENCE_CODES = (GUESSING, DISAGREE, UNSUPPORTED)
 CONFIDENCE_ROWS = {  # the rows of the low-confidence table, as the CLI prints it and the Eval page draws it
     "assessed": "answers assessed",
     "low": "flagged low confidence",
     "em_low": "  EM of the flagged answers",
     "em_sure": "  EM of the other answers",
+    "wrong_flagged": "wrong answers flagged",
+    "right_flagged": "right answers flagged",
 }
 
 
@@ -54,8 +57,9 @@ def confidence_split(results: list[QuestionResult], mode: str) -> dict:
     >>> def r(em, low):
     ...     mode = ModeResult("a", em, em, low_confidence=low)
     ...     return QuestionResult("q", ["a"], "", {"rag-token": mode}, True, 1)
-    >>> confidence_split([r(True, []), r(False, ["guessing"]), r(True, None)], "rag-token")
-    {'assessed': 2, 'low': 1, 'em_low': 0.0, 'em_sure': 1.0, 'guessing': 1, 'near-tie': 0, 'unsupported': 0}
+    >>> split = confidence_split([r(True, []), r(False, ["guessing"]), r(True, None)], "rag-token")
+    >>> split["low"], split["em_low"], split["wrong_flagged"], split["right_flagged"], split["guessing"]
+    (1, 0.0, 1.0, 0.0, 1)
     """
     got = [r.modes[mode] for r in results if mode in r.modes and r.modes[mode].low_confidence is not None]
     low = [m for m in got if m.low_confidence]
@@ -64,12 +68,17 @@ def confidence_split(results: list[QuestionResult], mode: str) -> dict:
     def em(ms: list[ModeResult]) -> float | None:
         return sum(m.em for m in ms) / len(ms) if ms else None
 
+    def flagged(ms: list[ModeResult]) -> float | None:
+        return sum(bool(m.low_confidence) for m in ms) / len(ms) if ms else None
+
     codes = Counter(code for m in low for code in m.low_confidence)
     return {
         "assessed": len(got),
         "low": len(low),
         "em_low": em(low),
         "em_sure": em(sure),
+        "wrong_flagged": flagged([m for m in got if not m.em]),
+        "right_flagged": flagged([m for m in got if m.em]),
         **{code: codes.get(code, 0) for code in CONFIDENCE_CODES},
     }
 
@@ -101,7 +110,7 @@ def summarize(results: list[QuestionResult], k: int) -> dict:
     out["retrieval"] = retrieval_metrics(results, k)
     out["split"] = {mode: {c: v["n"] for c, v in error_split(results, mode).items()} for mode in RAG_MODES}
     out["weights_share"] = {mode: weights_shares(results, mode) for mode in RAG_MODES}
-    out["confidence"] = {mode: confidence_split(results, mode) for mode in RAG_MODES}
+    out["confidence"] = {mode: confidence_split(results, mode) for mode in CONFIDENCE_MODES}
     out["stuffed"] = stuffed_agreement(results)
     return out
 
@@ -175,9 +184,13 @@ def table_text(s: dict, settings: dict) -> str:
             f"for the same answer (RAG-Sequence posterior) in {agree['agree']} of {agree['n']} questions",
         ]
     if confidence_assessed(s):
-        lines += ["", f"{'low confidence (the rule of every page)':<46}{'rag-token':>10}{'rag-sequence':>14}"]
+        judged = confidence_modes(s)
+        lines += [
+            "",
+            f"{'low confidence (the rule of every page)':<46}" + "".join(f"{m:>14}" for m in judged),
+        ]
         for row in confidence_rows(s):
-            lines.append(f"{row['']:<46}{row[RAG_TOKEN]:>10}{row[RAG_SEQUENCE]:>14}")
+            lines.append(f"{row['']:<46}" + "".join(f"{row[m]:>14}" for m in judged))
     return "\n".join(lines)
 
 
@@ -187,13 +200,23 @@ def confidence_assessed(s: dict) -> bool:
     return any(s["confidence"][m]["assessed"] for m in RAG_MODES)
 
 
+def confidence_modes(s: dict) -> list[str]:
+    """The readings of a summary the rule judged (a run saved before the stuffed reading was judged,
+    or made without it, has the two marginals only)."""
+    return [m for m in CONFIDENCE_MODES if s["confidence"].get(m, {}).get("assessed")]
+
+
 def confidence_rows(s: dict) -> list[dict[str, str]]:
-    """The low-confidence table of a summary as text cells: a label ("") and one cell per RAG mode."""
+    """The low-confidence table of a summary as text cells: a label ("") and one cell per judged
+    reading."""
     c = s["confidence"]
     return [
         {
             "": label,
-            **{m: str(c[m][key]) if key in ("assessed", "low") else percent(c[m][key]) for m in RAG_MODES},
+            **{
+                m: str(c[m][key]) if key in ("assessed", "low") else percent(c[m].get(key))
+                for m in confidence_modes(s)
+            },
         }
         for key, label in CONFIDENCE_ROWS.items()
     ]
@@ -208,7 +231,7 @@ def low_confidence_text(r: QuestionResult) -> str:
     >>> low_confidence_text(r)
     'token: guessing'
     """
-    known = [(m, r.modes[m].low_confidence) for m in RAG_MODES if m in r.modes]
+    known = [(m, r.modes[m].low_confidence) for m in CONFIDENCE_MODES if m in r.modes]
     if not any(codes is not None for _, codes in known):
         return "—"
     return "; ".join(f"{m.removeprefix('rag-')}: {', '.join(codes)}" for m, codes in known if codes)

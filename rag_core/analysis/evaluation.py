@@ -93,7 +93,7 @@ def evaluate_question(
         )
     }
     wrong = []
-    answered = [c for c in map(trace.answer, RAG_MODES) if c is not None and c.token_ids]
+    answered = [c for c in map(trace.answer, (*RAG_MODES, STUFFED)) if c is not None and c.token_ids]
     # one closed-book teacher-forced row per answer: which of its tokens came from the weights
     closed = (
         pipe.closed_book_scores(trace.query, [c.token_ids for c in answered]) if answered else None
@@ -118,7 +118,10 @@ def evaluate_question(
         if not modes[mode].em:
             wrong.append(mode)
     if trace.stuffed is not None and trace.answer(STUFFED) is not None:
+        c = trace.answer(STUFFED)
         modes[STUFFED] = stuffed_result(trace, q.answers)
+        row = closed[row_of[id(c)]] if id(c) in row_of else None  # (T',) or None: an empty answer
+        modes[STUFFED].low_confidence = list(candidate_confidence(trace, c, row).codes)
     deep = None
     if diagnose and wrong:
         with pipe.models.lock:  # the shared generator, as every path uses it
