@@ -1,12 +1,12 @@
 """The question fields, and what the user is told about a question as typed.
 
-One limit everywhere, the engine's `MAX_QUESTION_CHARS`: the engine cuts a longer question and
-says what it kept and what it left out (`pipeline.cut_notice`); every page that answers the
-question shows that notice where the answer is. The fields themselves set no `max_chars`:
-Streamlit's field rejects an edit that would pass its limit as a whole (a paste one character too
-long leaves the field as it was before, often empty), with no message, so a field limit would
-lose exactly the long pastes the notice is for. A paste is therefore always kept in full, and the
-field's help names the limit.
+One limit everywhere, the engine's `MAX_QUESTION_CHARS`: the engine keeps the end of a longer
+question (where a pasted paragraph puts its question) and says what it kept and what it left out
+(`pipeline.cut_notice`); every page that answers the question shows that notice where the answer
+is. The fields themselves set no `max_chars`: Streamlit's field rejects an edit that would pass its
+limit as a whole (a paste one character too long leaves the field as it was before, often empty),
+with no message, so a field limit would lose exactly the long pastes the notice is for. A paste is
+therefore always kept in full, and the field's help names the limit.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from rag_core.config import MAX_QUESTION_CHARS
 from rag_core.pipeline import QuestionError, clean_question
 
 HELP = (
-    f"The model reads the first {MAX_QUESTION_CHARS:,} characters of a question. A longer one is kept "
-    "here in full, and the answer says where it was cut."
+    f"The model reads the last {MAX_QUESTION_CHARS:,} characters of a question, where the question "
+    "itself stands. A longer one is kept here in full, and the answer says where it was cut."
 )
 
 

@@ -42,7 +42,8 @@ class QuestionError(ValueError):
 
 
 def clean_question(question: str) -> tuple[str, list[str]]:
-    """Strip control characters and collapse spaces; cut very long questions. Returns notices.
+    """Strip control characters and collapse spaces; cut very long questions to their end (a pasted
+    paragraph ends with its question). Returns notices.
 
     >>> clean_question("  Who\\x00 wrote\\n Moby-Dick? ")
     ('Who wrote Moby-Dick?', [])
@@ -56,27 +57,41 @@ def clean_question(question: str) -> tuple[str, list[str]]:
         raise QuestionError("the question is empty: type a question")
     notices = []
     if len(text) > MAX_QUESTION_CHARS:
-        notices.append(cut_notice(text))
-        text = text[:MAX_QUESTION_CHARS]
+        kept = question_end(text)
+        notices.append(cut_notice(text, kept))
+        text = kept
     return text, notices
 
 
 QUOTED = 40  # characters of a cut question quoted on each side of the cut
 
 
-def cut_notice(text: str, limit: int = MAX_QUESTION_CHARS) -> str:
-    """What cutting `text` at `limit` characters kept and what it left out, quoted: the question at
-    the end of a pasted paragraph is the part a cut loses, and the reader must be able to see that.
+def question_end(text: str, limit: int = MAX_QUESTION_CHARS) -> str:
+    """The last `limit` characters of `text`, from the start of a word: a long paste is context
+    first and the question last, so the end is what the model must read.
 
-    >>> print(cut_notice("Some context. Who wrote it?", 14).replace("; ", ";\\n"))
-    the question was 27 characters long;
-    only the first 14 were used, ending “…Some context.”;
-    the last 13, from “Who wrote it?…”, were left out
+    >>> question_end("Some context. Who wrote it?", 15)
+    'Who wrote it?'
     """
-    kept, left = text[:limit].rstrip(), text[limit:].lstrip()
+    tail = text[-limit:]
+    if len(text) > limit and not text[-limit - 1].isspace() and not tail[0].isspace():
+        tail = tail[tail.find(" ") + 1 :] if " " in tail else tail  # a partial first word goes
+    return tail.lstrip()
+
+
+def cut_notice(text: str, kept: str) -> str:
+    """What cutting `text` to its end `kept` kept and what it left out, quoted, so the reader sees
+    where the cut fell.
+
+    >>> print(cut_notice("Some context. Who wrote it?", "Who wrote it?").replace("; ", ";\\n"))
+    the question was 27 characters long;
+    only the last 13 were used, from “Who wrote it?…”;
+    the first 14, ending “…Some context.”, were left out
+    """
+    left = text[: len(text) - len(kept)].rstrip()
     return (
-        f"the question was {len(text):,} characters long; only the first {limit:,} were used, ending "
-        f"“…{kept[-QUOTED:]}”; the last {len(text) - limit:,}, from “{left[:QUOTED]}…”, were left out"
+        f"the question was {len(text):,} characters long; only the last {len(kept):,} were used, from "
+        f"“{kept[:QUOTED]}…”; the first {len(text) - len(kept):,}, ending “…{left[-QUOTED:]}”, were left out"
     )
 
 

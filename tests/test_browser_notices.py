@@ -125,11 +125,15 @@ def cut_notice_shown(text: str) -> str:
     """The notice a page shows for a question `text` longer than the limit, from the text itself:
     its length, where the cut falls, the last characters kept and the first left out."""
     used = " ".join(text.split())
-    kept, left = used[:MAX_QUESTION_CHARS].rstrip(), used[MAX_QUESTION_CHARS:].lstrip()
+    kept = used[-MAX_QUESTION_CHARS:]
+    if not used[-MAX_QUESTION_CHARS - 1].isspace() and not kept[0].isspace():
+        kept = kept[kept.find(" ") + 1 :]  # a partial first word goes
+    kept = kept.lstrip()
+    left = used[: len(used) - len(kept)].rstrip()
     return (
-        f"The question was {len(used):,} characters long; only the first {MAX_QUESTION_CHARS:,} were "
-        f"used, ending “…{kept[-QUOTED:]}”; the last {len(used) - MAX_QUESTION_CHARS:,}, from "
-        f"“{left[:QUOTED]}…”, were left out."
+        f"The question was {len(used):,} characters long; only the last {len(kept):,} were "
+        f"used, from “{kept[:QUOTED]}…”; the first {len(used) - len(kept):,}, ending "
+        f"“…{left[-QUOTED:]}”, were left out."
     )
 
 

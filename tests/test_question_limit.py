@@ -26,14 +26,17 @@ def test_a_cut_question_says_what_it_kept_and_what_it_left_out():
     used, notes = clean_question(LONG)
     n = len(LONG)  # single spaces, no control characters: cleaning changes nothing else
     assert n == 120 * 20 + 20
-    assert used == "".join(WORDS[:50])  # the first 50 words, the space ending the 50th included
-    kept_tail = "".join(WORDS[:50]).rstrip()[-QUOTED:]  # "…" + the last 40 characters used
-    left_head = "".join(WORDS[50:])[:QUOTED]  # the first 40 characters left out
+    assert used == "".join(WORDS[71:]) + "Who wrote Moby-Dick?"  # the last 49 words and the question
+    assert len(used) == MAX_QUESTION_CHARS
+    kept_head = used[:QUOTED]  # the first 40 characters used
+    left_tail = "".join(WORDS[:71]).rstrip()[-QUOTED:]  # the last 40 characters left out
     assert notes == [
-        f"the question was {n:,} characters long; only the first {MAX_QUESTION_CHARS:,} were "
-        f"used, ending “…{kept_tail}”; the last {n - MAX_QUESTION_CHARS:,}, from "
-        f"“{left_head}…”, were left out"
+        f"the question was {n:,} characters long; only the last {MAX_QUESTION_CHARS:,} were "
+        f"used, from “{kept_head}…”; the first {n - MAX_QUESTION_CHARS:,}, ending "
+        f"“…{left_tail}”, were left out"
     ]
+    one_more = "x" + LONG  # the cut falls inside a word: that word goes whole
+    assert clean_question(one_more)[0] == used
     assert clean_question("Who wrote Moby-Dick?")[1] == []
 
 

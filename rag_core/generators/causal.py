@@ -109,7 +109,7 @@ PROMPT_FILE = "rag_loupe_prompt.json"  # {"style": "plain"} in a generator folde
 
 
 def clean_question(question: str) -> str:
-    return re.sub(r"\s+", " ", question).strip()[:MAX_QUESTION_CHARS]
+    return re.sub(r"\s+", " ", question).strip()[-MAX_QUESTION_CHARS:]  # its end: where the question is
 
 
 def rag_prefix(style: str = FEW_SHOT_STYLE) -> str:
