@@ -77,13 +77,25 @@ def article_leaks(train: list[dict], held: list[dict]) -> list:
 
 
 def answer_leaks(train: list[dict], held: list[dict]) -> list:
-    """Level 2: a training answer, or a training article's title, that is a held-out answer (or title)."""
+    """Level 2: a training answer, or a training article's title, that is a held-out answer (any of
+    its aliases) or title; or a paraphrased one: a training answer that contains a held-out answer
+    or title of two words or more ("Saint Thomas Becket" holds "Saint Thomas"), or one of two words
+    or more that a held-out title contains (an alias of it: "Casimir III" of "Casimir III the Great")."""
     held_answers = {normalize_answer(a) for r in held for a in r["answers"]} | {
         normalize_answer(r["title"]) for r in held
     }
-    return [
+    held_titles = {normalize_answer(r["title"]) for r in held}
+    within = lambda small, big: f" {small} " in f" {big} "  # noqa: E731 (whole words)
+    long_held = [h for h in held_answers if len(h.split()) >= 2]
+    exact = [
         (r["question"], a) for r in train for a in r["answers"] if normalize_answer(a) in held_answers
     ] + [(r["question"], r["title"]) for r in train if normalize_answer(r["title"]) in held_answers]
+    answers = [(r["question"], normalize_answer(a)) for r in train for a in r["answers"]]
+    contains = [(q, a, h) for q, a in answers for h in long_held if h != a and within(h, a)]
+    alias = [
+        (q, a, t) for q, a in answers if len(a.split()) >= 2 for t in held_titles if t != a and within(a, t)
+    ]
+    return exact + contains + alias
 
 
 def worked_example_leaks(held: list[dict]) -> list:
@@ -174,6 +186,10 @@ def test_each_level_catches_a_leak_put_back(eval_rows):
     }
     assert article_leaks([same_article], eval_rows)
     assert answer_leaks([same_answer], eval_rows)
+    longer = {**same_answer, "answers": [f"the great {godfather['answers'][0]} Jr."]}
+    assert answer_leaks([longer], eval_rows)  # a paraphrased leak: it holds "Francis Ford Coppola"
+    alias = {"question": "Who won?", "answers": ["Casimir III"], "title": "Louis I of Hungary"}
+    assert answer_leaks([alias], [{"question": "?", "answers": ["x"], "title": "Casimir III the Great"}])
     leaky_shot = (
         "Apocalypse Now",
         "A 1979 film directed by Francis Ford Coppola.",
