@@ -24,6 +24,7 @@ from rag_core.models.sources import ModelSourceError
 from rag_core.pipeline import Pipeline, QuestionError, open_index
 from rag_core.retrieval.catalog import available_indexes, default_index_name, resolve_index
 from rag_core.retrieval.index import IndexLoadError
+from rag_core.stacks import in_words
 from rag_core.trace import Trace
 
 DEFAULT_QUESTION = "Who wrote Moby-Dick?"
@@ -221,6 +222,12 @@ def with_stuffed(trace: Trace, asked: str | None = None) -> Trace:
 def stack_name() -> str:
     """The session's stack in a few words (job labels: every session sees every job)."""
     return stacks.current().name
+
+
+def stack_words() -> str:
+    """The session's stack in words, retriever then generator ("MiniLM-L6 retriever · SmolLM2-135M
+    + RAG adapter"): what a page's first line names."""
+    return in_words(stacks.current().cfg)
 
 
 def stack_config() -> Config:

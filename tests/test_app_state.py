@@ -31,6 +31,7 @@ def about_line(at) -> str:
 def test_picking_an_example_answers_it_and_typing_leaves_the_example(default_pipeline):
     at = ask_app()
     assert "Moby" in about_line(at)
+    assert about_line(at).endswith("**stack** MiniLM-L6 retriever · SmolLM2-135M + RAG adapter")  # in words
     before = shown_answers(at)
     at.selectbox(key="example").set_value("In which city is the Taj Mahal?").run()
     assert not at.exception, [e.value for e in at.exception]
