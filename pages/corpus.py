@@ -57,8 +57,11 @@ files = st.file_uploader(
     ".csv: columns title and text (id optional). .txt / .md: one document titled by its file name.",
 )
 st.caption(
-    f"Up to {limit} MB a file. Long texts are split into 100-word passages, as the paper split Wikipedia; "
-    "rows without text are skipped and counted."
+    f'Up to {limit} MB a file. **.jsonl**: one JSON object a line, `{{"title": …, "text": …}}` '
+    "(`id` optional). **.csv**: a header row with columns `title` and `text` (`id` optional). "
+    "**.txt / .md**: one document, titled by its file name. Long texts are split into passages of about "
+    "100 words (40 to 110, cut at sentence ends), as the paper split Wikipedia; rows without text are "
+    "skipped and counted."
 )
 
 if files:
