@@ -85,7 +85,13 @@ def section(trace: Trace) -> None:
         with col:
             st.markdown(f"**{safe_text.md_text(name)}**")
             views.table(summary(t, sure), hide_index=True)
-            views.table(top_passages(t), hide_index=True)
+            passages = retrieved(t)
+            views.table(
+                passages,
+                hide_index=True,
+                height=ROW_PX * (len(passages) + 1) + 3,  # every passage in view, none behind a scroll
+                column_config={"title": st.column_config.TextColumn("title", width="large")},
+            )
 
 
 def summary(t: Trace, sure: dict[str, certainty.Confidence]) -> pd.DataFrame:
@@ -122,10 +128,14 @@ def confidence_word(conf: certainty.Confidence | None) -> str:
     return word + (f" · support {conf.support:+.2f}" if known else "")
 
 
-def top_passages(t: Trace, n: int = 3) -> pd.DataFrame:
+ROW_PX = 35  # the grid's row height
+
+
+def retrieved(t: Trace) -> pd.DataFrame:
+    """All K passages a stack retrieved, in rank order, with their prior."""
     return pd.DataFrame(
         [
             {"rank": h.rank, "title": h.passage.title, "prior p(z|x)": p_text(float(p))}
-            for h, p in list(zip(t.hits, t.prior))[:n]
+            for h, p in zip(t.hits, t.prior)
         ]
     )

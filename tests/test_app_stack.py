@@ -29,6 +29,7 @@ PAGES = [
 ]
 QUESTION = "Who built the bridge of Paris?"
 COMPARED = ["decoding", "answer", "p_tok", "p_seq", "confidence"]  # each side of Ask's "Compare with"
+PASSAGES = ["rank", "title", "prior p(z|x)"]  # and the passages each side retrieved
 
 
 @pytest.fixture(scope="module")
@@ -278,6 +279,9 @@ def test_ask_compares_the_answer_with_another_stack_side_by_side(monkeypatch, ti
     assert at.session_state["stack"] == "cli"
     mine, theirs = [d.value for d in at.dataframe if list(getattr(d.value, "columns", [])) == COMPARED]
     assert list(mine["answer"]) == [v.replace("\\", "") for v, _ in answer_cards(at).values()]
+    sides = [d.value for d in at.dataframe if list(getattr(d.value, "columns", [])) == PASSAGES]
+    k = at.session_state["k"]
+    assert [list(side["rank"]) for side in sides] == [list(range(1, k + 1))] * 2  # all K, each side
     at.selectbox(key="stack").select(f"run:{out.name}").run()
     opened = answer_cards(at)
     assert list(theirs["answer"]) == [v.replace("\\", "") for v, _ in opened.values()]
