@@ -13,6 +13,7 @@ import streamlit as st
 from app import state
 from app.safe_text import md_text
 from rag_core.analysis import confidence as certainty
+from rag_core.analysis import stuffed_worth
 from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN, STUFFED, STUFFED_LABEL
 from rag_core.marginals import p_text, prob
 from rag_core.trace import Candidate, Trace
@@ -64,6 +65,26 @@ def stuffed_card(trace: Trace, key: str) -> None:
         return
     card(trace, best, f"{STUFFED_LABEL} (the {trace.k} passages in one prompt)", key=key)
     st.caption(" · ".join(["p(y | x, all passages read together), no mixture", *ending_notes(best)]))
+    position_note(trace, key)
+
+
+def position_note(trace: Trace, key: str) -> None:
+    """Where the stuffed reading leans most on the passage it reads first or last, say that this may
+    be the place, not the passage, with the order-sensitivity figure beside it (on demand: the other
+    orders are one batch of 2K-odd prompts)."""
+    w = stuffed_worth.of(trace)
+    if w is None or trace.k < 2 or w.leans_on not in (0, trace.k - 1):
+        return
+    where = "first" if w.leans_on == 0 else "last"
+    st.caption(
+        f"It leans most on passage #{trace.hits[w.leans_on].rank}, which it reads {where}: that may be "
+        "the position, not the passage."
+    )
+    if st.toggle("Does the order change it?", key=f"{key}_position", help="Reads the other orders."):
+        readings = state.stuffed_orders(trace)
+        if readings is not None:
+            changed = sum(stuffed_worth.changes_answer(o, w.answer.answer) for o in readings)
+            st.caption(f"{changed} of {len(readings)} other orders change the answer.")
 
 
 def card(

@@ -6,6 +6,7 @@ prompt + answer)."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from streamlit.testing.v1 import AppTest
 
 from rag_core.analysis.confidence import candidate_confidence
 from rag_core.config import Config
@@ -31,7 +33,8 @@ from rag_core.decoding.stuffed import (
 from rag_core.generators import causal, shared_rows
 from rag_core.generators.base import ForwardCounter
 from rag_core.generators.toy import ToyGenerator
-from rag_core.trace import Hit, trace_from_dict, trace_to_dict
+from rag_core.toys.examples import run_toy
+from rag_core.trace import Hit, StuffedReading, trace_from_dict, trace_to_dict
 
 from conftest import check_trace_invariants, run_cli
 
@@ -302,3 +305,47 @@ def test_ask_decode_all_prints_the_stuffed_answer_and_what_each_passage_is_worth
     assert text.returncode == 0, text.stderr
     assert f"stuffed: {stuffed['answers'][0]['answer']}" in text.stdout
     assert "without #1" in text.stdout
+
+
+def _position_app():
+    import streamlit as st
+
+    from app import answer_card
+
+    answer_card.position_note(st.session_state["trace"], "t")
+
+
+@pytest.mark.parametrize("costly,said", [(0, "first"), (1, "last"), (None, None)])
+def test_the_stuffed_card_says_when_it_leans_on_the_passage_it_reads_first_or_last(costly, said):
+    """Leave-one-out says which passage the answer leans on; at the prompt's first or last place that
+    may be position, and the card says so. (Of two passages, each is first or last; a third in the
+    middle is neither.)"""
+    trace = run_toy("obama").trace
+    if costly is None:  # three passages, the middle one costly
+        extra = Hit(dataclasses.replace(trace.hits[1].passage, id="z3"), 0.0, 3)
+        trace = dataclasses.replace(
+            trace, hits=[*trace.hits, extra], log_prior=torch.log(torch.tensor([0.5, 0.3, 0.2]))
+        )
+    seq = trace.answer("rag-sequence")
+    t = seq.token_logp.shape[1]
+    k = len(trace.hits)
+    row = torch.full((1, t), math.log(0.9), dtype=torch.float64)  # (1, T) p(y_i | x, all)
+    loo = torch.full((k, t), math.log(0.8), dtype=torch.float64)  # (K, T) each passage left out
+    loo[1 if costly is None else costly] = math.log(0.1)  # the costly one
+    stuffed = dataclasses.replace(seq, decoding="stuffed", token_logp=row)
+    trace = dataclasses.replace(trace, stuffed=StuffedReading([stuffed], leave_one_out=loo))
+    at = AppTest.from_function(_position_app, default_timeout=60)
+    at.session_state["trace"] = trace
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    notes = [c.value for c in at.caption if "may be the position" in c.value]
+    rank = trace.hits[1 if costly is None else costly].rank
+    assert notes == (
+        []
+        if said is None
+        else [
+            f"It leans most on passage #{rank}, which it reads {said}: "
+            "that may be the position, not the passage."
+        ]
+    )
+    assert bool(at.toggle) is (said is not None)  # the order-sensitivity figure, on demand
