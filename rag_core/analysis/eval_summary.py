@@ -83,6 +83,38 @@ def confidence_split(results: list[QuestionResult], mode: str) -> dict:
     }
 
 
+def em_by_kind(results: list[QuestionResult], kinds: dict[str, str]) -> dict[str, dict]:
+    """EM per question kind (`kinds`: question -> kind, from its file) and mode: {kind: {"n": …,
+    mode: EM}}, kinds in order of size; {} when the file names no kind.
+
+    >>> right = QuestionResult("a?", ["x"], "", {"rag-token": ModeResult("x", True, True)}, True, 1)
+    >>> wrong = QuestionResult("b?", ["x"], "", {"rag-token": ModeResult("y", False, False)}, True, 1)
+    >>> em_by_kind([right, wrong], {"a?": "date", "b?": "date"})
+    {'date': {'n': 2, 'rag-token': 0.5}}
+    """
+    groups: dict[str, list[QuestionResult]] = {}
+    for r in results:
+        if kinds.get(r.question):
+            groups.setdefault(kinds[r.question], []).append(r)
+    return {
+        kind: {"n": len(rs)}
+        | {m: sum(r.modes[m].em for r in rs) / len(rs) for m in MODES if all(m in r.modes for r in rs)}
+        for kind, rs in sorted(groups.items(), key=lambda kv: -len(kv[1]))
+    }
+
+
+def kind_table(by_kind: dict[str, dict]) -> str:
+    """The EM-by-kind table as the CLI prints it ("" when there is none)."""
+    if not by_kind:
+        return ""
+    modes = [m for m in MODES if any(m in row for row in by_kind.values())]
+    lines = [f"{'EM by question kind':<24}{'n':>5}" + "".join(f"{m:>14}" for m in modes)]
+    for kind, row in by_kind.items():
+        cells = "".join(f"{percent(row.get(m)):>14}" for m in modes)
+        lines.append(f"{kind:<24}{row['n']:>5}" + cells)
+    return "\n".join(lines)
+
+
 def summarize(results: list[QuestionResult], k: int) -> dict:
     """EM, contained and recall@K per mode (fractions), verdict counts, the retrieval metrics, the
     error split, the weights' share and the low-confidence split per RAG mode, over `results`."""

@@ -26,6 +26,7 @@ class EvalQuestion:
     title: str = ""  # the source article, when the file names it
     line: int = 0  # 1-based line in the file
     index: str = ""  # the index this question is asked on, when the file names one (training on 2016/2018)
+    kind: str = ""  # what the question asks for (person, place, date…), when the file says
 
 
 def parse_question_line(raw: bytes | str) -> EvalQuestion | None:
@@ -47,7 +48,8 @@ def parse_question_line(raw: bytes | str) -> EvalQuestion | None:
         return None
     title = row.get("title") if isinstance(row.get("title"), str) else ""
     index = row.get("index") if isinstance(row.get("index"), str) else ""
-    return EvalQuestion(" ".join(q.split()), answers, title, index=index)
+    kind = row.get("kind") if isinstance(row.get("kind"), str) else ""
+    return EvalQuestion(" ".join(q.split()), answers, title, index=index, kind=kind)
 
 
 def read_questions(path: str | Path) -> tuple[list[EvalQuestion], int]:

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from rag_core.analysis import eval_checkpoint, shipped_runs
+from rag_core.analysis.eval_summary import em_by_kind, kind_table
 from rag_core.analysis.evaluation import run_eval, save_run
 from rag_core.analysis.questions import read_questions
 from rag_core.analysis.sweep import load_traces, stored_traces, sweep
@@ -240,12 +241,12 @@ def run(args: argparse.Namespace) -> int:
             if args.otlp:
                 write_otlp(trace_dir, Path(args.otlp), len(questions))
     write_outputs(args, cfg, result)
+    by_kind = em_by_kind(result.results, {q.question: q.kind for q in questions})
     if args.json:
-        print(
-            json.dumps(
-                {"settings": result.settings, "summary": result.summary()}, indent=1, ensure_ascii=False
-            )
-        )
+        summary = result.summary() | ({"by_kind": by_kind} if by_kind else {})
+        print(json.dumps({"settings": result.settings, "summary": summary}, indent=1, ensure_ascii=False))
     else:
         print(result.table_text())
+        if by_kind:
+            print("\n" + kind_table(by_kind))
     return 0
