@@ -10,8 +10,8 @@ import torch
 
 from rag_core import marginals, stacks
 from rag_core.analysis import confidence as cf
+from rag_core.analysis import eval_summary, matching
 from rag_core.analysis import evaluation as ev
-from rag_core.analysis import matching
 from rag_core.analysis import questions as question_file
 from rag_core.analysis.confidence import answer_confidences
 from rag_core.config import Config
@@ -390,3 +390,28 @@ def test_the_eval_page_names_each_runs_decoding(tmp_path, monkeypatch):
     visit(at, "eval.py")
     options = [o for box in at.selectbox for o in box.options]
     assert any("2 questions" in o and "4 beams" in o for o in options), options
+
+
+def test_the_eval_page_shows_how_far_p_can_be_trusted(tmp_path, monkeypatch):
+    """Each reading's reliability diagram, and the share of wrong and of right answers the rule
+    flags: the run's own summary, per reading."""
+    from streamlit.testing.v1 import AppTest
+
+    from conftest import visit
+
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
+    run = ev.run_eval(toy_pipe(), QUESTIONS, Config(k=2, max_new_tokens=6))
+    run.settings["stack"] = stacks.fingerprint(Config())
+    ev.save_run(run, "toy")
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=300)
+    at.session_state["index_name"] = "wiki"
+    visit(at, "eval.py")
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Can p be trusted?" in [h.value for h in at.subheader]
+    assert len(at.get("plotly_chart")) >= 1
+    shown = [m.value for m in at.metric if m.label == "Wrong answers flagged"]
+    split = run.summary()["confidence"]
+    want = [
+        eval_summary.percent(split[m]["wrong_flagged"]) for m in eval_summary.confidence_modes(run.summary())
+    ]
+    assert shown == want
