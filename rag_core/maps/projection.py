@@ -22,7 +22,6 @@ True
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import threading
 import time
@@ -51,7 +50,7 @@ from rag_core.maps.map_layout import (
 )
 from rag_core.retrieval.index import PassageIndex
 from rag_core.storage import caches
-from rag_core.storage.files import write_atomic, write_bytes_atomic
+from rag_core.storage.files import write_atomic, write_npy_atomic
 
 METHODS = ("umap", "pca")
 MIN_UMAP_POINTS = 32  # below this UMAP's neighbour graph is meaningless; use PCA instead
@@ -217,9 +216,7 @@ def write_shipped_base_map(x: np.ndarray, dims: int) -> Path:
     `from_shipped_base` finds it (`make shipped-data`, after the corpus or its chunking changes)."""
     coords, _ = fit_layout(x, dims, _umap_coords, max(MAX_FIT, len(x)))  # (N_base, dims): a full fit
     path = Path(str(SHIPPED_BASE_MAP).format(dims=dims))
-    buf = io.BytesIO()
-    np.save(buf, coords.astype(np.float16), allow_pickle=False)
-    write_bytes_atomic(path, buf.getvalue())
+    write_npy_atomic(path, coords.astype(np.float16))
     return path
 
 

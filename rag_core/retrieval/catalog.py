@@ -10,7 +10,6 @@ machine needs no 3-minute encoding pass, and opens a year index in about a secon
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import time
@@ -26,7 +25,7 @@ from rag_core.retrieval.encoders import Encoder
 from rag_core.retrieval.hf_index import is_hf_spec, load_hf_index, parse_spec
 from rag_core.retrieval.index import FLAT, IndexLoadError, PassageIndex
 from rag_core.storage import caches
-from rag_core.storage.files import write_bytes_atomic, write_json_atomic
+from rag_core.storage.files import write_json_atomic, write_npy_atomic
 
 NAMED = ("wiki", "2016", "2018")
 USER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -135,7 +134,7 @@ def write_snapshot_vectors(name: str, encoder: Encoder) -> Path:
     passages = snapshot_passages(name)
     vectors = encoder.encode_passages(passages).astype(np.float32)  # (N_snapshot, D)
     npy, meta = shipped_vectors_path(name)
-    write_bytes_atomic(npy, _npy_bytes(vectors))
+    write_npy_atomic(npy, vectors)
     write_json_atomic(
         meta,
         {
@@ -156,18 +155,12 @@ def write_base_vectors(encoder: Encoder, progress: Progress = lambda m, f: None)
     t0 = time.perf_counter()
     vectors = encoder.encode_passages(passages, progress)  # (N_base, D)
     npy, meta = shipped_vectors_path("wiki")
-    write_bytes_atomic(npy, _npy_bytes(vectors.astype(np.float16)))
+    write_npy_atomic(npy, vectors.astype(np.float16))
     facts = {"encoder": encoder.id, "checksum": passage_checksum(passages), "count": len(passages)}
     write_json_atomic(
         meta, facts | {"dim": int(vectors.shape[1]), "seconds": time.perf_counter() - t0}, indent=1
     )
     return npy
-
-
-def _npy_bytes(array: np.ndarray) -> bytes:
-    buf = io.BytesIO()
-    np.save(buf, array, allow_pickle=False)
-    return buf.getvalue()
 
 
 def encode_named(name: str, encoder: Encoder, progress: Progress) -> tuple[np.ndarray, list[Passage]]:

@@ -11,6 +11,7 @@ the data goes to a temporary name in the same folder, then `os.replace` swaps it
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -18,6 +19,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 
 def write_atomic(path: Path, write: Callable[[str], None]) -> None:
@@ -40,6 +43,13 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     write_atomic(path, lambda tmp: Path(tmp).write_bytes(data))
+
+
+def write_npy_atomic(path: Path, array: np.ndarray) -> None:
+    """An array in NumPy's .npy format (no pickles), written atomically."""
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    write_bytes_atomic(path, buf.getvalue())
 
 
 def write_json_atomic(path: Path, data, indent: int | None = None) -> None:
