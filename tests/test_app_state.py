@@ -4,6 +4,7 @@ question is no longer the example, every trace page names its question and index
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.safe_text import md_text
 from rag_core.config import Config
 
 from conftest import ROOT, visit
@@ -31,7 +32,8 @@ def about_line(at) -> str:
 def test_picking_an_example_answers_it_and_typing_leaves_the_example(default_pipeline):
     at = ask_app()
     assert "Moby" in about_line(at)
-    assert about_line(at).endswith("**stack** MiniLM-L6 retriever · SmolLM2-135M + RAG adapter")  # in words
+    words = md_text("MiniLM-L6 retriever · SmolLM2-135M + RAG adapter")  # the stack in words, escaped
+    assert about_line(at).endswith(f"**stack** {words}")
     before = shown_answers(at)
     at.selectbox(key="example").set_value("In which city is the Taj Mahal?").run()
     assert not at.exception, [e.value for e in at.exception]
