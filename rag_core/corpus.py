@@ -164,6 +164,16 @@ def chunk_words(text: str, size: int = PASSAGE_WORDS) -> list[str]:
     return [" ".join(words[a:b]) for a, b in zip(cuts, cuts[1:])]
 
 
+def reserved(title: str) -> bool:
+    """The reserved evaluation partition: articles whose title's SHA-1 (of its UTF-8 bytes, read as
+    one hexadecimal integer) is 0 mod 5. No training question is written from one of them.
+
+    >>> reserved("Canberra"), reserved("Alexander Fleming")
+    (True, False)
+    """
+    return int(hashlib.sha1(title.encode("utf-8")).hexdigest(), 16) % 5 == 0
+
+
 def wiki_summaries_path() -> Path:
     """Locate the summaries file inside the installed package without importing it.
 

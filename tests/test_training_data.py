@@ -148,6 +148,10 @@ def test_every_first_answer_is_in_the_passage_it_was_written_from(train_rows):
 def test_no_training_question_comes_from_the_reserved_partition(train_rows):
     tuning = rows(TUNING_FILE)  # the index swap's tuning half trains too: its titles are offices
     assert not [(r["question"], r["title"]) for r in train_rows + tuning if reserved(r["title"])]
+    titles = {p.title for p in load_wiki()}  # nor is a training answer a reserved article
+    assert not [
+        (r["question"], a) for r in train_rows + tuning for a in r["answers"] if a in titles and reserved(a)
+    ]
     held = rows(ASSETS / "eval" / "heldout_in_genre.jsonl")  # the training questions moved out of it
     assert len(held) >= 300 and all(reserved(r["title"]) for r in held)
     assert reserved("Canberra") is True and reserved("Alexander Fleming") is False  # the rule itself
