@@ -2,7 +2,8 @@
 closed-book, RAG-Token and RAG-Sequence, with the diagnosis verdict counts of the wrong answers,
 the retrieval metrics (hit@1, MRR, nDCG), the split of answers by whether a passage held the answer,
 and, per answer, the share of its tokens that came from the model's weights, averaged over the right
-and over the wrong answers. `--compare RUN_A RUN_B` compares two saved runs instead (`eval_compare`).
+and over the wrong answers. `--compare RUN_A RUN_B` compares two saved runs instead (`eval_compare`);
+`--choose-rule RUN` chooses the low-confidence rule on one (`eval_rule`).
 
 Every run is also saved under `cache_dir()/eval/` (JSON + CSV) for the app's Eval page.
 User errors (missing or empty file, no usable line, bad flag) exit 2 with one `error:` line;
@@ -35,6 +36,7 @@ from rag_core.cli.common import (
     progress_bar,
 )
 from rag_core.cli.eval_compare import run_compare
+from rag_core.cli.eval_rule import run_choose_rule
 from rag_core.config import RAG_SEQUENCE, Config
 from rag_core.models.presets import PRESETS
 from rag_core.otlp import trace_otlp
@@ -53,6 +55,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="compare two saved runs question by question (a run's .json file or its saved name, e.g. "
         "latest); no model call",
+    )
+    p.add_argument(
+        "--choose-rule",
+        metavar="RUN",
+        default=None,
+        help="choose the low-confidence rule's threshold and compared readings on a saved run (run it "
+        "on dev, made with --stuffed); no model call",
     )
     p.add_argument(
         "--mode",
@@ -183,6 +192,8 @@ def check_shippable(args: argparse.Namespace, cfg: Config) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.compare:
         return run_compare(args)
+    if args.choose_rule:
+        return run_choose_rule(args)
     if not args.questions:
         raise CliError("the following arguments are required: questions")
     if args.sweep:
