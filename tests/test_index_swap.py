@@ -60,6 +60,9 @@ SAMPLE = ["President of the United States", "President of Chile", "Prime Ministe
         ("President Trump", "Donald Trump", None, True),  # a title is not a first name
         ("Parkash Singh Badal", "Amarinder Singh", "Parkash Singh Badal", False),  # a middle name
         ("Tshering Tobgay", "Lotay Tshering", "Tshering Tobgay", False),  # another's first name
+        ("Barack Hussein Obama", "Barack Obama", "Donald Trump", True),  # the holder's own middle name
+        ("President Donald John Trump", "Donald Trump", "Barack Obama", True),
+        ("Hillary Rodham Clinton", "Bill Clinton", None, False),  # no word of the holder's beside it
     ],
 )
 def test_names_holder(answer, name, other, expected):

@@ -18,9 +18,9 @@ from collections.abc import Iterable
 
 from rag_core.retrieval.snapshots import fold
 
-JUDGE_VERSION = (
-    3  # bump when the judge changes: cached results are keyed by it (3: a surname in another name)
-)
+# Bump when the judge changes: cached results are keyed by it (3: a surname inside another name does
+# not count; 4: a name that holds the holder's own first or middle name beside the surname does).
+JUDGE_VERSION = 4
 
 _SUFFIXES = {"jr", "sr", "ii", "iii", "iv"}
 _LEFT, _RIGHT = r"(?<![\w-])", r"(?![\w-])"  # whole words; a hyphenated name is one word
@@ -51,11 +51,32 @@ def _has_words(text: str, words: Iterable[str]) -> bool:
     return re.search(pattern, fold(text).lower()) is not None
 
 
+def _capitalised_run(folded: str, start: int, end: int) -> list[str]:
+    """The capitalised words standing right before `start` and right after `end` in `folded`, each
+    run going on while only spaces separate its words ("Barack Hussein Obama": before "Obama",
+    ["Hussein", "Barack"]).
+
+    >>> text = "said President Barack Hussein Obama today"
+    >>> _capitalised_run(text, text.index("Obama"), text.index(" today"))
+    ['Hussein', 'Barack', 'President']
+    """
+    run, head = [], folded[:start]
+    while (b := re.search(r"([\w'-]+)[ \t]+$", head)) and b.group(1)[:1].isupper():
+        run.append(b.group(1))
+        head = head[: b.start()]
+    tail = folded[end:]
+    while (a := re.match(r"[ \t]+([\w'-]+)", tail)) and a.group(1)[:1].isupper():
+        run.append(a.group(1))
+        tail = tail[a.end() :]
+    return run
+
+
 def _surname_alone(text: str, words: list[str]) -> bool:
     """Whether the surname (the last of `words`) stands in `text` as this person's: at some
-    occurrence, neither word beside it (with only spaces between) is a capitalised word foreign to
-    the name, which would make it part of someone else's ("Hillary Clinton" is not "Bill Clinton";
-    "Parkash Singh Badal" does not name "Amarinder Singh").
+    occurrence, the capitalised words around it (`_capitalised_run`, titles aside) are none, or
+    hold another word of this person's name. Only foreign ones make it part of someone else's
+    name ("Hillary Clinton" is not "Bill Clinton"; "Parkash Singh Badal" does not name
+    "Amarinder Singh"), while "Barack Hussein Obama" names "Barack Obama".
 
     >>> _surname_alone("President Trump said", ["donald", "trump"])
     True
@@ -63,15 +84,14 @@ def _surname_alone(text: str, words: list[str]) -> bool:
     False
     >>> _surname_alone("Tshering Tobgay", ["lotay", "tshering"])
     False
+    >>> _surname_alone("Barack Hussein Obama", ["barack", "obama"])
+    True
     """
     folded = fold(text)  # accents gone, case kept: a capital says where a name goes on
     for m in re.finditer(_LEFT + re.escape(words[-1]) + _RIGHT, folded, re.IGNORECASE):
-        before = re.search(r"([\w'-]+)[ \t]+$", folded[: m.start()])
-        after = re.match(r"[ \t]+([\w'-]+)", folded[m.end() :])
-        neighbours = [n.group(1) for n in (before, after) if n]
-        if not any(
-            n[:1].isupper() and n.lower() not in words and n.lower() not in _TITLES for n in neighbours
-        ):
+        around = [w.lower() for w in _capitalised_run(folded, m.start(), m.end())]
+        names = [w for w in around if w not in _TITLES]
+        if not names or any(w in words[:-1] for w in names):
             return True
     return False
 
