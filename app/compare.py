@@ -39,7 +39,7 @@ def _other_trace(
             idx = state.index_for(encoder, index_name)
             cfg = _other.cfg.with_(corpus=None, **dict(settings_key))
             pipe = Pipeline(models, index_name, idx, cfg)
-            trace = pipe.run(question, cfg)
+            trace = pipe.with_stuffed(pipe.run(question, cfg))  # the rule compares all three readings
             return trace, certainty.answer_confidences(pipe, trace)
         finally:
             del models

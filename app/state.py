@@ -129,7 +129,10 @@ def confidence(trace: Trace, cand, log_prior=None) -> certainty.Confidence:
     """Whether the model is guessing at this answer (`rag_core.analysis.confidence`), from the trace
     and the answer's closed-book row (the one the token sources use, computed once). Without that
     row (a user error computing it) the rule runs without its support check. `log_prior` (K,): a
-    counterfactual's prior instead of the trace's."""
+    counterfactual's prior instead of the trace's. The rule compares all three readings, so the
+    trace gets its stuffed reading first (computed once, cached), whatever page draws the card:
+    the same answer wears the same badge on every page."""
+    trace = with_stuffed(trace, trace.query)
     closed = None
     if cand.token_ids:
         try:

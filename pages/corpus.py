@@ -5,7 +5,7 @@ import streamlit as st
 
 from app import jobs, state
 from app.safe_text import md_text
-from rag_core.corpus import CorpusError
+from rag_core.corpus import PASSAGE_WORDS, CorpusError, passage_word_bounds
 from rag_core.errors import first_line
 from rag_core.retrieval import catalog_actions as actions
 from rag_core.storage import caches
@@ -56,12 +56,13 @@ files = st.file_uploader(
     help=f'Up to {limit} MB a file. .jsonl: one {{"title", "text", "id" (optional)}} a line. '
     ".csv: columns title and text (id optional). .txt / .md: one document titled by its file name.",
 )
+SHORTEST, LONGEST = passage_word_bounds()
 st.caption(
     f'Up to {limit} MB a file. **.jsonl**: one JSON object a line, `{{"title": …, "text": …}}` '
     "(`id` optional). **.csv**: a header row with columns `title` and `text` (`id` optional). "
     "**.txt / .md**: one document, titled by its file name. Long texts are split into passages of about "
-    "100 words (40 to 110, cut at sentence ends), as the paper split Wikipedia; rows without text are "
-    "skipped and counted."
+    f"{PASSAGE_WORDS} words ({SHORTEST} to {LONGEST}, cut at sentence ends), as the paper split Wikipedia; "
+    "rows without text are skipped and counted."
 )
 
 if files:

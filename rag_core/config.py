@@ -34,13 +34,14 @@ DECODING_LABELS = {
 # RAG systems read them (no mixture; `decoding/stuffed.py`).
 STUFFED = "stuffed"
 STUFFED_LABEL = "Stuffed"
-READING_LABELS = {**DECODING_LABELS, STUFFED: STUFFED_LABEL}  # every reading of the K passages
+READINGS = (*DECODINGS, STUFFED)  # every reading of the K passages
+READING_LABELS = {**DECODING_LABELS, STUFFED: STUFFED_LABEL}
 DECODE_NAMES = {
     "token": (RAG_TOKEN,),
     "sequence": (RAG_SEQUENCE,),
     "both": DECODINGS,
     "stuffed": (STUFFED,),
-    "all": (*DECODINGS, STUFFED),
+    "all": READINGS,
 }  # Config.decode -> names
 MARGINAL_DECODE = {"token": "token", "sequence": "sequence", "both": "both", "all": "both", "stuffed": None}
 

@@ -135,6 +135,15 @@ class CorpusError(ValueError):
     """A corpus file a user gave cannot be read; the message says why."""
 
 
+def passage_word_bounds(size: int = PASSAGE_WORDS) -> tuple[int, int]:
+    """The fewest and the most words a passage of a longer document holds.
+
+    >>> passage_word_bounds()
+    (40, 110)
+    """
+    return round(size * MIN_PASSAGE_SHARE), size + round(size * CUT_SLACK_SHARE)
+
+
 def chunk_words(text: str, size: int = PASSAGE_WORDS) -> list[str]:
     """Split text into the fewest passages of about `size` words, as equal as possible, each cut
     moved to the nearest sentence end within a tenth of `size` words of its even place.
@@ -153,7 +162,8 @@ def chunk_words(text: str, size: int = PASSAGE_WORDS) -> list[str]:
     n = -(-len(words) // size)  # ceil
     if n <= 1:
         return [" ".join(words)] if words else []
-    slack, shortest = round(size * CUT_SLACK_SHARE), round(size * MIN_PASSAGE_SHARE)
+    shortest, longest = passage_word_bounds(size)
+    slack = longest - size
     cuts = [0]
     for i in range(1, n):
         even = i * len(words) // n

@@ -20,6 +20,7 @@ from rag_core.decoding.answering import PreparedRun, Query, decode_queries, stuf
 from rag_core.decoding.decode import DecodeJob, SearchSettings, decode_jobs, score_answers
 from rag_core.decoding.stuffed import OrderReading, order_sensitivity
 from rag_core.generators import Generator, load_generator
+from rag_core.generators.base import question_end
 from rag_core.models.sources import offline_unless_allowed, pick_device, set_threads
 from rag_core.retrieval.catalog import build_corpus_index, corpus_cache_folder, resolve_index
 from rag_core.retrieval.encoders import Encoder, load_encoder
@@ -64,19 +65,6 @@ def clean_question(question: str) -> tuple[str, list[str]]:
 
 
 QUOTED = 40  # characters of a cut question quoted on each side of the cut
-
-
-def question_end(text: str, limit: int = MAX_QUESTION_CHARS) -> str:
-    """The last `limit` characters of `text`, from the start of a word: a long paste is context
-    first and the question last, so the end is what the model must read.
-
-    >>> question_end("Some context. Who wrote it?", 15)
-    'Who wrote it?'
-    """
-    tail = text[-limit:]
-    if len(text) > limit and not text[-limit - 1].isspace() and not tail[0].isspace():
-        tail = tail[tail.find(" ") + 1 :] if " " in tail else tail  # a partial first word goes
-    return tail.lstrip()
 
 
 def cut_notice(text: str, kept: str) -> str:

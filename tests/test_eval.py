@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from rag_core import marginals, stacks
-from rag_core.analysis import confidence as cf
 from rag_core.analysis import eval_summary, matching
 from rag_core.analysis import evaluation as ev
 from rag_core.analysis import questions as question_file
@@ -85,6 +84,7 @@ class ToyPipe:
 
     index_name = "toy"
     run, run_settings, closed_book_scores = Pipeline.run, Pipeline.run_settings, Pipeline.closed_book_scores
+    with_stuffed = Pipeline.with_stuffed
     query, run_many, batch_size, closed_book_many = (
         Pipeline.query,
         Pipeline.run_many,
@@ -181,8 +181,9 @@ def test_a_run_on_a_toy_pipeline_scores_modes_recall_and_verdicts(tmp_path):
 
 
 def test_the_run_flags_the_answers_the_ask_page_flags():
-    """Each RAG answer's low-confidence codes are those the answer card (`answer_confidences`, a
-    separate run and closed-book pass) gives the same question; the split counts them."""
+    """Each answer's low-confidence codes in a run with the stuffed reading (`eval --stuffed`) are
+    those the answer card (`answer_confidences`, a separate run and closed-book pass) gives the same
+    question; the split counts them."""
     P = lambda i, text: Passage(f"p{i}", f"T{i}", text, "toy")  # noqa: E731
     base = toy_pipe()
     pipe = ToyPipe(
@@ -194,33 +195,35 @@ def test_the_run_flags_the_answers_the_ask_page_flags():
         base.models.generator.closed_book,
     )
     painted = question_file.EvalQuestion("Who painted it?", ["Ann"], "Painting")
-    cfg = Config(k=2, max_new_tokens=6)
+    cfg = Config(k=2, max_new_tokens=6, decode="all")
     run = ev.run_eval(pipe, [*QUESTIONS, painted], cfg)
     for r in run.results:
-        trace = pipe.run(r.question, cfg)
-        ask = answer_confidences(pipe, trace)
-        for mode in ev.RAG_MODES:
+        ask = answer_confidences(pipe, pipe.run(r.question, Config(k=2, max_new_tokens=6)))
+        for mode in ev.READINGS:
             assert r.modes[mode].low_confidence == list(ask[mode].codes), (r.question, mode)
-    # Ann: p_seq = 0.55 · 0.6 = 0.33 and right; Bob is the runner-up, which no longer flags
     ann = run.results[2].modes["rag-sequence"]
-    assert ann.p_seq == pytest.approx(0.33, abs=1e-6)  # float32 tables
-    tok = run.results[2].modes["rag-token"]
-    differs = matching.normalize_answer(tok.answer) != matching.normalize_answer(ann.answer)
-    assert ann.low_confidence == ["guessing"] * (0.33 < cf.P_GUESS) + ["readings-disagree"] * differs
-    assert [r.modes["rag-token"].low_confidence for r in run.results[:2]] == [[], []]
-    split = run.summary()["confidence"]["rag-sequence"]
-    flagged = [r.modes["rag-sequence"] for r in run.results if r.modes["rag-sequence"].low_confidence]
-    assert (split["assessed"], split["low"]) == (3, len(flagged))
-    assert split["guessing"] == sum("guessing" in m.low_confidence for m in flagged)
-    assert split["wrong_flagged"] == (
-        sum(not m.em for m in flagged) / sum(not r.modes["rag-sequence"].em for r in run.results)
+    assert ann.p_seq == pytest.approx(0.33, abs=1e-6)  # 0.55 · 0.6, float32 tables
+    # RAG-Token answers the catch-all "<other>" (0.4): the readings disagree on Ann, who is right
+    assert (run.results[2].modes["rag-token"].answer, ann.low_confidence) == (
+        "<other>",
+        ["readings-disagree"],
     )
+    assert [r.modes["rag-token"].low_confidence for r in run.results[:2]] == [[], []]
+    assert run.summary()["confidence"]["rag-sequence"] == {
+        "assessed": 3,
+        "low": 1,
+        "em_low": 1.0,
+        "em_sure": 0.5,
+        "wrong_flagged": 0.0,
+        "right_flagged": 0.5,
+        "guessing": 0,
+        "readings-disagree": 1,
+        "unsupported": 0,
+    }
     frame = run.frame()
     rag = frame[frame["mode"] == "rag-sequence"]
-    assert list(rag["low_confidence"]) == [
-        int(bool(r.modes["rag-sequence"].low_confidence)) for r in run.results
-    ]
-    assert list(rag["confidence_reasons"])[2] == ";".join(ann.low_confidence)
+    assert list(rag["low_confidence"]) == [0, 0, 1]
+    assert list(rag["confidence_reasons"]) == ["", "", "readings-disagree"]
     assert set(frame[frame["mode"] == "closed-book"]["low_confidence"]) == {""}
     assert "flagged low confidence" in run.table_text()
 

@@ -35,8 +35,8 @@ def test_a_cut_question_says_what_it_kept_and_what_it_left_out():
         f"used, from “{kept_head}…”; the first {n - MAX_QUESTION_CHARS:,}, ending "
         f"“…{left_tail}”, were left out"
     ]
-    one_more = "x" + LONG  # the cut falls inside a word: that word goes whole
-    assert clean_question(one_more)[0] == used
+    one_more = LONG + "x"  # the cut now falls inside a word: that word is left out whole
+    assert clean_question(one_more)[0] == "".join(WORDS[72:]) + "Who wrote Moby-Dick?x"
     assert clean_question("Who wrote Moby-Dick?")[1] == []
 
 

@@ -42,7 +42,7 @@ def test_blank_questions_are_refused(text):
 def test_long_and_strange_questions_are_cleaned_with_a_notice():
     q, notes = clean_question("Who " * 30000)
     assert len(q) == MAX_QUESTION_CHARS - 1 and q.startswith("Who") and q.endswith("Who")
-    # "Who " * 30000, stripped: 119,999 characters; the last 1,000 start inside a "Who": it goes whole
+    # "Who " * 30000, stripped: 119,999 characters; the last 1,000 start at a space, which goes
     assert notes[0].startswith(
         f"the question was 119,999 characters long; only the last {MAX_QUESTION_CHARS - 1:,} "
         "were used, from “Who"

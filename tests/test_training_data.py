@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from rag_core import corpus
 from rag_core.analysis.matching import contains_answer, normalize_answer
 from rag_core.analysis.questions import read_questions
 from rag_core.corpus import load_wiki
@@ -155,6 +156,8 @@ def test_no_training_question_comes_from_the_reserved_partition(train_rows):
     held = rows(ASSETS / "eval" / "heldout_in_genre.jsonl")  # the training questions moved out of it
     assert len(held) >= 300 and all(reserved(r["title"]) for r in held)
     assert reserved("Canberra") is True and reserved("Alexander Fleming") is False  # the rule itself
+    titles = sorted({r["title"] for r in train_rows + held})  # the engine's rule (the index swap's split)
+    assert [corpus.reserved(t) for t in titles] == [reserved(t) for t in titles]
 
 
 def test_distractors_are_named_beside_the_answer(train_rows):

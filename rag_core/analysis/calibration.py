@@ -32,7 +32,7 @@ P_FIELD = {"rag-token": "p_tok", "rag-sequence": "p_seq", STUFFED: "p_stuffed"}
 class Bin:
     lo: float
     hi: float
-    n: int  # answers whose p falls in [lo, hi)
+    n: int  # answers whose p falls in [lo, hi) (the last bin also holds p = 1)
     confidence: float  # their mean p (nan when empty)
     accuracy: float  # the share of them right (nan when empty)
 

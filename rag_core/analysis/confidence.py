@@ -7,11 +7,14 @@ The evidence about the chosen answer y of one reading, all exact:
 - **p**, the answer's probability under its own reading (p_tok for RAG-Token, p_seq for
   RAG-Sequence, p(y | x, all passages) for the stuffed reading), as the answer card prints it;
 - **the other readings**: the answers the other readings of the same question and passages gave
-  (RAG-Token, RAG-Sequence and, where it was computed, the stuffed reading), compared after SQuAD
+  (RAG-Token, RAG-Sequence and the stuffed reading, computed for the rule when a trace lacks it),
+  compared after SQuAD
   normalisation (`matching.normalize_answer`, so "Melville." agrees with "Melville");
 - **the support**: max_z [log p(y|x,z) − log p_closed(y|x)] in nats, how much the passage that helps
   most raises the whole answer over the same generator with no passage (the closed-book row, one
-  teacher-forced pass). A passage fast rescoring never scored counts p(y|x,z) = 0, as in the marginal.
+  teacher-forced pass); for the stuffed reading, whose one prompt reads every passage together,
+  log p(y|x, all passages) − log p_closed(y|x). A passage fast rescoring never scored counts
+  p(y|x,z) = 0, as in the marginal.
 - **the runner-up**, shown beside the answer but not part of the rule: among the other candidates
   the same decoding kept, the likeliest whose answer differs from y. Greedy RAG-Token keeps none, so
   a rule that used it would judge two cards with the same p differently.
@@ -25,7 +28,9 @@ The answer is **low confidence** when any of these holds (each adds its reason):
 
 P_GUESS and the readings compared were chosen on the dev split (docs/results.md, "A flag that
 catches wrong answers"); P_SURE is a round number fixed in advance. An unknown support (no
-closed-book row) leaves rule 3 out; a reading not computed is not compared.
+closed-book row) leaves rule 3 out. An answer card and `ask` always compare all three readings;
+an `eval` run compares the stuffed reading only when made with `--stuffed`, and so does a
+stuffed prompt too long for the generator (then only the marginals are compared).
 
 >>> c = assess(0.068, support=-0.2)
 >>> c.low, c.codes
@@ -49,7 +54,7 @@ import torch
 
 from rag_core import marginals
 from rag_core.analysis.matching import normalize_answer
-from rag_core.config import DECODINGS, READING_LABELS, STUFFED
+from rag_core.config import READING_LABELS, READINGS, STUFFED
 from rag_core.marginals import p_text, prob
 from rag_core.trace import Candidate, Trace, log_p_under
 
@@ -58,13 +63,13 @@ from rag_core.trace import Candidate, Trace, log_p_under
 P_GUESS = 0.1  # below it the model is guessing
 P_SURE = 0.5  # an answer no passage supports is trusted from even odds up
 SUPPORT_MIN = 0.0  # a passage supports the answer when it makes it more likely than closed-book (nats)
-AGREE_READINGS = (*DECODINGS, STUFFED)  # the readings an answer is compared with
+AGREE_READINGS = READINGS  # the readings an answer is compared with
 GUESSING, DISAGREE, UNSUPPORTED = "guessing", "readings-disagree", "unsupported"
 
 
 @dataclass(frozen=True)
 class Confidence:
-    p: float  # the answer's probability under its own decoding's marginal
+    p: float  # the answer's probability under its own reading (a marginal, or the stuffed prompt's)
     codes: tuple[str, ...]  # the rules that fired (GUESSING, DISAGREE, UNSUPPORTED), in that order
     reasons: tuple[str, ...]  # one plain sentence per code
     runner_up: str | None = None  # the best different answer the decoding kept
@@ -209,10 +214,17 @@ def kept_rows(cand: Candidate, log_pz: torch.Tensor) -> torch.Tensor | None:
 def answer_confidences(pipe, trace: Trace) -> dict[str, Confidence]:
     """The rule for each reading's chosen answer of `trace`, with `pipe` (the trace's stack) making
     each answer's closed-book row in a teacher-forced pass of its own. (The app and an eval run
-    batch several answers' rows in one pass: the same numbers to float32 rounding.)"""
+    batch several answers' rows in one pass: the same numbers to float32 rounding.) The rule
+    compares the three readings, so a trace without its stuffed reading gets it first
+    (`pipe.with_stuffed`); the confidences of the readings the trace was decoded with are returned."""
+    asked = [d for d in READINGS if trace.answer(d) is not None]
+    try:
+        trace = pipe.with_stuffed(trace)
+    except ValueError:  # the K passages make a prompt longer than the generator reads: not compared
+        pass
     rows: dict[tuple[int, ...], torch.Tensor] = {}
     out = {}
-    for c in filter(None, (trace.answer(d) for d in AGREE_READINGS)):
+    for c in filter(None, (trace.answer(d) for d in asked)):
         ids = tuple(c.token_ids)
         if ids and ids not in rows:
             rows[ids] = pipe.closed_book_scores(trace.query, [list(ids)])[0]  # (T,)

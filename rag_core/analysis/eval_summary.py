@@ -11,11 +11,11 @@ from rag_core.analysis.confidence import DISAGREE, GUESSING, UNSUPPORTED
 from rag_core.analysis.question_result import ModeResult, QuestionResult
 from rag_core.analysis.retrieval_metrics import CELLS, error_split, retrieval_metrics
 from rag_core.analysis.verdict_rules import VERDICTS
-from rag_core.config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN, STUFFED
+from rag_core.config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN, READINGS, STUFFED
 
 MODES = (CLOSED_BOOK, RAG_TOKEN, RAG_SEQUENCE, STUFFED)  # stuffed: runs made with `eval --stuffed`
 RAG_MODES = (RAG_TOKEN, RAG_SEQUENCE)
-CONFIDENCE_MODES = (*RAG_MODES, STUFFED)  # the readings the rule judges (stuffed: where a run has it)
+CONFIDENCE_MODES = READINGS  # the readings the rule judges (stuffed: where a run has it)
 CONFIDENCE_CODES = (GUESSING, DISAGREE, UNSUPPORTED)
 CONFIDENCE_ROWS = {  # the rows of the low-confidence table, as the CLI prints it and the Eval page draws it
     "assessed": "answers assessed",
@@ -117,7 +117,8 @@ def kind_table(by_kind: dict[str, dict]) -> str:
 
 def summarize(results: list[QuestionResult], k: int) -> dict:
     """EM, contained and recall@K per mode (fractions), verdict counts, the retrieval metrics, the
-    error split, the weights' share and the low-confidence split per RAG mode, over `results`."""
+    error split and the weights' share per marginal, and the low-confidence split per reading the
+    rule judged, over `results`."""
     n = len(results)
     out = {"n": n, "k": k, "modes": {}, "verdicts": {}}
     recall = sum(r.recall for r in results) / n if n else 0.0

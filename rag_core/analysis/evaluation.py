@@ -31,7 +31,7 @@ from rag_core.analysis.questions import EvalQuestion
 from rag_core.analysis.scoring import score_texts
 from rag_core.analysis.token_sources import WEIGHTS, candidate_sources, shares
 from rag_core.analysis.verdicts import diagnose as diagnose_answer
-from rag_core.config import CLOSED_BOOK, STUFFED
+from rag_core.config import CLOSED_BOOK, READINGS, STUFFED
 from rag_core.decoding.decode import DECODER_VERSION
 from rag_core.marginals import prob
 from rag_core.storage import caches
@@ -93,7 +93,7 @@ def evaluate_question(
         )
     }
     wrong = []
-    answered = [c for c in map(trace.answer, (*RAG_MODES, STUFFED)) if c is not None and c.token_ids]
+    answered = [c for c in map(trace.answer, READINGS) if c is not None and c.token_ids]
     # one closed-book teacher-forced row per answer: which of its tokens came from the weights
     closed = (
         pipe.closed_book_scores(trace.query, [c.token_ids for c in answered]) if answered else None

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rag_core.analysis.calibration import P_FIELD
 from rag_core.analysis.confidence import UNSUPPORTED
 from rag_core.analysis.matching import normalize_answer
 from rag_core.analysis.question_result import ModeResult, QuestionResult
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN, READING_LABELS, STUFFED
+from rag_core.config import DECODINGS, READING_LABELS, READINGS
 
-READINGS = (RAG_TOKEN, RAG_SEQUENCE, STUFFED)
-MARGINALS = (RAG_TOKEN, RAG_SEQUENCE)  # the goal is judged under both
+MARGINALS = DECODINGS  # the goal is judged under both
 WRONG_GOAL = 0.6  # the share of wrong answers a chosen rule must flag under both marginals
 THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 COMPARED = ((), MARGINALS, READINGS)  # no comparison, the two marginals, all three readings
@@ -54,7 +54,7 @@ class Rule:
 
 def own_p(mode: str, m: ModeResult) -> float | None:
     """The answer's probability under its own reading, as its card prints it."""
-    return {RAG_TOKEN: m.p_tok, RAG_SEQUENCE: m.p_seq, STUFFED: m.p_stuffed}[mode]
+    return getattr(m, P_FIELD[mode])
 
 
 def flags(result: QuestionResult, mode: str, rule: Rule) -> bool | None:

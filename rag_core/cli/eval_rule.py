@@ -27,7 +27,7 @@ def run_choose_rule(args: argparse.Namespace) -> int:
     print(f"{'':<62}" + "".join(f"{'wrong / right flagged':>24}" for _ in modes))
     for rule, shares in table:
         mark = " <- chosen" if rule == chosen else ""
-        cells = "".join(f"{100 * shares[m][0]:>15.0f}% / {100 * shares[m][1]:>3.0f}%" for m in modes)
+        cells = "".join(f"{100 * shares[m][0]:>16.0f}% / {100 * shares[m][1]:>3.0f}%" for m in modes)
         print(f"{rule.words():<62}{cells}{mark}")
     if chosen is None:
         print(f"\nno rule flags {100 * WRONG_GOAL:.0f}% of the wrong answers under both marginals")

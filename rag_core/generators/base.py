@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import torch
 
+from rag_core.config import MAX_QUESTION_CHARS
 from rag_core.corpus import Passage
 
 
@@ -84,6 +85,19 @@ def forced_ids(generation_config, encoder_decoder: bool) -> tuple[int | None, fr
         else frozenset([int(eos)] if isinstance(eos, int) else [int(e) for e in eos])
     )
     return (None if bos is None else int(bos)), eos_set
+
+
+def question_end(text: str, limit: int = MAX_QUESTION_CHARS) -> str:
+    """The last `limit` characters of `text`, from the start of a word: a long paste is context
+    first and the question last, so the end is what the model must read.
+
+    >>> question_end("Some context. Who wrote it?", 15)
+    'Who wrote it?'
+    """
+    tail = text[-limit:]
+    if len(text) > limit and not text[-limit - 1].isspace() and not tail[0].isspace():
+        tail = tail[tail.find(" ") + 1 :] if " " in tail else tail  # a partial first word goes
+    return tail.lstrip()
 
 
 def too_long(tokens: int, limit: int, stuffed: int) -> None:

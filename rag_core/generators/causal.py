@@ -18,9 +18,17 @@ from collections.abc import Sequence
 
 import torch
 
-from rag_core.config import MAX_PASSAGE_WORDS, MAX_QUESTION_CHARS
+from rag_core.config import MAX_PASSAGE_WORDS
 from rag_core.corpus import Passage, Prompted, Reading, Stuffed
-from rag_core.generators.base import ForwardCounter, GenState, PackedAnswers, forced_ids, rows_of, too_long
+from rag_core.generators.base import (
+    ForwardCounter,
+    GenState,
+    PackedAnswers,
+    forced_ids,
+    question_end,
+    rows_of,
+    too_long,
+)
 from rag_core.generators.shared_prefix import as_cache, causal_mask, install
 from rag_core.generators.shared_rows import score_rows_after, shared_prefix_length
 from rag_core.models.sources import TOKENIZER_LOCK
@@ -109,7 +117,7 @@ PROMPT_FILE = "rag_loupe_prompt.json"  # {"style": "plain"} in a generator folde
 
 
 def clean_question(question: str) -> str:
-    return re.sub(r"\s+", " ", question).strip()[-MAX_QUESTION_CHARS:]  # its end: where the question is
+    return question_end(re.sub(r"\s+", " ", question).strip())  # its end: where the question is
 
 
 def rag_prefix(style: str = FEW_SHOT_STYLE) -> str:

@@ -1,6 +1,7 @@
 """Named indexes and where they live: `wiki`, `2016`, `2018`, user-built ones, or any folder.
 
-- `wiki`: the base corpus alone (Level-4 vital article summaries in 100-word passages).
+- `wiki`: the base corpus alone (Level-4 vital article summaries in passages of about 100 words,
+  `corpus.chunk_words`).
 - `2016` / `2018`: the base corpus less its stale passages (see `snapshots.stale_base_passages`)
   plus the world-leader passages written as of 31 December of that year.
 Built indexes are cached under the cache folder; for the default encoder the vectors come from
@@ -124,13 +125,9 @@ def snapshot_passages(name: str) -> list[Passage]:
 
 
 def write_snapshot_vectors(name: str, encoder: Encoder) -> Path:
-    """Encode a year's snapshot passages and write them where `_vectors` finds them (run it after
-    editing a snapshot; tests/test_shipped.py says when the shipped ones no longer fit):
-
-        python -c "import torch; from rag_core import catalog, encoders; enc = encoders.load_encoder(
-            catalog.DEFAULT_ENCODER, None, torch.device('cpu')); [catalog.write_snapshot_vectors(y, enc)
-            for y in ('2016', '2018')]"
-    """
+    """Encode a year's snapshot passages and write them where `_vectors` finds them (`make
+    shipped-data` runs it for both years; tests/test_shipped.py says when the shipped ones no
+    longer fit)."""
     passages = snapshot_passages(name)
     vectors = encoder.encode_passages(passages).astype(np.float32)  # (N_snapshot, D)
     npy, meta = shipped_vectors_path(name)
