@@ -198,9 +198,12 @@ def test_the_run_flags_the_answers_the_ask_page_flags():
     cfg = Config(k=2, max_new_tokens=6, decode="all")
     run = ev.run_eval(pipe, [*QUESTIONS, painted], cfg)
     for r in run.results:
-        ask = answer_confidences(pipe, pipe.run(r.question, Config(k=2, max_new_tokens=6)))
+        full = answer_confidences(pipe, pipe.run(r.question, cfg))
+        both = answer_confidences(pipe, pipe.run(r.question, Config(k=2, max_new_tokens=6)))
+        assert set(both) == set(ev.RAG_MODES)  # the stuffed reading is added for the rule, not shown
         for mode in ev.READINGS:
-            assert r.modes[mode].low_confidence == list(ask[mode].codes), (r.question, mode)
+            assert r.modes[mode].low_confidence == list(full[mode].codes), (r.question, mode)
+            assert mode not in both or both[mode].codes == full[mode].codes, (r.question, mode)
     ann = run.results[2].modes["rag-sequence"]
     assert ann.p_seq == pytest.approx(0.33, abs=1e-6)  # 0.55 · 0.6, float32 tables
     # RAG-Token answers the catch-all "<other>" (0.4): the readings disagree on Ann, who is right
@@ -226,6 +229,22 @@ def test_the_run_flags_the_answers_the_ask_page_flags():
     assert list(rag["confidence_reasons"]) == ["", "", "readings-disagree"]
     assert set(frame[frame["mode"] == "closed-book"]["low_confidence"]) == {""}
     assert "flagged low confidence" in run.table_text()
+
+
+def test_the_card_rule_reads_the_stuffed_answer_even_when_the_trace_lacks_it():
+    """Both marginals say Cy; the two passages read together say Di. A trace decoded without the
+    stuffed reading still gets its marginals flagged: the rule computes the third reading."""
+    P = lambda i, text: Passage(f"p{i}", f"T{i}", text, "toy")  # noqa: E731
+    base = toy_pipe()
+    pipe = ToyPipe(
+        {"Who sang it?": [(P(8, "Cy sang it."), 0.5), (P(9, "Di sang it."), 0.5)]},
+        {"p8": {"": {"Cy": 0.6}}, "p9": {"": {"Cy": 0.6}}, "p8+p9": {"": {"Di": 0.9}}},
+        base.models.generator.closed_book,
+    )
+    trace = pipe.run("Who sang it?", Config(k=2, max_new_tokens=6))
+    assert trace.stuffed is None and trace.answer("rag-sequence").answer == "Cy"
+    got = answer_confidences(pipe, trace)
+    assert {m: c.disagree for m, c in got.items()} == {m: (("stuffed", "Di"),) for m in ev.RAG_MODES}
 
 
 def test_a_stuffed_run_adds_the_stuffed_reading_and_where_it_leans():
