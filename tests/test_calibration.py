@@ -55,3 +55,13 @@ def test_a_run_gives_each_reading_its_own_p():
     assert got["rag-token"].ece == pytest.approx(abs(0.5 - 0.93))
     assert [round(b.confidence, 2) for b in got["rag-sequence"].bins] == [0.15, 0.35]
     assert got["stuffed"].ece == pytest.approx(0.5 * 0.45 + 0.5 * 0.45)
+
+
+def test_the_bin_edges_by_hand():
+    """Ten bins: 0.1 opens the second bin, 0.0999 stays in the first, 1.0 falls in the last; ECE
+    weighs each bin's gap by its share of the answers (worked out by hand)."""
+    got = calibration.reliability([0.0999, 0.1, 1.0, 0.95], [False, True, True, False], bins=10)
+    assert [(b.lo, b.n) for b in got.bins] == [(0.0, 1), (0.1, 1), (0.9, 2)]
+    assert got.bins[2].confidence == pytest.approx(0.975) and got.bins[2].accuracy == 0.5
+    # |0 - 0.0999| / 4 + |1 - 0.1| / 4 + 2 · |0.5 - 0.975| / 4
+    assert got.ece == pytest.approx((0.0999 + 0.9 + 2 * 0.475) / 4, abs=1e-12)
