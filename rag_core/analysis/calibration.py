@@ -43,9 +43,6 @@ class Reliability:
     ece: float
     n: int  # answers with a p
 
-    def to_rows(self) -> list[dict]:
-        return [b.__dict__ | {"gap": b.accuracy - b.confidence} for b in self.bins]
-
 
 def reliability(p: Sequence[float], right: Sequence[bool], bins: int = BINS) -> Reliability:
     """The reliability diagram and ECE of answers with probability p and correctness `right`."""
