@@ -40,7 +40,9 @@ def _chosen_questions(upload, split: str) -> tuple[list, str, int]:
 
 
 def _eval_work(pipe, questions: list, cfg, name: str, skipped: int):
-    """The background job: evaluate, save the run, return its path."""
+    """The background job: evaluate, save the run, return its path. The session's stack is read
+    here, on the page's thread: the job's thread has no session to read it from."""
+    stack = state.stack_key()
 
     def work(progress):
         def step(done, total, result):
@@ -52,7 +54,7 @@ def _eval_work(pipe, questions: list, cfg, name: str, skipped: int):
             cfg,
             step,
             resume=True,
-            settings={"file": name, "skipped": skipped, "stack": state.stack_key()},
+            settings={"file": name, "skipped": skipped, "stack": stack},
         )
         return ev.save_run(run, time.strftime("app-%Y%m%d-%H%M%S"))
 
