@@ -10,6 +10,7 @@ recomputes what is known, and a trace of one stack is never shown under another.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import streamlit as st
 
@@ -88,6 +89,28 @@ def _stuffed(stack: str, question: str, index_name: str, settings_key: tuple):
     return pipeline(index_name).with_stuffed(_trace(stack, question, index_name, settings_key)).stuffed
 
 
+@st.cache_resource(show_spinner=False, max_entries=256)
+def _stuffed_of(stack: str, query: str, index_name: str, passage_ids: tuple, settings: str, _trace: Trace):
+    """The stuffed reading of any trace (a counterfactual's rerun, another page's) from its own
+    passages and recorded settings, once per key."""
+    return pipeline(index_name).with_stuffed(_trace).stuffed
+
+
+def with_own_stuffed(trace: Trace) -> Trace:
+    """`trace` with the stuffed reading of its own passages, question and settings (for the
+    low-confidence rule, which compares all three readings); a stuffed prompt too long for the
+    generator leaves it without one, and then the rule compares the two marginals."""
+    if trace.stuffed is not None:
+        return trace
+    key = tuple(h.passage.id for h in trace.hits), json.dumps(trace.settings, sort_keys=True, default=str)
+    try:
+        with st.spinner(f"Reading the {trace.k} passages together in one prompt…"):
+            reading = _stuffed_of(stack_key(), trace.query, trace.index, *key, trace)
+    except USER_ERRORS:
+        return trace
+    return dataclasses.replace(trace, stuffed=reading)
+
+
 def cached_trace(question: str, index_name: str, cfg: Config) -> Trace:
     """The cached trace for exactly these inputs (computed on a miss); raises user errors."""
     return _trace(stack_key(), question, index_name, settings_key(cfg))
@@ -130,9 +153,9 @@ def confidence(trace: Trace, cand, log_prior=None) -> certainty.Confidence:
     and the answer's closed-book row (the one the token sources use, computed once). Without that
     row (a user error computing it) the rule runs without its support check. `log_prior` (K,): a
     counterfactual's prior instead of the trace's. The rule compares all three readings, so the
-    trace gets its stuffed reading first (computed once, cached), whatever page draws the card:
-    the same answer wears the same badge on every page."""
-    trace = with_stuffed(trace, trace.query)
+    trace gets the stuffed reading of its own passages first (`with_own_stuffed`), whatever page
+    draws the card: the same answer wears the same badge on every page."""
+    trace = with_own_stuffed(trace)
     closed = None
     if cand.token_ids:
         try:
