@@ -67,7 +67,7 @@ def index_for(encoder, name: str):
 
 def forget_index(name: str) -> None:
     """Drop every cached object of an index that was replaced or deleted (its traces included)."""
-    for cached in (_index, _trace, _stuffed, _orders, _stuffed_sentences, _sentences):
+    for cached in (_index, _trace, _stuffed_of, _orders, _stuffed_sentences, _sentences):
         cached.clear()
 
 
@@ -83,17 +83,22 @@ def _trace(stack: str, question: str, index_name: str, settings_key: tuple) -> T
 
 
 @st.cache_resource(show_spinner=False, max_entries=256)
-def _stuffed(stack: str, question: str, index_name: str, settings_key: tuple):
-    """The stuffed reading of `_trace`'s trace for the same key (computed once); only the reading
-    is kept, so a trace recomputed after its index changed never shows another index's reading."""
-    return pipeline(index_name).with_stuffed(_trace(stack, question, index_name, settings_key)).stuffed
-
-
-@st.cache_resource(show_spinner=False, max_entries=256)
 def _stuffed_of(stack: str, query: str, index_name: str, passage_ids: tuple, settings: str, _trace: Trace):
     """The stuffed reading of any trace (a counterfactual's rerun, another page's) from its own
     passages and recorded settings, once per key."""
     return pipeline(index_name).with_stuffed(_trace).stuffed
+
+
+def _stuffed_key(trace: Trace) -> tuple[tuple, str]:
+    """What a trace's stuffed reading depends on besides its question: its passages, in rank order,
+    and the settings it was decoded with."""
+    return tuple(h.passage.id for h in trace.hits), json.dumps(trace.settings, sort_keys=True, default=str)
+
+
+def _with_reading(trace: Trace) -> Trace:
+    with st.spinner(f"Reading the {trace.k} passages together in one prompt…"):
+        reading = _stuffed_of(stack_key(), trace.query, trace.index, *_stuffed_key(trace), trace)
+    return dataclasses.replace(trace, stuffed=reading)
 
 
 def with_own_stuffed(trace: Trace) -> Trace:
@@ -102,13 +107,10 @@ def with_own_stuffed(trace: Trace) -> Trace:
     generator leaves it without one, and then the rule compares the two marginals."""
     if trace.stuffed is not None:
         return trace
-    key = tuple(h.passage.id for h in trace.hits), json.dumps(trace.settings, sort_keys=True, default=str)
     try:
-        with st.spinner(f"Reading the {trace.k} passages together in one prompt…"):
-            reading = _stuffed_of(stack_key(), trace.query, trace.index, *key, trace)
+        return _with_reading(trace)
     except USER_ERRORS:
         return trace
-    return dataclasses.replace(trace, stuffed=reading)
 
 
 def cached_trace(question: str, index_name: str, cfg: Config) -> Trace:
@@ -130,6 +132,7 @@ def closed_row(trace: Trace, cand):
     its trace in the same pass, once: a counterfactual that picks another of them later (a view of
     stored numbers) then finds its row without a model call. Raises user errors."""
     own = tuple(cand.token_ids)
+    trace = with_own_stuffed(trace)  # every reading's answers, so each page asks for the same batch
     answers = {tuple(c.token_ids) for d in (*DECODINGS, STUFFED) for c in trace.of(d) if c.token_ids}
     batch = tuple(sorted(answers)) if own in answers else (own,)
     return _closed_book_rows(stack_key(), trace.query, batch)[own]
@@ -211,7 +214,7 @@ def trace_for(question: str, index_name: str | None = None, cfg: Config | None =
 @st.cache_resource(show_spinner=False, max_entries=64)
 def _orders(stack: str, question: str, index_name: str, settings_key: tuple) -> list:
     trace = _trace(stack, question, index_name, settings_key)
-    reading = _stuffed(stack, question, index_name, settings_key)
+    reading = _stuffed_of(stack, trace.query, index_name, *_stuffed_key(trace), trace)
     return pipeline(index_name).stuffed_orders(dataclasses.replace(trace, stuffed=reading))
 
 
@@ -226,20 +229,14 @@ def stuffed_orders(trace: Trace) -> list | None:
         return None
 
 
-def with_stuffed(trace: Trace, asked: str | None = None) -> Trace:
-    """A question's trace under the session's settings (`trace_for(asked, trace.index)`; `asked`
-    defaults to the current question) with its stuffed reading: the K passages in one prompt and its
-    exact leave-one-out, computed once when a page first draws it. After a user error (a stuffed
+def with_stuffed(trace: Trace) -> Trace:
+    """`trace` with its stuffed reading (the K passages in one prompt and its exact leave-one-out,
+    `with_own_stuffed`), computed once when a page first draws it. After a user error (a stuffed
     prompt longer than the generator reads) the message is shown and the trace comes back as it was."""
     if trace.stuffed is not None:
         return trace
-    cfg = settings()
     try:
-        with st.spinner(f"Reading the {trace.k} passages together in one prompt…"):
-            reading = _stuffed(
-                stack_key(), asked if asked is not None else question(), trace.index, settings_key(cfg)
-            )
-        return dataclasses.replace(trace, stuffed=reading)
+        return _with_reading(trace)
     except USER_ERRORS as e:
         st.error(first_line(e, "the stuffed reading did not work"))
         return trace

@@ -240,7 +240,7 @@ def test_ask_json_carries_the_engines_confidence_for_each_answer(tmp_path, monke
         max_new_tokens=5,
     )
     pipe = load_pipeline(cfg)
-    trace = pipe.run(question, cfg)
+    trace = pipe.with_stuffed(pipe.run(question, cfg))  # ask compares the stuffed reading too
     for decoding, p_key in (("rag-token", "p_tok"), ("rag-sequence", "p_seq")):
         c = trace.answer(decoding)
         closed = pipe.closed_book_scores(question, [c.token_ids])[0]  # (T,)

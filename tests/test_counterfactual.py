@@ -21,6 +21,7 @@ from rag_core.analysis.counterfactual import NEEDS_CALL
 from rag_core.config import Config
 from rag_core.decoding.decode import SearchSettings, closed_book_decode
 from rag_core.marginals import p_text
+from rag_core.pipeline import Pipeline
 
 # Passage 1 prefers "a", passage 2 "b"; with one stored alternative per step, the bound on "b" under
 # passage 1 (its top value, 0.5) is too loose to prove that "a" (0.42) beats "b" (0.38) at step 0,
@@ -83,12 +84,14 @@ def toy_pipe(gen, cfg, hits=()):
         best = closed_book_decode(gen, gen.prepare(question, None), SearchSettings(max_new_tokens=8))
         return gen.decode(best.tokens)
 
-    return SimpleNamespace(
+    pipe = SimpleNamespace(
         cfg=cfg,
         models=SimpleNamespace(generator=gen, lock=threading.RLock()),
         closed_book=closed_book,
         retrieve=lambda question, k: list(hits)[:k],
     )
+    pipe.with_stuffed = lambda trace: Pipeline.with_stuffed(pipe, trace)  # the rule's third reading
+    return pipe
 
 
 def test_a_step_the_stored_numbers_cannot_decide_needs_a_model_call():
