@@ -33,7 +33,8 @@ PAGES = [
     ("replay", "Replay"),
 ]
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-SHARED_CACHES = ("models", "indexes", "corpus-indexes", "leaders", "maps")
+SHARED_CACHES = ("models", "indexes", "corpus-indexes", "maps")  # not the index swap's rows: a live run
+# a test starts must neither read a user's complete run nor write into it
 
 if not (CHROMIUM and DRIVER):
     if os.environ.get("RAG_LOUPE_REQUIRE_BROWSER") == "1":

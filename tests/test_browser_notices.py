@@ -121,14 +121,21 @@ def on_index(driver, server: str, name: str) -> None:
     )
 
 
-def cut_notice_shown(text: str) -> str:
-    """The notice a page shows for a question `text` longer than the limit, from the text itself:
-    its length, where the cut falls, the last characters kept and the first left out."""
+def kept_end(text: str) -> str:
+    """What the model reads of a question `text` longer than the limit, worked out here by hand: its
+    last MAX_QUESTION_CHARS characters (spaces collapsed), a partial first word dropped."""
     used = " ".join(text.split())
     kept = used[-MAX_QUESTION_CHARS:]
     if not used[-MAX_QUESTION_CHARS - 1].isspace() and not kept[0].isspace():
         kept = kept[kept.find(" ") + 1 :]  # a partial first word goes
-    kept = kept.lstrip()
+    return kept.lstrip()
+
+
+def cut_notice_shown(text: str) -> str:
+    """The notice a page shows for a question `text` longer than the limit, from the text itself:
+    its length, where the cut falls, the last characters kept and the first left out."""
+    used = " ".join(text.split())
+    kept = kept_end(text)
     left = used[: len(used) - len(kept)].rstrip()
     return (
         f"The question was {len(used):,} characters long; only the last {len(kept):,} were "
@@ -149,7 +156,7 @@ def test_a_long_paste_is_kept_whole_and_the_answer_says_where_it_was_cut(server,
         "the default answer",
     )
     paste(browser, "Question", PARAGRAPH)
-    used = " ".join(PARAGRAPH.split())[:MAX_QUESTION_CHARS]  # what the model reads
+    used = kept_end(PARAGRAPH)  # what the model reads
     wait_for(
         browser,
         lambda: settled(browser) and f"Question: “{used}”" in body_text(browser),

@@ -105,7 +105,9 @@ def names_holder(text: str, name: str, other: str | None = None) -> bool:
     does "Obrador"). Accents and case are ignored; matches are whole words, a hyphenated name
     being one word ("Zuma" does not name "Nkosazana Dlamini-Zuma"). When `other` (the other
     year's holder) has the same last word, the surname says nothing: a word of `name` that
-    `other` lacks must appear too ("Anerood Jugnauth" vs "Pravind Jugnauth").
+    `other` lacks must appear too ("Anerood Jugnauth" vs "Pravind Jugnauth"). A known gap: a formal
+    first name beside the surname reads as another person's ("Michael Richard Pompeo" does not name
+    "Mike Pompeo"; tests/test_index_swap_data.py lists the passages it touches).
 
     >>> names_holder("Andrés Manuel López Obrador", "Andres Manuel Lopez Obrador")
     True
