@@ -163,7 +163,7 @@ def test_eval_says_how_often_the_model_was_guessing(server, browser):
     assert len(read) == len(run.results)
     same = sum(m.top_passage == m.mixture_top for m in read)
     assert f"They are the same passage in {same} of {len(read)} questions." in body_text(browser)
-    heading = browser.find_element("xpath", '//h3[contains(., "When the model was guessing")]')
+    heading = browser.find_element("xpath", '//h3[contains(., "Can p be trusted?")]')
     browser.execute_script("arguments[0].scrollIntoView()", heading)
     browser.save_screenshot(str(ARTIFACTS / "confidence-eval.png"))
 
