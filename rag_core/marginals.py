@@ -6,7 +6,7 @@ steps. Leading axes (candidates, batches) broadcast. Steps past the end of a sho
 marked by `mask` (..., T) and count as log 1 = 0. A conditional of -inf means probability 0 (fast
 rescoring uses it for a pair it never scored); NaN is read the same way.
 
-Worked example (the seed's two-document case, "born Hawaii"):
+Worked example (two passages, the answer "born Hawaii"; `toy obama` has the same numbers):
 
 >>> import torch
 >>> lp = torch.tensor([0.7, 0.3]).log()

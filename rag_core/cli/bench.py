@@ -36,18 +36,18 @@ SCRIPTS = [
 ]
 GOALS = {
     "trace_vs_floor_k5": ("<=", 1.5),
-    "trace_vs_floor_k10": ("<=", 1.8),  # the scale issue: K=10 within 1.8x of the floor
-    "batch_speedup": (">=", 3.0),  # the scale issue: questions a second, batched over one at a time
+    "trace_vs_floor_k10": ("<=", 1.8),  # K=10 within 1.8x of the floor
+    "batch_speedup": (">=", 3.0),  # questions a second, batched over one at a time
     "speedup_vs_transformers": (">=", 2.0),
     "map_place_p95_ms": ("<=", 20.0),
     "map_cold_vs_umap_transform": (">=", 20.0),
-    "map_100k_fit_s": ("<=", 180.0),  # the scale issue: a 100k-passage index gets its layout within 3 minutes
+    "map_100k_fit_s": ("<=", 180.0),  # a 100k-passage index gets its layout within 3 minutes
     "map_100k_place_p95_ms": ("<=", 20.0),
     "map_100k_browser_draw_s": ("<=", 2.0),
     "ann_1m_p50_ms": ("<=", 5.0),
     "ann_1m_recall_at_10": (">=", 0.95),
     "view_only_rerun_model_calls": ("<=", 0),
-    "app_first_answer_cold_cache_s": ("<=", 90.0),  # the app issue: a fresh machine answers within 90 s
+    "app_first_answer_cold_cache_s": ("<=", 90.0),  # a fresh machine answers within 90 s
     "trained_vs_base_speed": (">=", 1.0),  # the trained default answers no slower than the untrained base
     "stuffed_loo_vs_decode": ("<=", 1.5),  # exact leave-one-out within 1.5x of the stuffed answer's decoding
     "replay_vs_stuffed_loo": (

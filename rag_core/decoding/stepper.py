@@ -3,7 +3,7 @@
 The app's Token-vs-Sequence and Citations pages show these numbers; they come from the (K, T)
 table of conditionals `log p(y_i|x,z,y_<i)` a candidate already holds, through `marginals`.
 
-Worked example (the seed's two-document case): RAG-Token scoring "Chicago Hawaii" takes its first
+Worked example (two passages, as in `toy obama`): RAG-Token scoring "Chicago Hawaii" takes its first
 word mostly from z2 (r = 0.68) and its second from z1 (r = 0.85), a "Frankenstein" answer.
 
 >>> import torch
