@@ -2,11 +2,11 @@
 expected answer teacher-forced next to the produced one, and counterfactuals read off the stored
 numbers, with a model call, on request, only where those cannot decide the answer.
 
-The engine does the work (`rag_core.analysis`: verdicts, counterfactual, deep_search); this file only presents. The one pass that calls
-the generator (teacher forcing + closed-book, plus a deeper search) runs when the user asks for it
-and is cached per (question, index, settings, expected answer), so reruns never repeat it; so is a
-counterfactual's model call, per (question, index, settings, passages kept, scale).
-"""
+The engine does the work (`rag_core.analysis`: verdicts, counterfactual, deep_search); this file
+only presents. The one pass that calls the generator (teacher forcing + closed-book, plus a deeper
+search) runs when the user asks for it and is cached per (question, index, settings, expected
+answer), so reruns never repeat it; so is a counterfactual's model call, per (question, index,
+settings, passages kept, scale)."""
 
 from __future__ import annotations
 

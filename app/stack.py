@@ -273,12 +273,8 @@ def forget_scale() -> None:
 STACK_FIELDS = ("question_encoder", "ctx_encoder", "generator", *RUNTIME)  # what a stack fixes in a Config
 
 
-def run_key(folder) -> str:
-    return f"run:{Path(folder).name}"
-
-
 def open_run(folder: str) -> None:
     """The Train page's "Open this model in the app" (a button callback: it runs before the rerun,
     so the sidebar's Model can still be set)."""
-    st.session_state["stack"] = run_key(folder)
+    st.session_state["stack"] = stacks.run_stack_key(folder)
     forget_scale()

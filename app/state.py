@@ -113,11 +113,6 @@ def with_own_stuffed(trace: Trace) -> Trace:
         return trace
 
 
-def cached_trace(question: str, index_name: str, cfg: Config) -> Trace:
-    """The cached trace for exactly these inputs (computed on a miss); raises user errors."""
-    return _trace(stack_key(), question, index_name, settings_key(cfg))
-
-
 @st.cache_resource(show_spinner=False, max_entries=256)
 def _closed_book_rows(stack: str, question: str, answers: tuple[tuple[int, ...], ...]) -> dict:
     """The closed-book teacher-forced rows (T,) of answers of one question, by their token ids, in

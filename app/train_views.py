@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from app import diagnose_panel, jobs, safe_text, stack, state, train_charts, views
+from rag_core import stacks
 from rag_core.analysis.questions import read_questions
 from rag_core.config import Config
 from rag_core.errors import first_line
@@ -306,7 +307,7 @@ def result(m: dict, out: Path) -> None:
     )
     st.plotly_chart(train_charts.loss_curve(m["losses"]), key="ft_loss", config={"displayModeBar": False})
     if m.get("status") == "done" and m.get("outputs"):
-        opened = stack.current().key == stack.run_key(out)
+        opened = stack.current().key == stacks.run_stack_key(out)
         st.button(
             "Open this model in the app",
             key="ft_open",

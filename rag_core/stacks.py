@@ -199,16 +199,14 @@ def training_runs(root: Path | None = None) -> list[Stack]:
         except ModelSourceError:
             continue
         found.append(
-            (folder.stat().st_mtime, Stack(f"run:{folder.name}", run_name(manifest, folder), cfg, "run"))
+            (folder.stat().st_mtime, Stack(run_stack_key(folder), run_name(manifest, folder), cfg, "run"))
         )
     return [s for _, s in sorted(found, key=lambda t: -t[0])]
 
 
-def run_stack(folder: str | Path) -> Stack:
-    """One training output as a stack (the Train page's "Open this model in the app")."""
-    folder = Path(folder)
-    manifest = read_manifest(folder) or {}
-    return Stack(f"run:{folder.name}", run_name(manifest, folder), Config(**run_models(folder)), "run")
+def run_stack_key(folder: str | Path) -> str:
+    """The stack key of one training output: `run:` and its folder's name."""
+    return f"run:{Path(folder).name}"
 
 
 def check_available(cfg: Config) -> None:

@@ -52,7 +52,7 @@ def trace(at):
     """The trace the pages show: a hit in the app's own cache (same question, index and settings)."""
     from app import state
 
-    return state.cached_trace(state.DEFAULT_QUESTION, "wiki", Config())
+    return state.trace_for(state.DEFAULT_QUESTION, "wiki", Config())
 
 
 @pytest.mark.slow

@@ -8,7 +8,13 @@ import torch
 
 from rag_core import marginals
 from rag_core.corpus import Passage
-from rag_core.decoding.decode import SearchSettings, decode_both, rag_sequence_decode, rag_token_decode
+from rag_core.decoding.decode import (
+    DecodeJob,
+    SearchSettings,
+    decode_jobs,
+    rag_sequence_decode,
+    rag_token_decode,
+)
 from rag_core.generators.toy import ToyGenerator
 from rag_core.toys.examples import run_toy
 
@@ -95,13 +101,18 @@ def _same(a, b):
 RUNNER_UP_END = {"z": {"": {"a": 0.6, "</s>": 0.4}, "a": {"b": 0.5, "c": 0.5}}}
 
 
+def both_at_once(gen, state, lpz, settings, rescore="thorough"):
+    """Both marginals of one question from one decode loop, as the pipeline decodes them."""
+    return decode_jobs(gen, state, [DecodeJob(list(range(len(lpz))), lpz, settings, "both", rescore)])[0]
+
+
 def test_greedy_never_lets_a_runner_up_end_token_win():
     """At step 0 the end token is the runner-up (0.4 < 0.6): greedy follows "a", as argmax must,
     and every path (token, sequence, both, closed-book) gives the same answer."""
     gen, state, lpz = setup(RUNNER_UP_END, (1.0,))
     token = rag_token_decode(gen, state, lpz)
     seq = rag_sequence_decode(gen, state, lpz)
-    both_tok, both_seq = decode_both(gen, state, lpz)
+    both_tok, both_seq = both_at_once(gen, state, lpz, SearchSettings())
     assert [gen.decode(h.tokens) for h in token] == ["a b"]
     assert [gen.decode(h.tokens) for h in seq] == ["a b"]
     assert [h.tokens for h in both_tok] == [h.tokens for h in token]
@@ -134,11 +145,11 @@ def test_a_length_cut_answer_is_marked_unfinished():
     ],
 )
 def test_decoding_both_at_once_equals_each_alone(tables, prior, rescore, beams):
-    """decode_both shares rows between the searches; its answers, sources and every stored
-    log-probability equal those of the searches run separately."""
+    """`decode_jobs` with both marginals shares rows between the searches; its answers, sources and
+    every stored log-probability equal those of the searches run separately."""
     gen, state, lpz = setup(tables, prior)
     settings = SearchSettings(beams=beams, max_new_tokens=6)
-    tok_joint, seq_joint = decode_both(gen, state, lpz, settings, rescore)
+    tok_joint, seq_joint = both_at_once(gen, state, lpz, settings, rescore)
     for a, b in zip(tok_joint, rag_token_decode(gen, state, lpz, settings), strict=True):
         _same(a, b)
     for a, b in zip(seq_joint, rag_sequence_decode(gen, state, lpz, settings, rescore), strict=True):

@@ -30,7 +30,13 @@ import torch
 
 from rag_core import marginals
 from rag_core.corpus import read_corpus_file
-from rag_core.decoding.decode import SearchSettings, decode_both, rag_sequence_decode, rag_token_decode
+from rag_core.decoding.decode import (
+    DecodeJob,
+    SearchSettings,
+    decode_jobs,
+    rag_sequence_decode,
+    rag_token_decode,
+)
 from rag_core.generators import load_generator
 from rag_core.retrieval.catalog import build_corpus_index
 from rag_core.retrieval.encoders import load_encoder
@@ -265,11 +271,13 @@ def test_rag_sequence_equals_the_transformers_algorithm(stack, seeded, beams):
 
 @pytest.mark.parametrize("beams", [1, 4])
 def test_decoding_both_at_once_changes_nothing(stack, seeded, beams):
-    """The lockstep `decode_both` (shared rows) gives exactly the answers of the searches run alone."""
+    """Both marginals in one lockstep loop (`decode_jobs`, shared rows) give exactly the answers of
+    the searches run alone."""
     gen = seeded.gen
     settings = SearchSettings(beams=beams, max_new_tokens=MAX_NEW)
     for case in cases(stack, gen):
-        tok, seq = decode_both(gen, case.state0, case.log_pz, settings)
+        job = DecodeJob(list(range(len(case.log_pz))), case.log_pz, settings, "both")
+        tok, seq = decode_jobs(gen, case.state0, [job])[0]
         alone_tok = rag_token_decode(gen, case.state0, case.log_pz, settings)
         alone_seq = rag_sequence_decode(gen, case.state0, case.log_pz, settings)
         assert [h.tokens for h in tok] == [h.tokens for h in alone_tok]

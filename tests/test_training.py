@@ -25,8 +25,8 @@ from rag_core.training.conditionals import answer_token_logp
 from rag_core.training.gradient import bracket, log_likelihood, query_gradient
 from rag_core.training.loop import (
     TrainSettings,
-    dataset_loss,
     question_loss,
+    question_terms,
     restore,
     snapshot,
     start_run,
@@ -186,6 +186,12 @@ def test_the_loop_hands_the_encoder_the_gradient_autograd_would(stack):
     theirs = [p.grad for p in query_model(models.encoder).parameters()]
     worst = max(float((a - b).abs().max() / (b.abs().max() + 1e-12)) for a, b in zip(ours, theirs))
     assert worst < 1e-5, worst
+
+
+@torch.no_grad()
+def dataset_loss(run) -> float:
+    """Mean −log p(y|x) over the training questions with the current weights (no step taken)."""
+    return sum(float(question_terms(run, qi).loss) for qi in range(len(run.questions))) / len(run.questions)
 
 
 @pytest.mark.parametrize("part", ["query", "generator"])

@@ -132,19 +132,6 @@ def rag_sequence_beams(
     return [s.results() for s in searches]
 
 
-def decode_both(
-    gen: Generator,
-    state0: GenState,
-    log_pz: torch.Tensor,
-    settings: SearchSettings = SearchSettings(),
-    rescore: str = "thorough",
-) -> tuple[list[Scored], list[Scored]]:
-    """RAG-Token and RAG-Sequence from the same forward calls: the K + 1 searches run in lockstep,
-    and a passage's beam that still equals a RAG-Token hypothesis shares its rows. The results are
-    exactly those of `rag_token_decode` and `rag_sequence_decode` run alone."""
-    return decode_jobs(gen, state0, [DecodeJob(_all_rows(state0), log_pz, settings, "both", rescore)])[0]
-
-
 def score_answers(
     gen: Generator, state0: GenState, answers: list[list[int]], top_alternatives: int = 5
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -1,11 +1,11 @@
 """A toy generator: hand-written next-token tables per passage (assets/examples/*.json).
 
-It runs through the same decoding, marginals and trace code as a real model, which is how the
-worked examples' numbers (assets/examples) are reproduced exactly. Tokens are words; a table maps a prefix (the words so
-far joined by spaces, "" at the start) to next-word probabilities. Mass a table leaves unassigned
-goes to a catch-all token "<other>"; after a prefix with no table, the answer ends ("</s>").
-Several passages read together (`Stuffed`) read the table written for them under their joined id
-("z1+z2"), else the even mixture of their own tables.
+It runs through the same decoding, marginals and trace code as a real model, which is how the worked
+examples' numbers (assets/examples) are reproduced exactly. Tokens are words; a table maps a prefix
+(the words so far joined by spaces, "" at the start) to next-word probabilities. Mass a table leaves
+unassigned goes to a catch-all token "<other>"; after a prefix with no table, the answer ends
+("</s>"). Several passages read together (`Stuffed`) read the table written for them under their
+joined id ("z1+z2"), else the even mixture of their own tables.
 
 >>> from rag_core.corpus import Passage, Stuffed
 >>> g = ToyGenerator({"z1": {"": {"yes": 0.8}}})

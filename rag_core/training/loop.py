@@ -228,12 +228,6 @@ def question_loss(run: Run, qi: int, weight: float) -> float:
     return float(t.loss.detach())
 
 
-@torch.no_grad()
-def dataset_loss(run: Run) -> float:
-    """Mean −log p(y|x) over the training questions with the current weights (no step taken)."""
-    return float(np.mean([float(question_terms(run, qi).loss) for qi in range(len(run.questions))]))
-
-
 def take_step(run: Run) -> float:
     """One optimiser step over the step's batch; returns the batch's mean loss."""
     s = run.settings
