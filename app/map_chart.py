@@ -15,6 +15,101 @@ from app.safe_text import plot_text
 NO_TOPIC = ("Uncategorized", "(no topic)", "passages")  # topic names of passages without a topic
 
 
+def _xyz(points: np.ndarray, dims: int) -> dict:
+    """A trace's coordinates (x, y and, in 3-D, z) from points (n, dims)."""
+    axes = {"x": points[:, 0], "y": points[:, 1]}
+    if dims == 3:
+        axes["z"] = points[:, 2]
+    return axes
+
+
+def _mark(dims: int):
+    # The few marks over the cloud (lines, rings, their rank numbers, the question) are SVG in 2-D:
+    # drawn above the WebGL cloud, and each rank number is a text element the browser lays out
+    # itself (WebGL text is painted on a canvas), so nothing can hide it.
+    return go.Scatter if dims == 2 else go.Scatter3d
+
+
+def _add_cloud(fig: go.Figure, coords: np.ndarray, hover: np.ndarray, topic: np.ndarray, cloud, dims: int):
+    """The passages at rows `cloud`, one WebGL trace per topic; every topic keeps its colour when
+    the cloud is thinned."""
+    Scatter = go.Scattergl if dims == 2 else go.Scatter3d
+    topics = sorted(set(topic), key=lambda t: (t in NO_TOPIC, t))
+    for i, t in enumerate(topics):
+        sel = cloud[topic[cloud] == t]
+        if not len(sel):
+            continue
+        colour = NO_TOPIC_GREY if t in NO_TOPIC else TOPIC_COLORS[i % len(TOPIC_COLORS)]
+        fig.add_trace(
+            Scatter(
+                **_xyz(coords[sel], dims),
+                mode="markers",
+                name=t,
+                text=hover[sel],
+                hovertemplate="%{text}<extra></extra>",
+                legendgroup="topics",
+                marker={"size": 4 if dims == 2 else 2, "opacity": 0.55, "color": colour},
+            )
+        )
+
+
+def _add_top_k(fig: go.Figure, coords, hover, hits: list, rows: list[int], centre, stars, dims, zoom):
+    """Lines from the query at `centre` to its top K (map rows `rows`), and numbered rings on them."""
+    Mark = _mark(dims)
+    ends = coords[rows]  # (K, dims)
+    seg = [v for end in ends for v in (centre.tolist(), end.tolist(), [None] * dims)]  # query -> z, gap
+    fig.add_trace(
+        Mark(
+            **{a: [p[i] for p in seg] for i, a in enumerate("xyz"[:dims])},
+            mode="lines",
+            name="query → top-K",
+            hoverinfo="skip",
+            line={"color": TOP_K_LINE, "width": 1.5},
+        )
+    )
+    ranks = [str(h.rank) for h in hits]
+    rank_hover = [f"<b>rank {h.rank}</b> · s(z) = {h.score:.3f}<br>{hover[r]}" for h, r in zip(hits, rows)]
+    fig.add_trace(
+        Mark(
+            **_xyz(ends, dims),
+            mode="markers+text",
+            name=f"top-{len(rows)} (rings)",
+            text=ranks,
+            textposition=label_spots(ends, centre, ranks, *shown_ranges(coords, ends, stars, zoom))
+            if dims == 2
+            else "top center",
+            textfont={"size": 14, "color": RING_BLACK},
+            hovertext=rank_hover,
+            hoverinfo="text",
+            marker={
+                "symbol": "circle-open",
+                "size": 16 if dims == 2 else 9,
+                "color": RING_BLACK,
+                "line": {"width": 2.5, "color": RING_BLACK},
+            },
+        )
+    )
+
+
+def _add_question(fig: go.Figure, qpos, question: str, dims: int) -> None:
+    """The question's star, drawn last so it stays visible above everything."""
+    fig.add_trace(
+        _mark(dims)(
+            **_xyz(qpos[None, :], dims),
+            mode="markers",
+            name="question",
+            hovertext=[f"<b>question</b><br>{plot_text(question)}"],
+            hoverinfo="text",
+            marker={
+                "symbol": "star" if dims == 2 else "diamond",
+                "size": 18 if dims == 2 else 8,
+                "color": QUESTION_RED,
+                "line": {"width": 1.5, "color": "white"},
+            },
+        )
+    )
+
+
 def passage_map(
     coords: np.ndarray,
     hover: np.ndarray,
@@ -36,95 +131,17 @@ def passage_map(
     cloud to send (`map_layout.draw_rows`), None for all. `hover` is already escaped; the question is
     escaped here. Both views draw the cloud in WebGL: 2-D as scattergl (the marks over it in SVG)
     and, with `zoom`, frames the question and its top-K; 3-D as scatter3d."""
-    C = coords
-    cloud = np.arange(len(C)) if drawn is None else np.asarray(drawn)  # (n_drawn,) rows of the cloud
-    Scatter = go.Scattergl if dims == 2 else go.Scatter3d
-
-    def xyz(points: np.ndarray) -> dict:
-        axes = {"x": points[:, 0], "y": points[:, 1]}
-        if dims == 3:
-            axes["z"] = points[:, 2]
-        return axes
-
-    # The few marks over the cloud (lines, rings, their rank numbers, the question) are SVG in 2-D:
-    # drawn above the WebGL cloud, and each rank number is a text element the browser lays out
-    # itself (WebGL text is painted on a canvas), so nothing can hide it.
-    Mark = go.Scatter if dims == 2 else go.Scatter3d
     fig = go.Figure()
-    topics = sorted(set(topic), key=lambda t: (t in NO_TOPIC, t))  # every topic keeps its colour when thinned
-    for i, t in enumerate(topics):
-        sel = cloud[topic[cloud] == t]
-        if not len(sel):
-            continue
-        colour = NO_TOPIC_GREY if t in NO_TOPIC else TOPIC_COLORS[i % len(TOPIC_COLORS)]
-        fig.add_trace(
-            Scatter(
-                **xyz(C[sel]),
-                mode="markers",
-                name=t,
-                text=hover[sel],
-                hovertemplate="%{text}<extra></extra>",
-                legendgroup="topics",
-                marker={"size": 4 if dims == 2 else 2, "opacity": 0.55, "color": colour},
-            )
-        )
+    cloud = np.arange(len(coords)) if drawn is None else np.asarray(drawn)  # (n_drawn,) rows of the cloud
+    _add_cloud(fig, coords, hover, topic, cloud, dims)
     centre = qpos if moved is None else np.asarray(moved, dtype=float)  # where the ringed top-K's query is
     stars = (
         centre if qpos is None or moved is None else np.vstack([qpos[None, :2], centre[None, :2]])
     )  # (2, 2): the two stars the zoom frames
     if qpos is not None and rows:
-        ends = C[rows]  # (K, dims)
-        seg = [v for end in ends for v in (centre.tolist(), end.tolist(), [None] * dims)]  # query -> z, gap
-        fig.add_trace(
-            Mark(
-                **{a: [p[i] for p in seg] for i, a in enumerate("xyz"[:dims])},
-                mode="lines",
-                name="query → top-K",
-                hoverinfo="skip",
-                line={"color": TOP_K_LINE, "width": 1.5},
-            )
-        )
-        rank_hover = [
-            f"<b>rank {h.rank}</b> · s(z) = {h.score:.3f}<br>{hover[r]}" for h, r in zip(hits, rows)
-        ]
-        fig.add_trace(
-            Mark(
-                **xyz(ends),
-                mode="markers+text",
-                name=f"top-{len(rows)} (rings)",
-                text=[str(h.rank) for h in hits],
-                textposition=label_spots(
-                    ends, centre, [str(h.rank) for h in hits], *shown_ranges(C, ends, stars, zoom)
-                )
-                if dims == 2
-                else "top center",
-                textfont={"size": 14, "color": RING_BLACK},
-                hovertext=rank_hover,
-                hoverinfo="text",
-                marker={
-                    "symbol": "circle-open",
-                    "size": 16 if dims == 2 else 9,
-                    "color": RING_BLACK,
-                    "line": {"width": 2.5, "color": RING_BLACK},
-                },
-            )
-        )
-    if qpos is not None:  # drawn last: the question stays visible above everything
-        fig.add_trace(
-            Mark(
-                **xyz(qpos[None, :]),
-                mode="markers",
-                name="question",
-                hovertext=[f"<b>question</b><br>{plot_text(question)}"],
-                hoverinfo="text",
-                marker={
-                    "symbol": "star" if dims == 2 else "diamond",
-                    "size": 18 if dims == 2 else 8,
-                    "color": QUESTION_RED,
-                    "line": {"width": 1.5, "color": "white"},
-                },
-            )
-        )
+        _add_top_k(fig, coords, hover, hits, rows, centre, stars, dims, zoom)
+    if qpos is not None:
+        _add_question(fig, qpos, question, dims)
     if moved is not None:
         add_moved_query(fig, centre)
     fig.update_layout(
@@ -138,7 +155,7 @@ def passage_map(
         fig.update_xaxes(showticklabels=False, title=None, zeroline=False, showgrid=False)
         fig.update_yaxes(showticklabels=False, title=None, zeroline=False, showgrid=False)
         if zoom and qpos is not None and rows:
-            x_range, y_range = shown_ranges(C, C[rows], stars, zoom)
+            x_range, y_range = shown_ranges(coords, coords[rows], stars, zoom)
             fig.update_xaxes(range=list(x_range))
             fig.update_yaxes(range=list(y_range))
     else:

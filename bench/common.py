@@ -25,6 +25,16 @@ def timed(fn, *args, **kwargs):
     return time.perf_counter() - t, out
 
 
+def alternate(rounds: int, first, second) -> tuple[list[float], list[float]]:
+    """Seconds of each call of `first` and `second`, called in turn `rounds` times, so a drift of the
+    machine's speed touches both alike."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(rounds):
+        for spent, call in zip(times, (first, second)):
+            spent.append(timed(call)[0])
+    return times
+
+
 def median(xs):
     return float(statistics.median(xs))
 

@@ -210,6 +210,76 @@ def done_rows(path: str | None) -> dict[str, dict]:
     return rows
 
 
+def _question_row(q, pipe, gen, settings, Citer, calls: list[int]) -> dict | None:
+    """One test question: its stuffed answer attributed by leave-one-out and by ContextCite, with
+    the time and the forward calls of each; None when the stuffed answer is empty."""
+    passages = [h.passage for h in pipe.retrieve(q.question, K)]
+    state = stuffed_state(gen, q.question, passages)  # its prompt cache, which leave-one-out reads
+    t_dec, scored = timed(stuffed_decode, gen, q.question, passages, settings, state)
+    best = scored[0]
+    if not best.tokens:
+        return None
+    for _ in range(2):  # a warm-up, then the timed call
+        before = ForwardCounter.count
+        t_loo, loo = timed(leave_one_out, gen, q.question, passages, best.tokens, state)
+    loo_calls = ForwardCounter.count - before
+    top = leans_on(best.token_logp, loo)
+
+    def contextcite():
+        citer = Citer(gen, q.question, passages, best.tokens)
+        return citer, citer.attribute()
+
+    before = calls[0]
+    t_cc, (citer, weights) = timed(contextcite)
+    cc_calls = calls[0] - before
+    whole = rag_prompt(q.question, Stuffed(tuple(passages)), gen.prompt_style)
+    assert citer._get_prompt_ids(return_prompt=True)[1] == whole, "not the generator's stuffed prompt"
+    where = citer.source_passages()
+    source = int(weights.argmax()) if (weights != 0).any() else None  # all zero: LASSO cited nothing
+    by_passage = np.bincount(where, weights=weights, minlength=len(passages))  # (K,) summed weights
+    row = {
+        "question": q.question,
+        "answer": gen.decode(best.tokens),
+        "decode_s": round(t_dec, 3),
+        "loo_s": round(t_loo, 3),
+        "loo_forward_calls": loo_calls,
+        "loo_top_passage": top,
+        "cc_s": round(t_cc, 3),
+        "cc_ablations": citer.num_ablations,
+        "cc_forward_calls": cc_calls,
+        "cc_sources": citer.num_sources,
+        "cc_top_source": source,
+        "cc_top_source_text": None if source is None else citer.sources[source][:120],
+        "cc_top_source_passage": None if source is None else where[source],
+        "cc_top_weight": round(float(weights.max()), 4),
+        "cc_passage_sum_top": int(by_passage.argmax()) if (weights != 0).any() else None,
+    }
+    return row
+
+
+def _summary(rows: list[dict], skipped: int) -> dict:
+    """The figures the bench reports, from every question's row."""
+    agree = sum(r["cc_top_source_passage"] == r["loo_top_passage"] for r in rows)
+    if not rows:
+        raise SystemExit("every stuffed answer was empty: nothing to attribute")
+    return {
+        "contextcite_questions": len(rows),
+        "contextcite_skipped": skipped,
+        "contextcite_k": K,
+        "contextcite_loo_prompts_per_answer": K + 1,
+        "contextcite_ablations_per_answer": max(r["cc_ablations"] for r in rows),
+        "contextcite_loo_forward_calls_max": max(r["loo_forward_calls"] for r in rows),
+        "contextcite_forward_calls_max": max(r["cc_forward_calls"] for r in rows),
+        "contextcite_loo_s_median": round(median([r["loo_s"] for r in rows]), 3),
+        "contextcite_s_median": round(median([r["cc_s"] for r in rows]), 3),
+        "contextcite_vs_loo_time": round(median([r["cc_s"] / r["loo_s"] for r in rows]), 2),
+        "contextcite_top_agrees": agree,
+        "contextcite_top_agrees_of": len(rows),
+        "contextcite_no_source": sum(r["cc_top_source"] is None for r in rows),
+        "contextcite_passage_sum_agrees": sum(r["cc_passage_sum_top"] == r["loo_top_passage"] for r in rows),
+    }
+
+
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else None  # None: every test question
     torch.set_num_threads(int(sys.argv[2]) if len(sys.argv) > 2 else 2)
@@ -229,77 +299,16 @@ def main() -> None:
         if q.question in done:
             rows.append(done[q.question])
             continue
-        passages = [h.passage for h in pipe.retrieve(q.question, K)]
-        state = stuffed_state(gen, q.question, passages)  # its prompt cache, which leave-one-out reads
-        t_dec, scored = timed(stuffed_decode, gen, q.question, passages, settings, state)
-        best = scored[0]
-        if not best.tokens:
+        row = _question_row(q, pipe, gen, settings, Citer, calls)
+        if row is None:
             skipped += 1
             continue
-        for _ in range(2):  # a warm-up, then the timed call
-            before = ForwardCounter.count
-            t_loo, loo = timed(leave_one_out, gen, q.question, passages, best.tokens, state)
-        loo_calls = ForwardCounter.count - before
-        top = leans_on(best.token_logp, loo)
-
-        def contextcite():
-            citer = Citer(gen, q.question, passages, best.tokens)
-            return citer, citer.attribute()
-
-        before = calls[0]
-        t_cc, (citer, weights) = timed(contextcite)
-        cc_calls = calls[0] - before
-        whole = rag_prompt(q.question, Stuffed(tuple(passages)), gen.prompt_style)
-        assert citer._get_prompt_ids(return_prompt=True)[1] == whole, "not the generator's stuffed prompt"
-        where = citer.source_passages()
-        source = int(weights.argmax()) if (weights != 0).any() else None  # all zero: LASSO cited nothing
-        by_passage = np.bincount(where, weights=weights, minlength=len(passages))  # (K,) summed weights
-        row = {
-            "question": q.question,
-            "answer": gen.decode(best.tokens),
-            "decode_s": round(t_dec, 3),
-            "loo_s": round(t_loo, 3),
-            "loo_forward_calls": loo_calls,
-            "loo_top_passage": top,
-            "cc_s": round(t_cc, 3),
-            "cc_ablations": citer.num_ablations,
-            "cc_forward_calls": cc_calls,
-            "cc_sources": citer.num_sources,
-            "cc_top_source": source,
-            "cc_top_source_text": None if source is None else citer.sources[source][:120],
-            "cc_top_source_passage": None if source is None else where[source],
-            "cc_top_weight": round(float(weights.max()), 4),
-            "cc_passage_sum_top": int(by_passage.argmax()) if (weights != 0).any() else None,
-        }
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
         if rows_file is not None:
             with open(rows_file, "a", encoding="utf-8") as f:
                 f.write(json.dumps(row) + "\n")
-
-    agree = sum(r["cc_top_source_passage"] == r["loo_top_passage"] for r in rows)
-    if not rows:
-        raise SystemExit("every stuffed answer was empty: nothing to attribute")
-    emit(
-        {
-            "contextcite_questions": len(rows),
-            "contextcite_skipped": skipped,
-            "contextcite_k": K,
-            "contextcite_loo_prompts_per_answer": K + 1,
-            "contextcite_ablations_per_answer": max(r["cc_ablations"] for r in rows),
-            "contextcite_loo_forward_calls_max": max(r["loo_forward_calls"] for r in rows),
-            "contextcite_forward_calls_max": max(r["cc_forward_calls"] for r in rows),
-            "contextcite_loo_s_median": round(median([r["loo_s"] for r in rows]), 3),
-            "contextcite_s_median": round(median([r["cc_s"] for r in rows]), 3),
-            "contextcite_vs_loo_time": round(median([r["cc_s"] / r["loo_s"] for r in rows]), 2),
-            "contextcite_top_agrees": agree,
-            "contextcite_top_agrees_of": len(rows),
-            "contextcite_no_source": sum(r["cc_top_source"] is None for r in rows),
-            "contextcite_passage_sum_agrees": sum(
-                r["cc_passage_sum_top"] == r["loo_top_passage"] for r in rows
-            ),
-        }
-    )
+    emit(_summary(rows, skipped))
 
 
 if __name__ == "__main__":

@@ -11,12 +11,35 @@ Time does not depend on weight values. Run: `python bench/gpu_paper_stack.py` (a
 a CPU smoke run).
 """
 
+import os
+import random
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import torch
-from common import emit
+from common import ROOT, alternate, emit
+from streamlit.testing.v1 import AppTest
+from transformers import (
+    BartConfig,
+    BartForConditionalGeneration,
+    DPRConfig,
+    DPRContextEncoder,
+    DPRQuestionEncoder,
+    RagConfig,
+    RagSequenceForGeneration,
+    RagTokenForGeneration,
+)
+
+from rag_core import marginals
+from rag_core.config import Config
+from rag_core.corpus import Passage
+from rag_core.decoding.answering import Query, analyse, decode_queries
+from rag_core.generators.seq2seq import Seq2SeqGenerator, rag_input
+from rag_core.toys.tiny_models import bart_tokenizer, build_tiny_stack, corpus_rows, sentences
+from rag_core.trace import Hit
 
 K, NEW_TOKENS, REPEATS, BATCH = 10, 16, 10, 16
 
@@ -58,21 +81,6 @@ def sizes(small: bool) -> dict:
 def app_first_answer(small: bool, device: torch.device) -> dict:
     """`streamlit run app/main.py -- --question-encoder DIR --ctx-encoder DIR --generator DIR --corpus FILE
     --device D` as the app sees it (AppTest, same process): seconds from a new session to the answer."""
-    import os
-    import tempfile
-    from pathlib import Path
-
-    from common import ROOT
-    from streamlit.testing.v1 import AppTest
-    from transformers import (
-        BartConfig,
-        BartForConditionalGeneration,
-        DPRConfig,
-        DPRContextEncoder,
-        DPRQuestionEncoder,
-    )
-
-    from rag_core.toys.tiny_models import build_tiny_stack
 
     folder = Path(tempfile.mkdtemp())
     os.environ["RAG_LOUPE_CACHE"] = str(folder / "cache")
@@ -126,30 +134,8 @@ def app_first_answer(small: bool, device: torch.device) -> dict:
     }
 
 
-def measure(small: bool, device: torch.device, dtype: torch.dtype) -> dict:
-    import random
-
-    from transformers import (
-        BartConfig,
-        BartForConditionalGeneration,
-        DPRConfig,
-        DPRQuestionEncoder,
-        RagConfig,
-        RagSequenceForGeneration,
-        RagTokenForGeneration,
-    )
-
-    from rag_core import marginals
-    from rag_core.config import Config
-    from rag_core.corpus import Passage
-    from rag_core.decoding.answering import Query, analyse, decode_queries
-    from rag_core.generators.seq2seq import Seq2SeqGenerator, rag_input
-    from rag_core.toys.tiny_models import bart_tokenizer, corpus_rows, sentences
-    from rag_core.trace import Hit
-
-    rng = random.Random(0)
-    rows = corpus_rows(rng, 40)
-    tok = bart_tokenizer(sentences(rng, rows))
+def paper_models(small: bool, device: torch.device, dtype: torch.dtype, tok):
+    """Random BART (large or small) as our generator and inside transformers' two RAG classes."""
     size = sizes(small)
     bart = (
         BartForConditionalGeneration(
@@ -172,6 +158,14 @@ def measure(small: bool, device: torch.device, dtype: torch.dtype) -> dict:
     config = RagConfig.from_question_encoder_generator_configs(dpr.config, bart.config, n_docs=K)
     rag_tok = RagTokenForGeneration(config, question_encoder=dpr, generator=bart).eval()
     rag_seq = RagSequenceForGeneration(config, question_encoder=dpr, generator=bart).eval()
+    return gen, rag_tok, rag_seq
+
+
+def measure(small: bool, device: torch.device, dtype: torch.dtype) -> dict:
+    rng = random.Random(0)
+    rows = corpus_rows(rng, 40)
+    tok = bart_tokenizer(sentences(rng, rows))
+    gen, rag_tok, rag_seq = paper_models(small, device, dtype, tok)
     question = "who built the old library of the northern city"
     passages = [Passage(str(i), r["title"], " ".join([r["text"]] * 12)) for i, r in enumerate(rows[:K])]
     scores = torch.randn(K)
@@ -222,22 +216,8 @@ def measure(small: bool, device: torch.device, dtype: torch.dtype) -> dict:
         sync()
 
     ours(), theirs(), batched()
-    t_ours, t_theirs = [], []
-    for _ in range(REPEATS):
-        t = time.perf_counter()
-        ours()
-        t_ours.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        theirs()
-        t_theirs.append(time.perf_counter() - t)
-    t_alone, t_batch = [], []
-    for _ in range(3):
-        t = time.perf_counter()
-        alone()
-        t_alone.append(time.perf_counter() - t)
-        t = time.perf_counter()
-        batched()
-        t_batch.append(time.perf_counter() - t)
+    t_ours, t_theirs = alternate(REPEATS, ours, theirs)
+    t_alone, t_batch = alternate(3, alone, batched)
     return {
         "paper_stack_full_trace_ms": round(1000 * statistics.median(t_ours), 1),
         "paper_stack_transformers_generate_ms": round(1000 * statistics.median(t_theirs), 1),
