@@ -70,7 +70,7 @@ def section(trace: Trace) -> None:
         with st.spinner(f"Answering with {other.name} (loaded for this comparison)…"):
             theirs, their_confidence = _other_trace(
                 stacks.fingerprint(other.cfg),
-                trace.query,
+                trace.question,
                 trace.index,
                 state.settings_key(state.settings()),
                 other,

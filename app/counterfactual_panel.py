@@ -22,7 +22,8 @@ from rag_core.trace import Trace, log_p_under
 def cf_key(trace: Trace, name: str) -> str:
     """The key of one counterfactual control for this trace: a new question (or index, K, scale)
     starts from its own defaults instead of the last question's settings."""
-    ident = hashlib.sha1(f"{trace.query}\x00{trace.index}\x00{trace.k}\x00{trace.scale}".encode()).hexdigest()
+    key = f"{trace.question}\x00{trace.index}\x00{trace.k}\x00{trace.scale}"
+    ident = hashlib.sha1(key.encode()).hexdigest()
     return f"cf_{name}_{ident[:12]}"
 
 

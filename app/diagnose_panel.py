@@ -64,7 +64,7 @@ def prefill(question: str) -> str:
 def checks_key(trace: Trace) -> tuple:
     """What the checks of a trace depend on: the stack, the question, the index and every setting its
     answers were decoded with."""
-    return (state.stack_key(), trace.query, trace.index, *sorted(answer_settings_of(trace).items()))
+    return (state.stack_key(), trace.question, trace.index, *sorted(answer_settings_of(trace).items()))
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)
@@ -211,9 +211,9 @@ def render(trace: Trace | None) -> None:
         return
     st.divider()
     st.subheader("Diagnose: why is this answer wrong?")
-    if st.session_state.get("_diag_for") != trace.query:  # a new question: prefill its expected answer
-        st.session_state["_diag_for"] = trace.query
-        st.session_state["diag_expected"] = prefill(trace.query)
+    if st.session_state.get("_diag_for") != trace.question:  # a new question: prefill its expected answer
+        st.session_state["_diag_for"] = trace.question
+        st.session_state["diag_expected"] = prefill(trace.question)
     c1, c2 = st.columns([3, 1])
     text = c1.text_input(
         "Expected answer",
@@ -226,10 +226,10 @@ def render(trace: Trace | None) -> None:
     decodings = [d for d in (RAG_SEQUENCE, RAG_TOKEN) if trace.answer(d) is not None]
     wrong = [d for d in decodings if expected and not exact_match(trace.answer(d).answer, expected)]
     if st.session_state.get("diag_decoding") not in decodings or st.session_state.get("_diag_pick_for") != (
-        trace.query,
+        trace.question,
         expected,
     ):
-        st.session_state["_diag_pick_for"] = (trace.query, expected)  # default: the answer that is wrong
+        st.session_state["_diag_pick_for"] = (trace.question, expected)  # default: the answer that is wrong
         st.session_state["diag_decoding"] = (wrong or decodings)[0]
     decoding = c2.radio("Answer to diagnose", decodings, format_func=DECODING_LABELS.get, key="diag_decoding")
     key = checks_key(trace)

@@ -97,7 +97,7 @@ def _stuffed_key(trace: Trace) -> tuple[tuple, str]:
 
 def _with_reading(trace: Trace) -> Trace:
     with st.spinner(f"Reading the {trace.k} passages together in one prompt…"):
-        reading = _stuffed_of(stack_key(), trace.query, trace.index, *_stuffed_key(trace), trace)
+        reading = _stuffed_of(stack_key(), trace.question, trace.index, *_stuffed_key(trace), trace)
     return dataclasses.replace(trace, stuffed=reading)
 
 
@@ -130,7 +130,7 @@ def closed_row(trace: Trace, cand):
     trace = with_own_stuffed(trace)  # every reading's answers, so each page asks for the same batch
     answers = {tuple(c.token_ids) for d in (*DECODINGS, STUFFED) for c in trace.of(d) if c.token_ids}
     batch = tuple(sorted(answers)) if own in answers else (own,)
-    return _closed_book_rows(stack_key(), trace.query, batch)[own]
+    return _closed_book_rows(stack_key(), trace.question, batch)[own]
 
 
 def token_sources_of(trace: Trace, decoding: str, rank: int = 0) -> list[token_sources.TokenSource] | None:
@@ -181,8 +181,8 @@ def sentence_attribution(trace: Trace, cand, z: int) -> sentences.SentenceAttrib
     try:
         if cand.decoding == STUFFED:
             passages = tuple(h.passage for h in trace.hits)
-            return _stuffed_sentences(stack_key(), trace.query, trace.index, passages, z, ids)
-        return _sentences(stack_key(), trace.query, trace.index, trace.hits[z].passage, ids)
+            return _stuffed_sentences(stack_key(), trace.question, trace.index, passages, z, ids)
+        return _sentences(stack_key(), trace.question, trace.index, trace.hits[z].passage, ids)
     except USER_ERRORS as e:
         st.error(first_line(e, "that did not work"))
         return None
@@ -209,7 +209,7 @@ def trace_for(question: str, index_name: str | None = None, cfg: Config | None =
 @st.cache_resource(show_spinner=False, max_entries=64)
 def _orders(stack: str, question: str, index_name: str, settings_key: tuple) -> list:
     trace = _trace(stack, question, index_name, settings_key)
-    reading = _stuffed_of(stack, trace.query, index_name, *_stuffed_key(trace), trace)
+    reading = _stuffed_of(stack, trace.question, index_name, *_stuffed_key(trace), trace)
     return pipeline(index_name).stuffed_orders(dataclasses.replace(trace, stuffed=reading))
 
 

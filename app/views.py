@@ -177,7 +177,7 @@ def about(trace: Trace) -> None:
     beams = int(trace.settings.get("beams", 1))
     decoding = "greedy" if beams == 1 else f"{beams} beams"
     about_query(
-        trace.query, trace.index, f"K={trace.k} · {decoding} · scale {trace.scale:g}", raw=state.question()
+        trace.question, trace.index, f"K={trace.k} · {decoding} · scale {trace.scale:g}", raw=state.question()
     )
 
 

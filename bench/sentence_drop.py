@@ -36,7 +36,7 @@ def main() -> None:
             continue
         z = int(citation(trace.log_prior, c.token_logp).argmax())
         passage = trace.hits[z].passage
-        att = attribute(pipe, trace.query, passage, c.token_ids)
+        att = attribute(pipe, trace.question, passage, c.token_ids)
         if len(att.sentences) < 2:
             skipped += 1
             continue
@@ -44,7 +44,7 @@ def main() -> None:
             "attribution": att.ranking(),
             "similarity": similarity_ranking(pipe.models.encoder, att.sentences, c.answer),
         }
-        for name, per_k in top_k_drop(pipe, trace.query, att, c.token_ids, rankings, KS).items():
+        for name, per_k in top_k_drop(pipe, trace.question, att, c.token_ids, rankings, KS).items():
             for k, d in per_k.items():
                 drops[name][k].append(d)
     out = {"sentence_drop_questions": len(drops["attribution"][1]), "sentence_drop_skipped": skipped}

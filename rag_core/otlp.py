@@ -91,7 +91,7 @@ def _reading(trace: Trace, decoding: str) -> dict | None:
     settings = {k: trace.settings.get(k) for k in ("beams", "max_new_tokens", "length_penalty", "rescore")}
     attrs = {
         Attr.OPENINFERENCE_SPAN_KIND: Kind.LLM.value,
-        Attr.INPUT_VALUE: trace.query,
+        Attr.INPUT_VALUE: trace.question,
         Attr.OUTPUT_VALUE: c.answer,
         Attr.LLM_MODEL_NAME: str(trace.settings.get("generator", "")),
         Attr.LLM_INVOCATION_PARAMETERS: json.dumps(settings),
@@ -125,7 +125,7 @@ def spans_of(trace: Trace, readings: Sequence[str] = (*DECODINGS, STUFFED)) -> l
         root.set_attributes(
             {
                 Attr.OPENINFERENCE_SPAN_KIND: Kind.CHAIN.value,
-                Attr.INPUT_VALUE: trace.query,
+                Attr.INPUT_VALUE: trace.question,
                 Attr.OUTPUT_VALUE: json.dumps(answers, ensure_ascii=False),
                 Attr.OUTPUT_MIME_TYPE: "application/json",
                 PREFIX + "index": trace.index,
@@ -138,7 +138,7 @@ def spans_of(trace: Trace, readings: Sequence[str] = (*DECODINGS, STUFFED)) -> l
             span.set_attributes(
                 {
                     Attr.OPENINFERENCE_SPAN_KIND: Kind.RETRIEVER.value,
-                    Attr.INPUT_VALUE: trace.query,
+                    Attr.INPUT_VALUE: trace.question,
                     Attr.EMBEDDING_MODEL_NAME: str(trace.settings.get("encoder") or ""),
                     PREFIX + "prior": [float(p) for p in trace.prior],
                     **_documents(trace, cited),

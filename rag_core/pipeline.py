@@ -210,7 +210,7 @@ class Pipeline:
         cfg = trace_config(self.cfg, trace)
         with self.models.lock:
             reading = stuffed_reading(
-                self.models.generator, trace.query, trace.hits, cfg, known=trace.candidates
+                self.models.generator, trace.question, trace.hits, cfg, known=trace.candidates
             )  # a marginal's candidate with the same answer already holds its rows under each passage
         return dataclasses.replace(trace, stuffed=reading)  # its settings stay the keys it is cached by
 
@@ -223,7 +223,8 @@ class Pipeline:
         settings = SearchSettings.from_config(trace_config(self.cfg, trace))
         passages = [h.passage for h in trace.hits]
         with self.models.lock:
-            return order_sensitivity(self.models.generator, trace.query, passages, best.token_ids, settings)
+            gen = self.models.generator
+            return order_sensitivity(gen, trace.question, passages, best.token_ids, settings)
 
     def batch_size(self, cfg: Config | None = None) -> int:
         """How many questions eval and the index swap decode together: `cfg.batch_questions`, or

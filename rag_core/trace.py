@@ -136,7 +136,7 @@ class StuffedReading:
 
 @dataclass
 class Trace:
-    query: str
+    question: str  # as answered: cut and cleaned (the CSV's `query` column)
     index: str
     hits: list[Hit]
     log_prior: torch.Tensor  # (K,) log p(z|x)
@@ -233,7 +233,7 @@ def trace_frame(trace: Trace) -> pd.DataFrame:
         frames.append(
             pd.DataFrame(
                 {
-                    "query": trace.query,
+                    "query": trace.question,
                     "index": trace.index,
                     "decoding": c.decoding,
                     "candidate": c.rank,
@@ -327,7 +327,7 @@ def trace_to_dict(trace: Trace) -> dict:
         }
 
     return {
-        "query": trace.query,
+        "query": trace.question,
         "index": trace.index,
         "scale": trace.scale,
         "settings": trace.settings,

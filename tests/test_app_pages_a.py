@@ -241,7 +241,7 @@ def test_the_ask_page_shows_the_token_sources_the_engine_computes(at, wiki_pipel
     captions = [c.value for c in at.caption]
     for decoding, name in (("rag-token", "RAG-Token"), ("rag-sequence", "RAG-Sequence")):
         c = fresh.answer(decoding)
-        closed = wiki_pipeline.closed_book_scores(fresh.query, [c.token_ids])[0]  # (T,)
+        closed = wiki_pipeline.closed_book_scores(fresh.question, [c.token_ids])[0]  # (T,)
         found = candidate_sources(fresh.log_prior, c, closed, passage_texts(fresh))
         assert all(s.in_passage is not None for s in found)
         assert f"{name}: {share_line(found)}" in captions, captions
@@ -262,7 +262,7 @@ def test_citations_shows_each_sentences_delta_for_the_cited_passage(at, wiki_pip
     fresh = wiki_pipeline.run("Who wrote Moby-Dick?", Config(index="wiki"))
     c = fresh.answer("rag-token")
     z = int(marginals.citation(fresh.log_prior, c.token_logp).argmax())
-    att = attribute(wiki_pipeline, fresh.query, fresh.hits[z].passage, c.token_ids)
+    att = attribute(wiki_pipeline, fresh.question, fresh.hits[z].passage, c.token_ids)
     shown = table_with(at, "delta_logp")
     assert list(shown["text"]) == att.sentences
     assert list(shown["delta_logp"]) == pytest.approx(att.delta, abs=1e-4)
@@ -300,7 +300,7 @@ def test_the_stuffed_reading_on_token_vs_sequence_and_citations_is_the_engines(a
     from rag_core.analysis.sentences import attribute_stuffed
 
     passages = [h.passage for h in fresh.hits]
-    att = attribute_stuffed(wiki_pipeline, fresh.query, passages, w.leans_on, w.answer.token_ids)
+    att = attribute_stuffed(wiki_pipeline, fresh.question, passages, w.leans_on, w.answer.token_ids)
     deltas = [d.value for d in at.dataframe if "delta_logp" in d.value.columns]
     assert len(deltas) == 2  # the marginal's passage alone, then the stuffed prompt
     shown = deltas[1].sort_values("sentence")

@@ -42,7 +42,7 @@ def test_ask_expected_prints_the_panels_verdicts_and_counterfactuals(default_pip
     assert len(csv) == len(parquet) == len(jsonl) == len(trace.to_frame())  # one frame, three formats
     assert exports.schema_of(tmp_path / "t.parquet") == f"trace/{exports.SCHEMAS['trace']}"
     forced = scoring.force_answers(default_pipeline, trace, expected)
-    closed = default_pipeline.closed_book(trace.query, cfg)
+    closed = default_pipeline.closed_book(trace.question, cfg)
     deep = deep_search.deep_search(default_pipeline, trace, expected)
     d = verdicts.diagnose(trace, expected, None, forced=forced, deep=deep, closed_book=closed)
     assert (got["decoding"], got["answer"], got["correct"], got["closed_book"]) == (
@@ -63,7 +63,7 @@ def test_ask_expected_prints_the_panels_verdicts_and_counterfactuals(default_pip
             assert row[decoding]["p"] == (None if a.log_p is None else pytest.approx(prob(a.log_p), abs=1e-9))
     seq = trace.answer("rag-sequence")
     z = int(citation(trace.log_prior, seq.token_logp).argmax())
-    att = attribute(default_pipeline, trace.query, trace.hits[z].passage, seq.token_ids)
+    att = attribute(default_pipeline, trace.question, trace.hits[z].passage, seq.token_ids)
     rows = [r for r in json.loads(out.stdout)["sentences"] if r["decoding"] == "rag-sequence"]
     assert [r["doc_rank"] for r in rows] == [z + 1] * len(att.sentences)
     assert [r["text"] for r in rows] == att.sentences

@@ -56,7 +56,7 @@ def engine(pipeline, question: str, decoding: str):
     the rule compares as the page does) and a fresh closed-book row."""
     trace = pipeline.with_stuffed(pipeline.run(question, Config()))
     c = trace.answer(decoding)
-    closed = pipeline.closed_book_scores(trace.query, [c.token_ids])[0]
+    closed = pipeline.closed_book_scores(trace.question, [c.token_ids])[0]
     found = candidate_sources(trace.log_prior, c, closed, passage_texts(trace))
     return candidate_confidence(trace, c, closed), found
 

@@ -108,7 +108,7 @@ def test_nothing_changed_is_the_trace_for_every_decoding_and_beam_setting(traces
             assert sorted(cf.answers) == ["rag-sequence", "rag-token"]
             for d, a in cf.answers.items():
                 own = trace.answer(d)
-                where = (trace.index, trace.query, cfg.beams, d)
+                where = (trace.index, trace.question, cfg.beams, d)
                 assert (a.answer, a.token_ids) == (own.answer, tuple(own.token_ids)), (where, a.note)
                 assert a.log_p == float(LOG_P[d](trace.log_prior, own.token_logp)), where  # the card's p
                 assert a.exact and not a.computed, where

@@ -320,7 +320,7 @@ def rerun(gen, trace, keep, scale, cfg=GREEDY):
     """The full recomputation: retrieve only the kept passages, new prior, decode again."""
     hits = [h for h, on in zip(trace.hits, keep) if on]
     log_pz = marginals.log_prior(torch.tensor([h.score for h in hits]), scale)
-    return analyse(gen, trace.query, hits, log_pz, cfg, "toy", scale)
+    return analyse(gen, trace.question, hits, log_pz, cfg, "toy", scale)
 
 
 def check_against_rerun(gen, trace, cf, cfg=GREEDY):

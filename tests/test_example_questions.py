@@ -38,7 +38,7 @@ def test_every_decode_mode_gives_the_same_greedy_answers(default_pipeline, examp
             runs = {
                 mode: analyse(
                     gen,
-                    both.query,
+                    both.question,
                     both.hits,
                     both.log_prior,
                     cfg.with_(decode=mode),

@@ -233,7 +233,7 @@ def test_concurrent_queries_each_get_their_own_trace(default_pipeline):
     assert not errors
     for q in questions:
         a, b = alone[q], together[q]
-        assert b.query == q and [h.passage.id for h in a.hits] == [h.passage.id for h in b.hits]
+        assert b.question == q and [h.passage.id for h in a.hits] == [h.passage.id for h in b.hits]
         assert [c.answer for c in a.candidates] == [c.answer for c in b.candidates]
 
 

@@ -33,7 +33,7 @@ def test_our_own_otlp_export_replays_to_the_trace_numbers(default_pipeline, tmp_
     imported = read_traces(path)
     assert imported.skipped == []
     (logged,) = imported.traces
-    assert logged.question == trace.query and not logged.has_prompt
+    assert logged.question == trace.question and not logged.has_prompt
     assert [(d.id, d.title, d.text) for d in logged.documents] == [
         (h.passage.id, h.passage.title, h.passage.text) for h in trace.hits
     ]

@@ -189,7 +189,7 @@ def test_token_sources_of_a_real_trace_sum_to_its_mixture(tiny):
     pipe = tiny
     trace = pipe.run("Who built the old bridge of Paris?")
     c = trace.answer("rag-token")
-    closed = pipe.closed_book_scores(trace.query, [c.token_ids])[0]  # (T,)
+    closed = pipe.closed_book_scores(trace.question, [c.token_ids])[0]  # (T,)
     found = token_sources(trace.log_prior, c.token_logp, closed, c.forced, c.finished)
     assert sum(s.logp_rag for s in found) == pytest.approx(c.log_p_tok(trace.log_prior), abs=1e-9)
     gains = torch.tensor([s.gain for s in found], dtype=torch.float64)
@@ -204,7 +204,7 @@ def test_a_rag_sequence_answers_steps_add_up_to_its_sequence_likelihood(tiny):
     pipe = tiny
     trace = pipe.run("Where is the old library?")
     c = trace.answer("rag-sequence")
-    closed = pipe.closed_book_scores(trace.query, [c.token_ids])[0]  # (T,)
+    closed = pipe.closed_book_scores(trace.question, [c.token_ids])[0]  # (T,)
     found = token_sources(trace.log_prior, c.token_logp, closed, c.forced, c.finished, marginal="sequence")
     assert sum(s.logp_rag for s in found) == pytest.approx(c.log_p_seq(trace.log_prior), abs=1e-9)
     cite = marginals.citation(trace.log_prior, c.token_logp)  # (K,)

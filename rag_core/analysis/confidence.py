@@ -227,6 +227,6 @@ def answer_confidences(pipe, trace: Trace) -> dict[str, Confidence]:
     for c in filter(None, (trace.answer(d) for d in asked)):
         ids = tuple(c.token_ids)
         if ids and ids not in rows:
-            rows[ids] = pipe.closed_book_scores(trace.query, [list(ids)])[0]  # (T,)
+            rows[ids] = pipe.closed_book_scores(trace.question, [list(ids)])[0]  # (T,)
         out[c.decoding] = candidate_confidence(trace, c, rows.get(ids))
     return out

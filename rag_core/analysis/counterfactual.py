@@ -244,7 +244,7 @@ def rerun(
     log_pz = lpz[torch.tensor(keep)]  # (K',) the new prior over the kept passages, summing to 1
     cfg = trace_config(pipe.cfg, trace).with_(k=len(hits), scale=new_scale)
     with pipe.models.lock:  # the shared generator serves one query at a time
-        return analyse(pipe.models.generator, trace.query, hits, log_pz, cfg, trace.index, new_scale)
+        return analyse(pipe.models.generator, trace.question, hits, log_pz, cfg, trace.index, new_scale)
 
 
 def with_computed(cf: Counterfactual, full: Trace) -> Counterfactual:

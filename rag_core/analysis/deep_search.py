@@ -37,7 +37,7 @@ class DeepHit:
 
 def deep_search(retriever, trace: Trace, expected: Sequence[str], depth: int = DEEP_DEPTH) -> DeepHit:
     """Search `depth` deep (anything with `.retrieve(question, k)`: a Pipeline, a Retriever)."""
-    hits = retriever.retrieve(trace.query, max(depth, trace.k))
+    hits = retriever.retrieve(trace.question, max(depth, trace.k))
     top = hits[0].score if hits else float("nan")
     kth = trace.hits[-1].score if trace.hits else float("nan")
     out = DeepHit(len(hits), trace.k, top, kth, whole_index=len(hits) < max(depth, trace.k))

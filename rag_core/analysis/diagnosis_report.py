@@ -35,7 +35,7 @@ class Checks:
 def run_checks(pipe, trace: Trace, expected: list[str]) -> Checks:
     """The three model-calling checks (see the module docstring), under the trace's own settings."""
     forced = scoring.force_answers(pipe, trace, expected)
-    closed = pipe.closed_book(trace.query, trace_config(pipe.cfg, trace))
+    closed = pipe.closed_book(trace.question, trace_config(pipe.cfg, trace))
     return Checks(forced, closed, deep_search.deep_search(pipe, trace, expected))
 
 

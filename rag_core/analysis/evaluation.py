@@ -78,7 +78,7 @@ def evaluate_question(
     t0 = time.perf_counter()
     if decoded is None:
         run = pipe.run(q.question, cfg, keep_state=True)
-        closed_book, shared = pipe.closed_book(run.trace.query, cfg), 0.0
+        closed_book, shared = pipe.closed_book(run.trace.question, cfg), 0.0
     else:
         run, closed_book, shared = decoded
     trace = run.trace
@@ -96,7 +96,7 @@ def evaluate_question(
     answered = [c for c in map(trace.answer, READINGS) if c is not None and c.token_ids]
     # one closed-book teacher-forced row per answer: which of its tokens came from the weights
     closed = (
-        pipe.closed_book_scores(trace.query, [c.token_ids for c in answered]) if answered else None
+        pipe.closed_book_scores(trace.question, [c.token_ids for c in answered]) if answered else None
     )  # (N, T)
     row_of = {id(c): j for j, c in enumerate(answered)}
     for mode in RAG_MODES:
@@ -137,7 +137,7 @@ def evaluate_question(
         data = {"question": asdict(q), "trace": trace_to_dict(trace)}
         write_bytes_atomic(trace_path, gzip.compress(json.dumps(data).encode("utf-8")))
     return QuestionResult(
-        trace.query, q.answers, q.title, modes, recall, rank, shared + time.perf_counter() - t0, ranks
+        trace.question, q.answers, q.title, modes, recall, rank, shared + time.perf_counter() - t0, ranks
     )
 
 
@@ -171,7 +171,7 @@ def evaluate_batch(
     decoded as one batch (`Pipeline.run_many`, `closed_book_many`): the same results, fewer calls."""
     t0 = time.perf_counter()
     runs = [r[0] for r in pipe.run_many([q.question for q in qs], [cfg], keep_state=True)]
-    closed = pipe.closed_book_many([r.trace.query for r in runs], cfg)
+    closed = pipe.closed_book_many([r.trace.question for r in runs], cfg)
     share = (time.perf_counter() - t0) / len(qs)
     paths = trace_paths or [None] * len(qs)
     return [

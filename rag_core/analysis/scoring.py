@@ -95,7 +95,7 @@ def score_texts(gen, trace: Trace, expected: Sequence[str], state0: GenState | N
         return ForcedAnswers([], 0)
     calls = 0
     if state0 is None:
-        state0 = gen.prepare(trace.query, [h.passage for h in trace.hits])
+        state0 = gen.prepare(trace.question, [h.passage for h in trace.hits])
         calls += 1
     lp, mask, _, _ = score_answers(
         gen, state0, [ids for _, _, ids in entries], top_alternatives=1

@@ -123,4 +123,4 @@ def diagnose(
             if expected
             else Verdict("search-error", None, need),
         ]
-    return Diagnosis(trace.query, decoding, cand.answer, list(expected), correct, verdicts, scores)
+    return Diagnosis(trace.question, decoding, cand.answer, list(expected), correct, verdicts, scores)

@@ -114,7 +114,7 @@ def sentence_rows(pipe, trace) -> list[dict]:
         if c is None or not c.token_ids:
             continue
         z = int(citation(trace.log_prior, c.token_logp).argmax())
-        att = attribute(pipe, trace.query, trace.hits[z].passage, c.token_ids)
+        att = attribute(pipe, trace.question, trace.hits[z].passage, c.token_ids)
         out += [
             {"decoding": d, "answer": c.answer, "doc_rank": z + 1, "doc_title": att.passage.title, **r}
             for r in att.rows()

@@ -25,7 +25,7 @@ def ask_json(trace: Trace, confidence: dict[str, Confidence] | None = None) -> d
             }
         )
     out = {
-        "query": trace.query,
+        "query": trace.question,
         "index": trace.index,
         "k": trace.k,
         "scale": trace.scale,
@@ -94,7 +94,7 @@ def stuffed_text(trace: Trace) -> list[str]:
 def ask_text(trace: Trace, confidence: dict[str, Confidence] | None = None) -> str:
     lpz = trace.log_prior
     lines = [
-        f"Q: {trace.query}",
+        f"Q: {trace.question}",
         f"index {trace.index} · K={trace.k} · scale {trace.scale:g} · "
         f"{trace.settings.get('rescore', '')} rescoring · beams {trace.settings.get('beams', 1)}",
     ]
