@@ -1,5 +1,5 @@
 """The answer card every page draws for a decoding's answer: the answer, its probability under its
-own marginal, and, when the model is guessing (`rag_core.analysis.confidence`, one rule for every
+own marginal, and, when the model is guessing (`rag_core.analysis.diagnosis.confidence`, one rule for every
 page and for `ask --json`), the answer in smaller grey type under a "Low confidence" badge with the
 reason in words. The state is never told by colour alone: the badge and the reason say it.
 
@@ -12,8 +12,8 @@ import streamlit as st
 
 from app import state
 from app.safe_text import md_text
-from rag_core.analysis import confidence as certainty
-from rag_core.analysis import stuffed_worth
+from rag_core.analysis.attribution import stuffed_worth
+from rag_core.analysis.diagnosis import confidence as certainty
 from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN, STUFFED, STUFFED_LABEL
 from rag_core.marginals import p_text, prob
 from rag_core.trace import Candidate, Trace

@@ -7,7 +7,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from app import palette
-from rag_core.analysis.calibration import Reliability
+from rag_core.analysis.evaluation.calibration import Reliability
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN, READING_LABELS, STUFFED
 
 COLOURS = {RAG_TOKEN: palette.TOKEN_BLUE, RAG_SEQUENCE: palette.SEQUENCE_RED, STUFFED: palette.STUFFED_GREEN}

@@ -16,7 +16,7 @@ import streamlit as st
 
 from app import safe_text, stack, state, views
 from rag_core import stacks
-from rag_core.analysis import confidence as certainty
+from rag_core.analysis.diagnosis import confidence as certainty
 from rag_core.config import DECODINGS
 from rag_core.errors import first_line
 from rag_core.marginals import p_text, prob

@@ -12,7 +12,8 @@ import streamlit as st
 from app import answer_card, state
 from app.safe_text import md_text
 from app.views import table
-from rag_core.analysis import counterfactual, scoring
+from rag_core.analysis import scoring
+from rag_core.analysis.diagnosis import counterfactual
 from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.errors import first_line
 from rag_core.marginals import p_text, prob

@@ -17,7 +17,7 @@ import streamlit as st
 from app import answer_card, counterfactual_panel, state
 from app.safe_text import md_text
 from app.views import table
-from rag_core.analysis import diagnosis_report, verdicts
+from rag_core.analysis.diagnosis import diagnosis_report, verdicts
 from rag_core.analysis.matching import exact_match
 from rag_core.config import ASSETS, DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import p_text, prob

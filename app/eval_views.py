@@ -11,12 +11,12 @@ import streamlit as st
 
 from app import calibration_chart, charts, comparison_charts, detours, safe_text, sidebar, state, views
 from rag_core import stacks
-from rag_core.analysis import calibration, eval_summary, shipped_runs
-from rag_core.analysis import confidence as certainty
-from rag_core.analysis import evaluation as ev
-from rag_core.analysis.retrieval_metrics import CELLS, error_split
-from rag_core.analysis.run_compare import compare_results
-from rag_core.analysis.verdict_rules import VERDICTS
+from rag_core.analysis.diagnosis import confidence as certainty
+from rag_core.analysis.diagnosis.verdict_rules import VERDICTS
+from rag_core.analysis.evaluation import calibration, eval_summary, shipped_runs
+from rag_core.analysis.evaluation import runs as ev
+from rag_core.analysis.evaluation.retrieval_metrics import CELLS, error_split
+from rag_core.analysis.evaluation.run_compare import compare_results
 from rag_core.config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN, READING_LABELS, STUFFED
 from rag_core.retrieval.catalog import NAMED
 

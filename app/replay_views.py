@@ -15,7 +15,7 @@ import streamlit as st
 from app import charts, detours, jobs, state
 from app.safe_text import md_text, plot_text
 from app.sidebar import K_RANGE
-from rag_core.analysis.questions import parse_question_line
+from rag_core.analysis.evaluation.questions import parse_question_line
 from rag_core.corpus import Passage
 from rag_core.marginals import p_text
 from rag_core.replay.batch import read_done, replay_all

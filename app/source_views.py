@@ -10,8 +10,8 @@ import streamlit as st
 from app import charts, citation_charts, state, token_charts
 from app.safe_text import passage_label
 from app.views import table
-from rag_core.analysis import stuffed_worth
-from rag_core.analysis.token_sources import (
+from rag_core.analysis.attribution import stuffed_worth
+from rag_core.analysis.attribution.token_sources import (
     LABELS,
     MEANINGS,
     SHOWN,

@@ -15,8 +15,8 @@ import json
 import streamlit as st
 
 from app import stack as stacks
-from rag_core.analysis import confidence as certainty
-from rag_core.analysis import sentences, token_sources
+from rag_core.analysis.attribution import sentences, token_sources
+from rag_core.analysis.diagnosis import confidence as certainty
 from rag_core.config import DECODINGS, STUFFED, Config, answer_settings
 from rag_core.corpus import CorpusError, Passage
 from rag_core.decoding.stuffed import orders
@@ -147,7 +147,7 @@ def token_sources_of(trace: Trace, decoding: str, rank: int = 0) -> list[token_s
 
 
 def confidence(trace: Trace, cand, log_prior=None) -> certainty.Confidence:
-    """Whether the model is guessing at this answer (`rag_core.analysis.confidence`), from the trace
+    """Whether the model is guessing at this answer (`rag_core.analysis.diagnosis.confidence`), from the trace
     and the answer's closed-book row (the one the token sources use, computed once). Without that
     row (a user error computing it) the rule runs without its support check. `log_prior` (K,): a
     counterfactual's prior instead of the trace's. The rule compares all three readings, so the

@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 from app.charts import AXIS_Z
 from app.palette import PRIOR_GREY, passage_color
 from app.safe_text import plot_text, token_label
-from rag_core.analysis.stuffed_worth import StuffedWorth
+from rag_core.analysis.attribution.stuffed_worth import StuffedWorth
 from rag_core.marginals import p_text
 
 

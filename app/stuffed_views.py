@@ -1,7 +1,7 @@
 """The stuffed reading on the pages: what each passage is worth to its answer beside the mixture's
 posterior of the same answer (Ask, Citations), the worth token by token (Citations), and its answer
 stepped token by token with the alternatives and every passage left out in turn (Token vs Sequence).
-The numbers are `rag_core.analysis.stuffed_worth`'s; titles and tokens are shown as plain text.
+The numbers are `rag_core.analysis.attribution.stuffed_worth`'s; titles and tokens are shown as plain text.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import streamlit as st
 
 from app import charts, state, stuffed_charts, views
 from app.safe_text import md_text, passage_label, passage_tick, token_label
-from rag_core.analysis import stuffed_worth
-from rag_core.analysis.stuffed_worth import StuffedWorth
+from rag_core.analysis.attribution import stuffed_worth
+from rag_core.analysis.attribution.stuffed_worth import StuffedWorth
 from rag_core.decoding.stuffed import orders
 from rag_core.marginals import p_text
 from rag_core.trace import Trace

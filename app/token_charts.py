@@ -12,8 +12,8 @@ import plotly.graph_objects as go
 from app.charts import AXIS_Z
 from app.palette import KNOWN_HATCH, PRIOR_GREY, SEQUENCE_RED, SOURCE_COLORS, TOKEN_BLUE, passage_color
 from app.safe_text import plot_text, token_label
-from rag_core.analysis.token_sources import KNOWN, PASSAGE, SEVERAL, UNSEEN, WEIGHTS, kind
-from rag_core.analysis.token_sources import LABELS as SOURCE_LABELS
+from rag_core.analysis.attribution.token_sources import KNOWN, PASSAGE, SEVERAL, UNSEEN, WEIGHTS, kind
+from rag_core.analysis.attribution.token_sources import LABELS as SOURCE_LABELS
 from rag_core.marginals import p_text
 
 

@@ -11,7 +11,7 @@ import streamlit as st
 
 from app import diagnose_panel, jobs, safe_text, stack, state, train_charts, views
 from rag_core import stacks
-from rag_core.analysis.questions import read_questions
+from rag_core.analysis.evaluation.questions import read_questions
 from rag_core.config import Config
 from rag_core.errors import first_line
 from rag_core.maps import projection

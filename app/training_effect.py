@@ -6,8 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app import eval_views
-from rag_core.analysis import evaluation as ev
-from rag_core.analysis import shipped_runs
+from rag_core.analysis.evaluation import runs as ev
+from rag_core.analysis.evaluation import shipped_runs
 
 
 def before_after() -> None:

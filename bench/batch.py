@@ -15,7 +15,7 @@ import sys
 import torch
 from common import ROOT, emit, median, timed
 
-from rag_core.analysis.questions import read_questions
+from rag_core.analysis.evaluation.questions import read_questions
 from rag_core.config import Config
 from rag_core.index_swap import run as index_swap_run
 from rag_core.index_swap.store import leaders_frame

@@ -48,7 +48,7 @@ import numpy as np
 import torch
 from common import ROOT, emit, median, timed
 
-from rag_core.analysis.questions import read_questions
+from rag_core.analysis.evaluation.questions import read_questions
 from rag_core.config import Config
 from rag_core.corpus import Passage, Stuffed
 from rag_core.decoding.search import SearchSettings

@@ -13,8 +13,8 @@ import sys
 import numpy as np
 from common import ROOT, emit
 
-from rag_core.analysis.questions import read_questions
-from rag_core.analysis.sentences import attribute, similarity_ranking, top_k_drop
+from rag_core.analysis.attribution.sentences import attribute, similarity_ranking, top_k_drop
+from rag_core.analysis.evaluation.questions import read_questions
 from rag_core.config import RAG_SEQUENCE, Config
 from rag_core.marginals import citation
 from rag_core.pipeline import load_pipeline

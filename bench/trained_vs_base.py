@@ -11,7 +11,7 @@ top passage.
 import torch
 from common import ROOT, emit, median, timed
 
-from rag_core.analysis.questions import read_questions
+from rag_core.analysis.evaluation.questions import read_questions
 from rag_core.config import BASE_GENERATOR, Config
 from rag_core.generators import causal
 from rag_core.generators.loading import load_generator

@@ -9,9 +9,9 @@ import streamlit as st
 
 from app import eval_views, jobs, state, training_effect, views
 from app.safe_text import md_text
-from rag_core.analysis import evaluation as ev
-from rag_core.analysis import questions as question_file
-from rag_core.analysis import shipped_runs
+from rag_core.analysis.evaluation import questions as question_file
+from rag_core.analysis.evaluation import runs as ev
+from rag_core.analysis.evaluation import shipped_runs
 from rag_core.config import ASSETS
 
 SPLITS = {

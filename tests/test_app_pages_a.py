@@ -234,7 +234,13 @@ def test_the_ask_page_shows_the_token_sources_the_engine_computes(at, wiki_pipel
     closed-book row and the passages' texts, under the categories' names, each strip is drawn, and
     under it the line that says what each category it shows measures."""
     from app.source_views import key_line, share_line
-    from rag_core.analysis.token_sources import LABELS, MEANINGS, candidate_sources, kind, passage_texts
+    from rag_core.analysis.attribution.token_sources import (
+        LABELS,
+        MEANINGS,
+        candidate_sources,
+        kind,
+        passage_texts,
+    )
 
     visit(at, "ask.py")
     fresh = wiki_pipeline.run("Who wrote Moby-Dick?", Config(index="wiki"))
@@ -256,7 +262,7 @@ def test_the_ask_page_shows_the_token_sources_the_engine_computes(at, wiki_pipel
 def test_citations_shows_each_sentences_delta_for_the_cited_passage(at, wiki_pipeline):
     """By default the sentences of the passage the RAG-Token answer cites most, with the Δ log p
     that leaving each out costs, recomputed here."""
-    from rag_core.analysis.sentences import attribute
+    from rag_core.analysis.attribution.sentences import attribute
 
     visit(at, "citations.py")
     fresh = wiki_pipeline.run("Who wrote Moby-Dick?", Config(index="wiki"))
@@ -275,7 +281,7 @@ def test_the_stuffed_reading_on_token_vs_sequence_and_citations_is_the_engines(a
     """The third card, the stepped stuffed answer and the worth table are those of a fresh trace
     decoded with decode="all" (its own leave-one-out and its answer under each passage alone)."""
     from app.stuffed_views import agreement_line
-    from rag_core.analysis import stuffed_worth
+    from rag_core.analysis.attribution import stuffed_worth
 
     fresh = wiki_pipeline.run("Who wrote Moby-Dick?", Config(index="wiki", decode="all"))
     w = stuffed_worth.of(fresh)
@@ -297,7 +303,7 @@ def test_the_stuffed_reading_on_token_vs_sequence_and_citations_is_the_engines(a
     assert {"cit_worth", "cit_token_worth"} <= keys
     # which sentence of the passage it leans on carried the stuffed answer, inside the one prompt
     assert at.selectbox(key="cit_stuffed_sent_z").value == w.leans_on
-    from rag_core.analysis.sentences import attribute_stuffed
+    from rag_core.analysis.attribution.sentences import attribute_stuffed
 
     passages = [h.passage for h in fresh.hits]
     att = attribute_stuffed(wiki_pipeline, fresh.question, passages, w.leans_on, w.answer.token_ids)

@@ -6,9 +6,10 @@ import json
 import pytest
 
 from rag_core import exports
-from rag_core.analysis import counterfactual, deep_search, scoring, verdicts
-from rag_core.analysis import diagnosis_report as report
-from rag_core.analysis.sentences import attribute
+from rag_core.analysis import scoring
+from rag_core.analysis.attribution.sentences import attribute
+from rag_core.analysis.diagnosis import counterfactual, deep_search, verdicts
+from rag_core.analysis.diagnosis import diagnosis_report as report
 from rag_core.config import Config
 from rag_core.marginals import citation, prob
 

@@ -5,8 +5,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rag_core.analysis.evaluation import evaluate_batch, evaluate_question
-from rag_core.analysis.questions import read_questions
+from rag_core.analysis.evaluation.questions import read_questions
+from rag_core.analysis.evaluation.runs import evaluate_batch, evaluate_question
 from rag_core.config import ASSETS, Config
 from rag_core.decoding.answering import decode_queries
 from rag_core.index_swap import run as index_swap_run

@@ -7,10 +7,18 @@ import pytest
 
 from app import eval_views
 from app.source_views import share_line
-from rag_core.analysis import evaluation as ev
-from rag_core.analysis import shipped_runs, stuffed_worth
-from rag_core.analysis.confidence import candidate_confidence
-from rag_core.analysis.token_sources import KNOWN, LABELS, MEANINGS, candidate_sources, kind, passage_texts
+from rag_core.analysis.attribution import stuffed_worth
+from rag_core.analysis.attribution.token_sources import (
+    KNOWN,
+    LABELS,
+    MEANINGS,
+    candidate_sources,
+    kind,
+    passage_texts,
+)
+from rag_core.analysis.diagnosis.confidence import candidate_confidence
+from rag_core.analysis.evaluation import runs as ev
+from rag_core.analysis.evaluation import shipped_runs
 from rag_core.config import Config
 from rag_core.marginals import p_text
 

@@ -14,7 +14,7 @@ from safetensors import safe_open
 from test_eval import QUESTIONS, toy_pipe
 from test_kill import kill_when
 
-from rag_core.analysis import evaluation as ev
+from rag_core.analysis.evaluation import runs as ev
 from rag_core.config import BASE_GENERATOR, DEFAULT_ENCODER, Config, cache_dir
 from rag_core.generators import load_generator
 from rag_core.generators.loading import smollm_folder

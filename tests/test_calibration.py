@@ -1,12 +1,12 @@
-"""The reliability diagram and ECE of the Eval page (rag_core/analysis/calibration.py) against a
+"""The reliability diagram and ECE of the Eval page (rag_core/analysis/evaluation/calibration.py) against a
 plain loop over the answers, and read from a run's own rows."""
 
 import random
 
 import pytest
 
-from rag_core.analysis import calibration
-from rag_core.analysis.question_result import ModeResult, QuestionResult
+from rag_core.analysis.evaluation import calibration
+from rag_core.analysis.evaluation.question_result import ModeResult, QuestionResult
 
 
 def by_loop(p, right, bins):

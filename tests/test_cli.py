@@ -101,7 +101,7 @@ def test_a_failed_bench_script_fails_the_run(monkeypatch, capsys):
 def test_the_trace_schema_document_lists_exactly_the_exported_columns():
     import re
 
-    from rag_core.analysis.evaluation import CSV_COLUMNS
+    from rag_core.analysis.evaluation.runs import CSV_COLUMNS
     from rag_core.trace import COLUMNS
 
     doc = (ROOT / "docs" / "trace-schema.md").read_text(encoding="utf-8")

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from rag_core.analysis.evaluation import evaluate_question
-from rag_core.analysis.questions import EvalQuestion
+from rag_core.analysis.evaluation.questions import EvalQuestion
+from rag_core.analysis.evaluation.runs import evaluate_question
 from rag_core.config import Config
 from rag_core.index_swap import run as index_swap_run
 from rag_core.index_swap.store import leaders_frame

@@ -1,4 +1,4 @@
-"""The low-confidence rule (rag_core/analysis/confidence.py): its boundaries, its three numbers
+"""The low-confidence rule (rag_core/analysis/diagnosis/confidence.py): its boundaries, its three numbers
 against the toy's hand-computed ones, and `ask --json` carrying exactly the engine's verdict."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from rag_core.analysis import confidence as cf
+from rag_core.analysis.diagnosis import confidence as cf
 from rag_core.toys.examples import run_toy
 from rag_core.trace import StuffedReading
 

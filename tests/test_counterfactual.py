@@ -15,9 +15,9 @@ from streamlit.testing.v1 import AppTest
 from test_diagnosis import GREEDY, STITCH, rerun, toy
 
 from rag_core import marginals
-from rag_core.analysis import counterfactual
-from rag_core.analysis.confidence import candidate_confidence
-from rag_core.analysis.counterfactual import NEEDS_CALL
+from rag_core.analysis.diagnosis import counterfactual
+from rag_core.analysis.diagnosis.confidence import candidate_confidence
+from rag_core.analysis.diagnosis.counterfactual import NEEDS_CALL
 from rag_core.config import Config
 from rag_core.decoding.decode import SearchSettings, closed_book_decode
 from rag_core.marginals import p_text

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from rag_core import marginals
-from rag_core.analysis import counterfactual
+from rag_core.analysis.diagnosis import counterfactual
 from rag_core.config import ASSETS, Config
 from rag_core.retrieval import catalog_actions as actions
 from rag_core.retrieval.index import PassageIndex

@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from rag_core import marginals
-from rag_core.analysis import counterfactual, deep_search, scoring, verdicts
-from rag_core.analysis.verdict_evidence import EVIDENCE, evidence_problems
-from rag_core.analysis.verdict_rules import VERDICTS
+from rag_core.analysis import scoring
+from rag_core.analysis.diagnosis import counterfactual, deep_search, verdicts
+from rag_core.analysis.diagnosis.verdict_evidence import EVIDENCE, evidence_problems
+from rag_core.analysis.diagnosis.verdict_rules import VERDICTS
 from rag_core.config import Config
 from rag_core.corpus import Passage
 from rag_core.decoding.answering import analyse

@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from rag_core import marginals, stacks
-from rag_core.analysis import eval_summary, matching
-from rag_core.analysis import evaluation as ev
-from rag_core.analysis import questions as question_file
-from rag_core.analysis.confidence import answer_confidences
+from rag_core.analysis import matching
+from rag_core.analysis.diagnosis.confidence import answer_confidences
+from rag_core.analysis.evaluation import eval_summary
+from rag_core.analysis.evaluation import questions as question_file
+from rag_core.analysis.evaluation import runs as ev
 from rag_core.config import Config
 from rag_core.corpus import Passage
 from rag_core.decoding.decode import SearchSettings, closed_book_decode, score_answers
@@ -284,7 +285,7 @@ def test_a_stuffed_run_adds_the_stuffed_reading_and_where_it_leans():
 
 
 def test_sweep_over_stored_traces_reproduces_the_run(tmp_path):
-    from rag_core.analysis.sweep import load_traces, sweep
+    from rag_core.analysis.evaluation.sweep import load_traces, sweep
 
     run = ev.run_eval(toy_pipe(), QUESTIONS, Config(k=2, max_new_tokens=6), trace_dir=tmp_path / "tr")
     frame = sweep(load_traces(tmp_path / "tr"), [1, 2], [1.0])

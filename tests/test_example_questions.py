@@ -14,8 +14,9 @@ import json
 import pytest
 import torch
 
-from rag_core.analysis import deep_search, scoring, verdicts
-from rag_core.analysis.verdict_evidence import evidence_problems
+from rag_core.analysis import scoring
+from rag_core.analysis.diagnosis import deep_search, verdicts
+from rag_core.analysis.diagnosis.verdict_evidence import evidence_problems
 from rag_core.config import ASSETS, Config
 from rag_core.decoding.answering import analyse
 

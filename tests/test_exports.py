@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from rag_core import exports
-from rag_core.analysis.evaluation import CSV_COLUMNS, EvalRun
-from rag_core.analysis.question_result import ModeResult, QuestionResult
+from rag_core.analysis.evaluation.question_result import ModeResult, QuestionResult
+from rag_core.analysis.evaluation.runs import CSV_COLUMNS, EvalRun
 from rag_core.config import Config
 from rag_core.corpus import Passage
 from rag_core.generators.fingerprint import prompt_fingerprint

@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app import jobs
-from rag_core.analysis import shipped_runs
+from rag_core.analysis.evaluation import shipped_runs
 from rag_core.config import cache_dir
 
 from conftest import ROOT

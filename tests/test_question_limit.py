@@ -8,7 +8,7 @@ import torch
 
 from app import question_box
 from rag_core import marginals
-from rag_core.analysis import deep_search, verdict_rules
+from rag_core.analysis.diagnosis import deep_search, verdict_rules
 from rag_core.config import MAX_QUESTION_CHARS
 from rag_core.corpus import Passage
 from rag_core.pipeline import QUOTED, clean_question

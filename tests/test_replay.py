@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from rag_core.analysis.verdict_evidence import evidence_problems
+from rag_core.analysis.diagnosis.verdict_evidence import evidence_problems
 from rag_core.decoding.stuffed import p_without
 from rag_core.otlp import trace_otlp
 from rag_core.replay.assemble import traces_of

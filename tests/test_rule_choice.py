@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from rag_core.analysis import rule_choice
-from rag_core.analysis.confidence import AGREE_READINGS, P_GUESS
-from rag_core.analysis.eval_summary import confidence_split
-from rag_core.analysis.evaluation import EvalRun
-from rag_core.analysis.question_result import ModeResult, QuestionResult
+from rag_core.analysis.diagnosis.confidence import AGREE_READINGS, P_GUESS
+from rag_core.analysis.evaluation import rule_choice
+from rag_core.analysis.evaluation.eval_summary import confidence_split
+from rag_core.analysis.evaluation.question_result import ModeResult, QuestionResult
+from rag_core.analysis.evaluation.runs import EvalRun
 
 RUNS = Path(__file__).resolve().parents[1] / "assets" / "eval" / "runs"
 

@@ -9,9 +9,8 @@ import time
 import pandas as pd
 import pytest
 
-from rag_core.analysis.evaluation import EvalRun, load_run, save_run
-from rag_core.analysis.question_result import ModeResult, QuestionResult
-from rag_core.analysis.retrieval_metrics import (
+from rag_core.analysis.evaluation.question_result import ModeResult, QuestionResult
+from rag_core.analysis.evaluation.retrieval_metrics import (
     FROM_WEIGHTS,
     MISS,
     READ_WRONG,
@@ -20,7 +19,8 @@ from rag_core.analysis.retrieval_metrics import (
     ndcg,
     retrieval_metrics,
 )
-from rag_core.analysis.run_compare import RIGHT, WRONG, compare_results
+from rag_core.analysis.evaluation.run_compare import RIGHT, WRONG, compare_results
+from rag_core.analysis.evaluation.runs import EvalRun, load_run, save_run
 
 from conftest import ROOT, run_cli, visit
 

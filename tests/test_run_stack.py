@@ -194,8 +194,8 @@ def test_an_eval_checkpoint_of_a_run_is_not_its_base_and_not_an_earlier_run_at_i
     is its passage tower's) and a run retrained at the same path each get a key of their own."""
     from types import SimpleNamespace
 
-    from rag_core.analysis import eval_checkpoint
-    from rag_core.analysis.questions import EvalQuestion
+    from rag_core.analysis.evaluation import eval_checkpoint
+    from rag_core.analysis.evaluation.questions import EvalQuestion
 
     pipe = SimpleNamespace(
         index=SimpleNamespace(manifest={}),

@@ -4,7 +4,13 @@ the top-k drop of a ranking."""
 import pytest
 import torch
 
-from rag_core.analysis.sentences import attribute, attribute_stuffed, split_sentences, top_k_drop, without
+from rag_core.analysis.attribution.sentences import (
+    attribute,
+    attribute_stuffed,
+    split_sentences,
+    top_k_drop,
+    without,
+)
 from rag_core.corpus import Passage, Stuffed
 
 from conftest import tiny_pipeline

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from app import diagnose_panel, state
-from rag_core.analysis import eval_checkpoint
+from rag_core.analysis.evaluation import eval_checkpoint
 from rag_core.config import ANSWER_SETTINGS, Config
 from rag_core.index_swap import store
 from rag_core.trace import Trace

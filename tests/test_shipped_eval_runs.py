@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
-from rag_core.analysis import evaluation as ev
-from rag_core.analysis import shipped_runs
-from rag_core.analysis.question_result import QuestionResult
-from rag_core.analysis.questions import read_questions
+from rag_core.analysis.evaluation import runs as ev
+from rag_core.analysis.evaluation import shipped_runs
+from rag_core.analysis.evaluation.question_result import QuestionResult
+from rag_core.analysis.evaluation.questions import read_questions
 from rag_core.config import Config
 
 from conftest import ROOT, visit

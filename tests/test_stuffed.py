@@ -17,7 +17,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from rag_core.analysis.confidence import candidate_confidence
+from rag_core.analysis.diagnosis.confidence import candidate_confidence
 from rag_core.config import Config
 from rag_core.corpus import Passage, Stuffed
 from rag_core.decoding.answering import analyse

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rag_core import marginals
-from rag_core.analysis.token_sources import (
+from rag_core.analysis.attribution.token_sources import (
     END,
     KNOWN,
     PASSAGE,

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rag_core import marginals
-from rag_core.analysis.questions import EvalQuestion
+from rag_core.analysis.evaluation.questions import EvalQuestion
 from rag_core.config import Config
 from rag_core.corpus import Passage, read_corpus_file
 from rag_core.decoding.decode import score_answers

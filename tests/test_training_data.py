@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from rag_core import corpus
+from rag_core.analysis.evaluation.questions import read_questions
 from rag_core.analysis.matching import contains_answer, normalize_answer
-from rag_core.analysis.questions import read_questions
 from rag_core.corpus import load_wiki
 from rag_core.generators import causal
 from rag_core.index_swap.results import position_split

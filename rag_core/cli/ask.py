@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 from rag_core import exports
-from rag_core.analysis import diagnosis_report as report
-from rag_core.analysis.confidence import answer_confidences
+from rag_core.analysis.attribution.sentences import attribute
+from rag_core.analysis.diagnosis import diagnosis_report as report
+from rag_core.analysis.diagnosis.confidence import answer_confidences
 from rag_core.analysis.matching import normalize_answer
-from rag_core.analysis.sentences import attribute
 from rag_core.cli.common import (
     CliError,
     add_decoding_args,

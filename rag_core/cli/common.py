@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 from tqdm import tqdm
 
-from rag_core.analysis.questions import EvalDataError
+from rag_core.analysis.evaluation.questions import EvalDataError
 from rag_core.config import Progress
 from rag_core.corpus import CorpusError
 from rag_core.errors import first_line

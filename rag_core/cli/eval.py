@@ -18,11 +18,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rag_core.analysis import eval_checkpoint, shipped_runs
-from rag_core.analysis.eval_summary import em_by_kind, kind_table
-from rag_core.analysis.evaluation import run_eval, save_run
-from rag_core.analysis.questions import read_questions
-from rag_core.analysis.sweep import load_traces, stored_traces, sweep
+from rag_core.analysis.evaluation import eval_checkpoint, shipped_runs
+from rag_core.analysis.evaluation.eval_summary import em_by_kind, kind_table
+from rag_core.analysis.evaluation.questions import read_questions
+from rag_core.analysis.evaluation.runs import run_eval, save_run
+from rag_core.analysis.evaluation.sweep import load_traces, stored_traces, sweep
 from rag_core.cli.common import (
     CliError,
     add_batch_arg,

@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rag_core.analysis.evaluation import EvalRun, eval_folder, load_run
-from rag_core.analysis.run_compare import Comparison, compare_results
+from rag_core.analysis.evaluation.run_compare import Comparison, compare_results
+from rag_core.analysis.evaluation.runs import EvalRun, eval_folder, load_run
 from rag_core.cli.common import CliError
 from rag_core.trace import neutralise
 

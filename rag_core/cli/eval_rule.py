@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from rag_core.analysis.rule_choice import MARGINALS, READINGS, WRONG_GOAL, choose
+from rag_core.analysis.evaluation.rule_choice import MARGINALS, READINGS, WRONG_GOAL, choose
 from rag_core.cli.common import CliError
 from rag_core.cli.eval_compare import describe, resolve_run
 from rag_core.config import READING_LABELS

@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from rag_core.analysis.questions import read_questions
+from rag_core.analysis.evaluation.questions import read_questions
 from rag_core.cli.common import CliError, add_model_args, config_from, positive_int, progress_bar
 from rag_core.pipeline import load_models
 from rag_core.replay.batch import replay_all

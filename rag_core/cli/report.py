@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rag_core import marginals
-from rag_core.analysis.confidence import Confidence
+from rag_core.analysis.diagnosis.confidence import Confidence
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN, STUFFED
 from rag_core.decoding.stuffed import leans_on, p_without, worth
 from rag_core.marginals import prob

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 
 from rag_core import marginals
-from rag_core.analysis.confidence import Confidence, assess
+from rag_core.analysis.diagnosis.confidence import Confidence, assess
 from rag_core.analysis.matching import contains_answer, exact_match, normalize_answer
 from rag_core.corpus import Passage, Prompted, Reading, Stuffed
 from rag_core.decoding.decode import DecodeJob, SearchSettings, decode_jobs, score_answers

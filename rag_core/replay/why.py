@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TypedDict
 
+from rag_core.analysis.diagnosis.verdict_rules import Verdict
 from rag_core.analysis.matching import exact_match
-from rag_core.analysis.verdict_rules import Verdict
 from rag_core.marginals import p_text
 
 REPLAY_VERDICTS = {

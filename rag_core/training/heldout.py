@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from rag_core.analysis.evaluation.questions import EvalQuestion
 from rag_core.analysis.matching import contains_answer, exact_match, passage_text
-from rag_core.analysis.questions import EvalQuestion
 from rag_core.config import DECODINGS, Config, Progress
 from rag_core.pipeline import Pipeline
 

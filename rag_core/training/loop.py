@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from rag_core import marginals
-from rag_core.analysis.questions import EvalQuestion
+from rag_core.analysis.evaluation.questions import EvalQuestion
 from rag_core.config import Progress
 from rag_core.generators.causal import PROMPT_STYLES, CausalGenerator
 from rag_core.pipeline import Models

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rag_core.analysis.questions import read_questions
+from rag_core.analysis.evaluation.questions import read_questions
 from rag_core.config import Config, Progress
 from rag_core.pipeline import Pipeline, load_pipeline
 from rag_core.retrieval.catalog import resolve_index

@@ -30,9 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rag_core.analysis import matching
-from rag_core.analysis.deep_search import DeepHit
-from rag_core.analysis.scoring import AnswerScores, ForcedAnswers
-from rag_core.analysis.verdict_rules import (
+from rag_core.analysis.diagnosis.deep_search import DeepHit
+from rag_core.analysis.diagnosis.verdict_rules import (
     VERDICTS,
     Verdict,
     check_evidence_ignored,
@@ -42,6 +41,7 @@ from rag_core.analysis.verdict_rules import (
     check_retrieval_miss,
     check_search_error,
 )
+from rag_core.analysis.scoring import AnswerScores, ForcedAnswers
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.trace import Trace
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rag_core.analysis import counterfactual, deep_search, scoring
-from rag_core.analysis.counterfactual import NEEDS_CALL
-from rag_core.analysis.verdict_rules import VERDICTS
-from rag_core.analysis.verdicts import Diagnosis, diagnose
+from rag_core.analysis import scoring
+from rag_core.analysis.diagnosis import counterfactual, deep_search
+from rag_core.analysis.diagnosis.counterfactual import NEEDS_CALL
+from rag_core.analysis.diagnosis.verdict_rules import VERDICTS
+from rag_core.analysis.diagnosis.verdicts import Diagnosis, diagnose
 from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import prob
 from rag_core.pipeline import trace_config

@@ -11,9 +11,9 @@ import torch
 
 from rag_core import marginals
 from rag_core.analysis import matching
-from rag_core.analysis.deep_search import DeepHit
+from rag_core.analysis.diagnosis.deep_search import DeepHit
+from rag_core.analysis.diagnosis.verdict_evidence import Evidence
 from rag_core.analysis.scoring import AnswerScores, total_variation
-from rag_core.analysis.verdict_evidence import Evidence
 from rag_core.config import FLAT_RATIO, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.decoding import stepper
 from rag_core.marginals import p_text, prob

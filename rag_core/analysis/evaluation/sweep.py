@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rag_core.analysis.counterfactual import counterfactual
+from rag_core.analysis.diagnosis.counterfactual import counterfactual
 from rag_core.analysis.matching import exact_match
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.trace import trace_from_dict

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from rag_core.analysis.question_result import QuestionResult
+from rag_core.analysis.evaluation.question_result import QuestionResult
 
 RIGHT_READ, READ_WRONG, MISS, FROM_WEIGHTS = (
     "right, passage read",

@@ -20,8 +20,8 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from rag_core.analysis.question_result import QuestionResult
-from rag_core.analysis.questions import EvalQuestion
+from rag_core.analysis.evaluation.question_result import QuestionResult
+from rag_core.analysis.evaluation.questions import EvalQuestion
 from rag_core.config import Config, answer_settings
 from rag_core.decoding.decode import DECODER_VERSION
 from rag_core.generators.fingerprint import prompt_fingerprint

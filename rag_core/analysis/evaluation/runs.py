@@ -21,16 +21,17 @@ from pathlib import Path
 import pandas as pd
 
 from rag_core import exports
-from rag_core.analysis import eval_checkpoint, eval_summary, stuffed_worth
-from rag_core.analysis.confidence import candidate_confidence
-from rag_core.analysis.deep_search import deep_search
-from rag_core.analysis.eval_summary import MODES, RAG_MODES
+from rag_core.analysis.attribution import stuffed_worth
+from rag_core.analysis.attribution.token_sources import WEIGHTS, candidate_sources, shares
+from rag_core.analysis.diagnosis.confidence import candidate_confidence
+from rag_core.analysis.diagnosis.deep_search import deep_search
+from rag_core.analysis.diagnosis.verdicts import diagnose as diagnose_answer
+from rag_core.analysis.evaluation import eval_checkpoint, eval_summary
+from rag_core.analysis.evaluation.eval_summary import MODES, RAG_MODES
+from rag_core.analysis.evaluation.question_result import ModeResult, QuestionResult
+from rag_core.analysis.evaluation.questions import EvalQuestion
 from rag_core.analysis.matching import contains_answer, exact_match, passage_text
-from rag_core.analysis.question_result import ModeResult, QuestionResult
-from rag_core.analysis.questions import EvalQuestion
 from rag_core.analysis.scoring import score_texts
-from rag_core.analysis.token_sources import WEIGHTS, candidate_sources, shares
-from rag_core.analysis.verdicts import diagnose as diagnose_answer
 from rag_core.config import CLOSED_BOOK, READINGS, STUFFED
 from rag_core.decoding.decode import DECODER_VERSION
 from rag_core.marginals import prob

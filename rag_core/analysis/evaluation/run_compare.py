@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from rag_core.analysis.question_result import QuestionResult
-from rag_core.analysis.verdict_rules import VERDICTS
+from rag_core.analysis.diagnosis.verdict_rules import VERDICTS
+from rag_core.analysis.evaluation.question_result import QuestionResult
 from rag_core.config import RAG_SEQUENCE
 
 RIGHT, WRONG = "right", "wrong, no verdict"

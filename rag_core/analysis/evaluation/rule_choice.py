@@ -10,7 +10,7 @@ answers each reading's rule would flag, and picks one: of the candidates that fl
 the earlier candidate). The unsupported code does not depend on either setting: it is read from
 the run's stored codes.
 
->>> from rag_core.analysis.question_result import ModeResult, QuestionResult
+>>> from rag_core.analysis.evaluation.question_result import ModeResult, QuestionResult
 >>> def q(tok, seq, stuffed):  # (answer, p, right) per reading
 ...     modes = {m: ModeResult(a, ok, ok, p_tok=p, p_seq=p, p_stuffed=p, low_confidence=[])
 ...              for m, (a, p, ok) in zip(READINGS, (tok, seq, stuffed))}
@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rag_core.analysis.calibration import P_FIELD
-from rag_core.analysis.confidence import UNSUPPORTED
+from rag_core.analysis.diagnosis.confidence import UNSUPPORTED
+from rag_core.analysis.evaluation.calibration import P_FIELD
+from rag_core.analysis.evaluation.question_result import ModeResult, QuestionResult
 from rag_core.analysis.matching import normalize_answer
-from rag_core.analysis.question_result import ModeResult, QuestionResult
 from rag_core.config import DECODINGS, READING_LABELS, READINGS
 
 MARGINALS = DECODINGS  # the goal is judged under both

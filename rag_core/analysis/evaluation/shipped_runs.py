@@ -20,7 +20,7 @@ from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
 
-from rag_core.analysis.evaluation import EvalRun
+from rag_core.analysis.evaluation.runs import EvalRun
 from rag_core.config import ASSETS, Config, answer_settings
 from rag_core.corpus import passage_checksum
 from rag_core.decoding.decode import DECODER_VERSION

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rag_core.analysis.confidence import DISAGREE, GUESSING, UNSUPPORTED
-from rag_core.analysis.question_result import ModeResult, QuestionResult
-from rag_core.analysis.retrieval_metrics import CELLS, error_split, retrieval_metrics
-from rag_core.analysis.verdict_rules import VERDICTS
+from rag_core.analysis.diagnosis.confidence import DISAGREE, GUESSING, UNSUPPORTED
+from rag_core.analysis.diagnosis.verdict_rules import VERDICTS
+from rag_core.analysis.evaluation.question_result import ModeResult, QuestionResult
+from rag_core.analysis.evaluation.retrieval_metrics import CELLS, error_split, retrieval_metrics
 from rag_core.config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN, READINGS, STUFFED
 
 MODES = (CLOSED_BOOK, RAG_TOKEN, RAG_SEQUENCE, STUFFED)  # stuffed: runs made with `eval --stuffed`
