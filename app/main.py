@@ -5,7 +5,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import detours, sidebar, stack, stack_views
+from app import stack
+from app.ui import detours, sidebar, stack_views
 
 st.set_page_config(page_title="RAG Loupe", page_icon=":material/search:", layout="wide")
 # Our own style rules (no user text in them): an answer or title that is one very long word wraps

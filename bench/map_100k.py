@@ -84,7 +84,7 @@ def browser_draw_seconds(fig_json: str) -> float | None:
 
 
 def draw_figures(pmap, passages, qpos) -> dict:
-    from app import map_chart
+    from app.map import map_chart
     from rag_core.maps import map_layout
 
     hover = np.array(

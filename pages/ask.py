@@ -4,7 +4,9 @@ import json
 
 import streamlit as st
 
-from app import answer_card, compare, diagnose_panel, question_box, source_views, state, stuffed_views, views
+from app import state
+from app.ask import compare, diagnose_panel
+from app.ui import answer_card, question_box, source_views, stuffed_views, views
 from rag_core.config import ASSETS
 
 st.title("Ask")

@@ -5,8 +5,9 @@ import json
 import pandas as pd
 import streamlit as st
 
-from app import by_hand_charts, charts, citation_charts, views
-from app.safe_text import md_text
+from app.by_hand import by_hand_charts
+from app.ui import charts, citation_charts, views
+from app.ui.safe_text import md_text
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.decoding import stepper
 from rag_core.marginals import p_text

@@ -6,8 +6,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from app import answer_card, charts, citation_charts, source_views, stuffed_views, views
-from app.safe_text import passage_label, passage_tick
+from app.ui import answer_card, charts, citation_charts, source_views, stuffed_views, views
+from app.ui.safe_text import passage_label, passage_tick
 from rag_core.config import DECODING_LABELS, STUFFED
 from rag_core.decoding import stepper
 from rag_core.marginals import p_text

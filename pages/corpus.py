@@ -3,8 +3,9 @@
 import pandas as pd
 import streamlit as st
 
-from app import jobs, state
-from app.safe_text import md_text
+from app import state
+from app.ui import jobs
+from app.ui.safe_text import md_text
 from rag_core.corpus import PASSAGE_WORDS, CorpusError, passage_word_bounds
 from rag_core.errors import first_line
 from rag_core.retrieval import catalog_actions as actions

@@ -7,8 +7,10 @@ import time
 import pandas as pd
 import streamlit as st
 
-from app import eval_views, jobs, state, training_effect, views
-from app.safe_text import md_text
+from app import state
+from app.eval import eval_views, training_effect
+from app.ui import jobs, views
+from app.ui.safe_text import md_text
 from rag_core.analysis.evaluation import questions as question_file
 from rag_core.analysis.evaluation import runs as ev
 from rag_core.analysis.evaluation import shipped_runs

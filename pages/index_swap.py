@@ -4,9 +4,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import index_swap_views, jobs, question_box, state, views
-from app.safe_text import md_text
-from app.sidebar import KEEP
+from app import state
+from app.index_swap import index_swap_views
+from app.ui import jobs, question_box, views
+from app.ui.safe_text import md_text
+from app.ui.sidebar import KEEP
 from rag_core.config import READING_LABELS
 from rag_core.index_swap import results, store
 from rag_core.index_swap import run as index_swap_run

@@ -3,8 +3,11 @@ and its true top-K ringed; a click moves the query, and the rings follow the mov
 
 import streamlit as st
 
-from app import map_chart, map_views, moved_query, state, train_views, views
-from app.safe_text import md_text
+from app import state
+from app.map import map_chart, map_views, moved_query
+from app.train import train_views
+from app.ui import views
+from app.ui.safe_text import md_text
 from rag_core.errors import first_line
 from rag_core.maps import map_layout, projection
 from rag_core.pipeline import clean_question

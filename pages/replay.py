@@ -5,8 +5,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import jobs, replay_views
-from app.safe_text import md_text
+from app.replay import replay_views
+from app.ui import jobs
+from app.ui.safe_text import md_text
 from rag_core.errors import first_line
 from rag_core.replay.records import ReplayFileError
 

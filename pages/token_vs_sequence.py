@@ -5,8 +5,9 @@ import math
 import numpy as np
 import streamlit as st
 
-from app import answer_card, charts, source_views, step_views, stuffed_views, token_charts, views
-from app.safe_text import md_text, passage_label, passage_tick, token_label
+from app.token_vs_sequence import step_views
+from app.ui import answer_card, charts, source_views, stuffed_views, token_charts, views
+from app.ui.safe_text import md_text, passage_label, passage_tick, token_label
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.decoding import stepper
 from rag_core.marginals import p_text

@@ -3,8 +3,10 @@ toward the passages that explain the answer), steps along it, and fine-tuning on
 
 import streamlit as st
 
-from app import diagnose_panel, state, train_charts, train_views, views
-from app.safe_text import md_text
+from app import state
+from app.train import train_charts, train_views
+from app.ui import expected_answers, views
+from app.ui.safe_text import md_text
 from rag_core.errors import first_line
 from rag_core.training.query_walk import DEFAULT_STEP_SIZE, WalkError
 
@@ -29,7 +31,7 @@ if "train_expected" not in st.session_state or st.session_state.get("_train_for"
     st.session_state["train_expected"] = (
         last["answer"]
         if last and last["question"] == question
-        else (typed or diagnose_panel.prefill(question)).split("|")[0].strip()
+        else (typed or expected_answers.prefill(question)).split("|")[0].strip()
     )
 c1, c2, c3, c4 = st.columns([2, 1, 1, 1])
 answer = c1.text_input(

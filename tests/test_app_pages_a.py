@@ -233,7 +233,7 @@ def test_the_ask_page_shows_the_token_sources_the_engine_computes(at, wiki_pipel
     """The Ask page's shares per decoding are those recomputed here from a fresh trace, a fresh
     closed-book row and the passages' texts, under the categories' names, each strip is drawn, and
     under it the line that says what each category it shows measures."""
-    from app.source_views import key_line, share_line
+    from app.ui.source_views import key_line, share_line
     from rag_core.analysis.attribution.token_sources import (
         LABELS,
         MEANINGS,
@@ -280,7 +280,7 @@ def test_citations_shows_each_sentences_delta_for_the_cited_passage(at, wiki_pip
 def test_the_stuffed_reading_on_token_vs_sequence_and_citations_is_the_engines(at, wiki_pipeline):
     """The third card, the stepped stuffed answer and the worth table are those of a fresh trace
     decoded with decode="all" (its own leave-one-out and its answer under each passage alone)."""
-    from app.stuffed_views import agreement_line
+    from app.ui.stuffed_views import agreement_line
     from rag_core.analysis.attribution import stuffed_worth
 
     fresh = wiki_pipeline.run("Who wrote Moby-Dick?", Config(index="wiki", decode="all"))

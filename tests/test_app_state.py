@@ -4,7 +4,7 @@ question is no longer the example, every trace page names its question and index
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app.safe_text import md_text
+from app.ui.safe_text import md_text
 from rag_core.config import Config
 
 from conftest import ROOT, visit
@@ -77,7 +77,7 @@ def _failure_picker_app():
     import pandas as pd
     import streamlit as st
 
-    from app import index_swap_views
+    from app.index_swap import index_swap_views
 
     fails = pd.DataFrame(
         st.session_state["rows"], columns=["position", "index", "answer", "question", "decoding"]

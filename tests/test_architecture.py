@@ -49,6 +49,7 @@ def test_the_layers_hold():
             "from rag_core.analysis.evaluation import runs\n",
         ),  # attribution importing evaluation, the part of analysis above it
         ("app/state.py", "import pages.ask\n"),  # app importing a page
+        ("app/ui/palette.py", "from app.ask import compare\n"),  # a shared part importing one page's
         ("rag_core/trace.py", "import streamlit\n"),  # the engine importing Streamlit
         (
             "rag_core/retrieval/index.py",

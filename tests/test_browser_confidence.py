@@ -5,8 +5,8 @@ vs Sequence says whether its two strips agree. (Its own module, so it runs on it
 
 import pytest
 
-from app import eval_views
-from app.source_views import share_line
+from app.eval import eval_views
+from app.ui.source_views import share_line
 from rag_core.analysis.attribution import stuffed_worth
 from rag_core.analysis.attribution.token_sources import (
     KNOWN,

@@ -135,7 +135,7 @@ SHOWN: dict = {}  # the trace the panel app below shows, set by each test
 def _panel():
     from test_counterfactual import SHOWN
 
-    from app import diagnose_panel
+    from app.ask import diagnose_panel
 
     diagnose_panel.render(SHOWN["trace"])
 
@@ -159,7 +159,7 @@ def cards(at) -> dict:
 
 
 def test_the_panel_shows_the_traces_answers_then_needs_a_call_then_the_computed_answer(monkeypatch):
-    from app.counterfactual_panel import cf_key
+    from app.ask.counterfactual_panel import cf_key
     from rag_core.generators.base import ForwardCounter
 
     at, trace = _app(monkeypatch, STITCH, GREEDY, "Which letters?", "B x")

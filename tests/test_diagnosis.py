@@ -438,7 +438,7 @@ def _panel_app():
     import streamlit as st
     from test_diagnosis import _toy_trace
 
-    from app import diagnose_panel
+    from app.ask import diagnose_panel
 
     @st.cache_resource
     def toy_trace(question):
@@ -452,7 +452,7 @@ def _panel_app():
 def test_the_diagnose_panel_shows_verdicts_and_counterfactuals_without_model_calls():
     from streamlit.testing.v1 import AppTest
 
-    from app.counterfactual_panel import cf_key
+    from app.ask.counterfactual_panel import cf_key
     from rag_core.generators.base import ForwardCounter
 
     trace = _toy_trace()
@@ -489,7 +489,7 @@ def test_counterfactual_controls_start_afresh_for_a_new_question():
     """A scale set for one question must not silently change the next question's answer."""
     from streamlit.testing.v1 import AppTest
 
-    from app.counterfactual_panel import cf_key
+    from app.ask.counterfactual_panel import cf_key
 
     at = AppTest.from_function(_panel_app, default_timeout=120)
     at.run()

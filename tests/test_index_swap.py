@@ -451,7 +451,7 @@ def test_index_swap_page_in_the_stuffed_reading(swap_app, pipes):
     the engine decodes it here, with the session's settings) and no marginal's; the experiment's
     tables are the stuffed run's accuracy on each half (a complete live run's, else the shipped run
     with any live positions over it), and the per-position table offers that reading only."""
-    from app import index_swap_views
+    from app.index_swap import index_swap_views
 
     at = swap_app
     at.switch_page(str(ROOT / "pages/index_swap.py"))

@@ -7,7 +7,7 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from app import jobs
+from app.ui import jobs
 from rag_core.analysis.evaluation import shipped_runs
 from rag_core.config import cache_dir
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from test_projection import clustered, make_index
 
-from app import map_chart
+from app.map import map_chart
 from rag_core.maps import map_layout, projection
 
 N, MAX_FIT = 3000, 600

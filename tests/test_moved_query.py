@@ -12,7 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 from test_app_pages_b import values
 
-from app import safe_text
+from app.ui import safe_text
 from rag_core.config import Config
 from rag_core.maps.map_layout import PassageMap, fit_pca
 from rag_core.pipeline import Pipeline

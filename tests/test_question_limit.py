@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from app import question_box
+from app.ui import question_box
 from rag_core import marginals
 from rag_core.analysis.diagnosis import deep_search, verdict_rules
 from rag_core.config import MAX_QUESTION_CHARS

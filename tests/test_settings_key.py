@@ -7,7 +7,8 @@ of the penalty)."""
 import pytest
 import torch
 
-from app import diagnose_panel, state
+from app import state
+from app.ask import diagnose_panel
 from rag_core.analysis.evaluation import eval_checkpoint
 from rag_core.config import ANSWER_SETTINGS, Config
 from rag_core.index_swap import store

@@ -310,7 +310,7 @@ def test_ask_decode_all_prints_the_stuffed_answer_and_what_each_passage_is_worth
 def _position_app():
     import streamlit as st
 
-    from app import answer_card
+    from app.ui import answer_card
 
     answer_card.position_note(st.session_state["trace"], "t")
 

@@ -20,7 +20,7 @@ def test_tiny_probabilities_read_in_scientific_notation_and_tint_their_cells():
     def script():
         import pandas as pd
 
-        from app import views
+        from app.ui import views
 
         views.table(
             pd.DataFrame(

@@ -5,7 +5,7 @@ checked as properties over many walks rather than by repeating the formula."""
 import numpy as np
 import pytest
 
-from app.train_charts import MIN_LOG_P_SPAN, NO_CHANGE, log_p_range, no_measurable_change, walk_lines
+from app.train.train_charts import MIN_LOG_P_SPAN, NO_CHANGE, log_p_range, no_measurable_change, walk_lines
 
 
 def test_the_axis_holds_every_value_centred_and_never_shorter_than_the_minimum():

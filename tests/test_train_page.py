@@ -83,7 +83,7 @@ def test_one_passage_moves_nothing():
 
 
 def wait_for_job(timeout: float = 400):
-    from app import jobs
+    from app.ui import jobs
 
     t0 = time.time()
     while (job := jobs.get("train")) is not None and job.running:
@@ -99,7 +99,7 @@ def test_fine_tuning_runs_in_the_background_and_a_cancelled_run_resumes(tmp_path
     at.session_state["ft_steps"] = 1
     at.run()
     at.button(key="ft_start").click().run()
-    from app import jobs
+    from app.ui import jobs
 
     job = jobs.get("train")
     job.cancel()  # asked before the first step ends: the run stops at a step boundary with a checkpoint

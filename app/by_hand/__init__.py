@@ -1,0 +1,1 @@
+"""The By hand page's figures."""

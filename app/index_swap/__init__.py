@@ -1,0 +1,1 @@
+"""The Index swap page's parts."""

@@ -1,0 +1,1 @@
+"""The Replay page's parts."""

@@ -1,0 +1,1 @@
+"""The Token vs Sequence page's step-by-step views."""
