@@ -29,10 +29,6 @@ step_views.verdict_box(stepper.compare(trace))
 cands = trace.of(RAG_TOKEN) + trace.of(RAG_SEQUENCE)
 
 
-def _copy(src: str, dst: str) -> None:
-    ss[dst] = ss[src]
-
-
 ids = [(c.decoding, c.rank) for c in cands]
 chosen = ss.get("tvs_answer") if ss.get("tvs_answer") in ids else ids[0]
 ss["tvs_answer_w"] = ids.index(chosen)
@@ -89,7 +85,7 @@ if T > 1:
         "Step i",
         options=list(range(T)),
         key="tvs_step_w",
-        on_change=_copy,
+        on_change=step_views.copy_state,
         args=("tvs_step_w", "tvs_step"),
         format_func=lambda i: f"{i} {token_label(w.tokens[i])}",
     )

@@ -17,6 +17,12 @@ from rag_core.decoding import stepper
 from rag_core.trace import Candidate, Trace
 
 
+def copy_state(src: str, dst: str) -> None:
+    """A widget's callback: copy its key into the plain key the page reads (a plain key survives a
+    page switch, a widget's does not)."""
+    st.session_state[dst] = st.session_state[src]
+
+
 def verdict_box(verdict: stepper.Agreement | None) -> None:
     """Whether RAG-Token and RAG-Sequence agree (`stepper.compare`), as a warning or a success box
     (nothing for None)."""
