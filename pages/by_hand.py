@@ -1,4 +1,5 @@
-"""By hand: the seed's worked examples as editable tables, recomputed live by the engine's own code."""
+"""By hand: the worked examples (assets/examples) as editable tables, recomputed live by the engine's own
+code."""
 
 import json
 

@@ -45,8 +45,8 @@ from rag_core.models.sources import TOKENIZER_LOCK
 # the index-swap experiment's tuning half only (RAG-Token matched 50% -> 67% on the 2016 index and
 # 45% -> 54% on the 2018 one; RAG-Sequence 60% -> 65% and 55% -> 58%). The IOC is not a position
 # of assets/leaders.csv (its president did not change between the two dates). No dev or test answer
-# stands in the prompt (tests/test_training_data.py checks it); two mentions were reworded for that
-# (the Opera House's country, the film's director) after the figures above were measured.
+# stands in the prompt (tests/test_training_data.py checks it): the Opera House's country and the
+# film's director are not named, which the figures above (measured with them named) do not reflect.
 FEW_SHOT = [
     (
         "Sydney Opera House",
