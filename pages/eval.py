@@ -2,13 +2,12 @@
 wrong, a drill-down to the Ask page, and a small run from here."""
 
 import hashlib
-import time
 
 import pandas as pd
 import streamlit as st
 
 from app import state
-from app.eval import eval_views, training_effect
+from app.eval import eval_job, eval_views, training_effect
 from app.ui import jobs, views
 from app.ui.safe_text import md_text
 from rag_core.analysis.evaluation import questions as question_file
@@ -39,28 +38,6 @@ def _chosen_questions(upload, split: str) -> tuple[list, str, int]:
     if not questions:
         raise question_file.EvalDataError(f"no usable question in {upload.name}")
     return questions, upload.name, sum(1 for line in lines if line.strip()) - len(questions)
-
-
-def _eval_work(pipe, questions: list, cfg, name: str, skipped: int):
-    """The background job: evaluate, save the run, return its path. The session's stack is read
-    here, on the page's thread: the job's thread has no session to read it from."""
-    stack = state.stack_key()
-
-    def work(progress):
-        def step(done, total, result):
-            progress(f"{done} / {total} · {result.question[:60]}", done / total)
-
-        run = ev.run_eval(
-            pipe,
-            questions,
-            cfg,
-            step,
-            resume=True,
-            settings={"file": name, "skipped": skipped, "stack": stack},
-        )
-        return ev.save_run(run, time.strftime("app-%Y%m%d-%H%M%S"))
-
-    return work
 
 
 with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
@@ -96,7 +73,7 @@ with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
         else:
             job = jobs.start(
                 "eval",
-                _eval_work(state.pipeline(cfg.index), questions[:n], cfg, name, skipped),
+                eval_job.eval_work(state.pipeline(cfg.index), questions[:n], cfg, name, skipped),
                 label=f"Evaluation run · {md_text(state.stack_name())}",
             )  # jobs are shown to every session
             st.session_state["eval_job"] = job.id

@@ -7,6 +7,8 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app import state
+from app.eval import eval_job
 from app.ui import jobs
 from rag_core.analysis.evaluation import shipped_runs
 from rag_core.config import cache_dir
@@ -19,6 +21,26 @@ def wait_until(predicate, timeout=600.0, what="the condition"):
     while not predicate():
         assert time.time() < deadline, f"timed out waiting for {what}"
         time.sleep(0.05)
+
+
+def test_an_eval_job_records_the_stack_of_the_session_that_started_it(monkeypatch):
+    """The job's thread has no session: the stack its run is filed under is read when the page
+    starts the job, not when the thread runs it."""
+    recorded = {}
+
+    def run_eval(pipe, questions, cfg, step, resume, settings):
+        recorded.update(settings)
+        return "run"
+
+    monkeypatch.setattr(eval_job.ev, "run_eval", run_eval)
+    monkeypatch.setattr(eval_job.ev, "save_run", lambda run, name: f"saved {run}")
+    monkeypatch.setattr(state, "stack_key", lambda: "the session's stack")
+    work = eval_job.eval_work(None, [], None, "dev.jsonl", 0)
+    monkeypatch.setattr(state, "stack_key", lambda: "the default stack")  # what a thread would read
+    thread = threading.Thread(target=lambda: recorded.update(out=work(lambda *a: None)))
+    thread.start()
+    thread.join(timeout=60)
+    assert recorded == {"file": "dev.jsonl", "skipped": 0, "stack": "the session's stack", "out": "saved run"}
 
 
 def test_a_job_runs_once_reports_progress_and_stops_when_cancelled():
