@@ -92,8 +92,9 @@ st.caption(
     f"Settings: {index_swap_views.READINGS[reading]}, K={cfg.k}, "
     f"scale={cfg.scale or f'the encoder default ({state.models().encoder.default_scale:g})'}, "
     f"greedy, up to {cfg.max_new_tokens} "
-    "answer tokens. An answer is correct for a year when it names that year's holder (full name or surname, "
-    "accents ignored). Same as `python -m rag_core index-swap`, whose results this page shares."
+    "answer tokens. An answer is correct for a year when it names that year's holder: the full name, or the "
+    "surname with no other first name beside it (accents ignored; a formal first name such as Michael for "
+    "Mike counts as another's). Same as `python -m rag_core index-swap`, whose results this page shares."
 )
 
 shipped = store.shipped_result(cfg, checksums)

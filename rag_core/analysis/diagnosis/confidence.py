@@ -8,8 +8,8 @@ The evidence about the chosen answer y of one reading, all exact:
   RAG-Sequence, p(y | x, all passages) for the stuffed reading), as the answer card prints it;
 - **the other readings**: the answers the other readings of the same question and passages gave
   (RAG-Token, RAG-Sequence and the stuffed reading, computed for the rule when a trace lacks it),
-  compared after SQuAD
-  normalisation (`matching.normalize_answer`, so "Melville." agrees with "Melville");
+  compared after SQuAD normalisation (`matching.normalize_answer`, so "Melville." agrees with
+  "Melville");
 - **the support**: max_z [log p(y|x,z) − log p_closed(y|x)] in nats, how much the passage that helps
   most raises the whole answer over the same generator with no passage (the closed-book row, one
   teacher-forced pass); for the stuffed reading, whose one prompt reads every passage together,
@@ -29,8 +29,8 @@ The answer is **low confidence** when any of these holds (each adds its reason):
 P_GUESS and the readings compared were chosen on the dev split (docs/results.md, "A flag that
 catches wrong answers"); P_SURE is a round number fixed in advance. An unknown support (no
 closed-book row) leaves rule 3 out. An answer card and `ask` always compare all three readings;
-an `eval` run compares the stuffed reading only when made with `--stuffed`, and so does a
-stuffed prompt too long for the generator (then only the marginals are compared).
+an `eval` run compares the stuffed reading only when made with `--stuffed`; where the stuffed
+prompt is too long for the generator, only the marginals are compared.
 
 >>> c = assess(0.068, support=-0.2)
 >>> c.low, c.codes
