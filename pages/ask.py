@@ -7,7 +7,7 @@ import streamlit as st
 from app import state
 from app.ask import compare, diagnose_panel
 from app.ui import answer_card, question_box, source_views, stuffed_views, views
-from rag_core.config import ASSETS
+from rag_core.loupe.vocabulary import ASSETS
 
 st.title("Ask")
 st.caption(

@@ -9,11 +9,10 @@ import streamlit as st
 from app.by_hand import by_hand_charts
 from app.ui import charts, citation_charts, views
 from app.ui.safe_text import md_text
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
-from rag_core.decoding import stepper
-from rag_core.marginals import p_text
-from rag_core.toys import by_hand
-from rag_core.toys import examples as toys
+from rag_core.loupe.step_by_step import stepper
+from rag_core.loupe.toys import by_hand
+from rag_core.loupe.toys import examples as toys
+from rag_core.loupe.vocabulary import RAG_SEQUENCE, RAG_TOKEN, p_text
 
 st.title("By hand")
 st.caption(

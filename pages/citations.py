@@ -8,9 +8,8 @@ import streamlit as st
 
 from app.ui import answer_card, charts, citation_charts, source_views, stuffed_views, views
 from app.ui.safe_text import passage_label, passage_tick
-from rag_core.config import DECODING_LABELS, STUFFED
-from rag_core.decoding import stepper
-from rag_core.marginals import p_text
+from rag_core.loupe.step_by_step import stepper
+from rag_core.loupe.vocabulary import DECODING_LABELS, STUFFED, p_text
 
 st.title("Citations")
 st.caption(

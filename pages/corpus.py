@@ -6,10 +6,10 @@ import streamlit as st
 from app import state
 from app.ui import jobs
 from app.ui.safe_text import md_text
-from rag_core.corpus import PASSAGE_WORDS, CorpusError, passage_word_bounds
-from rag_core.errors import first_line
-from rag_core.retrieval import catalog_actions as actions
-from rag_core.storage import caches
+from rag_core.loupe.indexes import PASSAGE_WORDS, passage_word_bounds
+from rag_core.loupe.indexes import catalog_actions as actions
+from rag_core.loupe.storage import caches
+from rag_core.loupe.vocabulary import CorpusError, first_line
 
 st.title("Corpus")
 st.caption(

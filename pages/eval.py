@@ -10,10 +10,10 @@ from app import state
 from app.eval import eval_job, eval_views, training_effect
 from app.ui import jobs, views
 from app.ui.safe_text import md_text
-from rag_core.analysis.evaluation import questions as question_file
-from rag_core.analysis.evaluation import runs as ev
-from rag_core.analysis.evaluation import shipped_runs
-from rag_core.config import ASSETS
+from rag_core.loupe.evaluation import questions as question_file
+from rag_core.loupe.evaluation import runs as ev
+from rag_core.loupe.evaluation import shipped_runs
+from rag_core.loupe.vocabulary import ASSETS
 
 SPLITS = {
     "dev (for choosing prompts and settings)": ASSETS / "eval" / "dev.jsonl",

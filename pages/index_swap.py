@@ -9,9 +9,8 @@ from app.index_swap import index_swap_views
 from app.ui import jobs, question_box, views
 from app.ui.safe_text import md_text
 from app.ui.sidebar import KEEP
-from rag_core.config import READING_LABELS
-from rag_core.index_swap import results, store
-from rag_core.index_swap import run as index_swap_run
+from rag_core.loupe.index_swap import experiment_config, results, run_experiment, store
+from rag_core.loupe.vocabulary import READING_LABELS
 
 ROOT = Path(__file__).resolve().parent.parent
 ss = st.session_state
@@ -84,7 +83,7 @@ one_question = st.container()
 # --- the whole experiment ---
 st.divider()
 st.subheader(f"The experiment: {len(leaders)} positions × 2 indexes")
-cfg = index_swap_run.experiment_config(state.stack_config(), decode=reading)  # keyed by stack and reading
+cfg = experiment_config(state.stack_config(), decode=reading)  # keyed by stack and reading
 JOB = f"leaders-{reading}"  # one run per reading: its progress, error and button stay with it
 checksums = store.index_checksums()  # the year indexes' passage checksums, from their files: no index built
 result = store.cached_result(cfg, checksums, partial=True)
@@ -130,9 +129,7 @@ if result is None or not result.complete:
             pipes = {y: state.pipeline(y) for y in results.YEARS}  # loaded here, in the page's own run
             jobs.start(
                 JOB,
-                lambda progress: index_swap_run.run_experiment(
-                    cfg, lambda: pipes, checksums=checksums, progress=progress
-                ),
+                lambda progress: run_experiment(cfg, lambda: pipes, checksums=checksums, progress=progress),
                 label=f"Index swap experiment ({index_swap_views.reading_names(reading)}) · "
                 f"{md_text(state.stack_name())}",
             )

@@ -8,9 +8,8 @@ from app.map import map_chart, map_views, moved_query
 from app.train import train_views
 from app.ui import views
 from app.ui.safe_text import md_text
-from rag_core.errors import first_line
-from rag_core.maps import map_layout, projection
-from rag_core.pipeline import clean_question
+from rag_core.loupe.maps import map_layout, projection
+from rag_core.loupe.vocabulary import clean_question, first_line
 
 st.title("Map")
 

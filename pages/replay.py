@@ -8,8 +8,8 @@ import streamlit as st
 from app.replay import replay_views
 from app.ui import jobs
 from app.ui.safe_text import md_text
-from rag_core.errors import first_line
-from rag_core.replay.records import ReplayFileError
+from rag_core.loupe.replay import ReplayFileError
+from rag_core.loupe.vocabulary import first_line
 
 HERE = str(Path(__file__).resolve())
 PAGES = Path(__file__).resolve().parent

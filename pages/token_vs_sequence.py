@@ -8,9 +8,8 @@ import streamlit as st
 from app.token_vs_sequence import step_views
 from app.ui import answer_card, charts, source_views, stuffed_views, token_charts, views
 from app.ui.safe_text import md_text, passage_label, passage_tick, token_label
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
-from rag_core.decoding import stepper
-from rag_core.marginals import p_text
+from rag_core.loupe.step_by_step import stepper
+from rag_core.loupe.vocabulary import RAG_SEQUENCE, RAG_TOKEN, p_text
 
 st.title("Token vs Sequence")
 st.caption(

@@ -7,8 +7,8 @@ from app import state
 from app.train import train_charts, train_views
 from app.ui import expected_answers, views
 from app.ui.safe_text import md_text
-from rag_core.errors import first_line
-from rag_core.training.query_walk import DEFAULT_STEP_SIZE, WalkError
+from rag_core.loupe.training import DEFAULT_STEP_SIZE, WalkError
+from rag_core.loupe.vocabulary import first_line
 
 st.title("Train")
 st.caption(

@@ -13,12 +13,17 @@ from app import state
 from app.ui import answer_card
 from app.ui.safe_text import md_text
 from app.ui.views import table
-from rag_core.analysis import scoring
-from rag_core.analysis.diagnosis import counterfactual
-from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
-from rag_core.errors import first_line
-from rag_core.marginals import p_text, prob
-from rag_core.trace import Trace, log_p_under
+from rag_core.loupe.diagnosis import counterfactual, scoring
+from rag_core.loupe.vocabulary import (
+    DECODING_LABELS,
+    RAG_SEQUENCE,
+    RAG_TOKEN,
+    Trace,
+    first_line,
+    log_p_under,
+    p_text,
+    prob,
+)
 
 
 def cf_key(trace: Trace, name: str) -> str:

@@ -17,11 +17,16 @@ from app.ask import counterfactual_panel
 from app.ui import answer_card, expected_answers
 from app.ui.safe_text import md_text
 from app.ui.views import table
-from rag_core.analysis.diagnosis import diagnosis_report, verdicts
-from rag_core.analysis.matching import exact_match
-from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
-from rag_core.marginals import p_text, prob
-from rag_core.trace import Trace, answer_settings_of
+from rag_core.loupe.diagnosis import diagnosis_report, exact_match, verdicts
+from rag_core.loupe.vocabulary import (
+    DECODING_LABELS,
+    RAG_SEQUENCE,
+    RAG_TOKEN,
+    Trace,
+    answer_settings_of,
+    p_text,
+    prob,
+)
 
 # How each verdict reads at a glance: a word and a colour (no emoji: some fonts draw them as boxes).
 STATUS = {

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from app.ui.palette import SEQUENCE_RED, TOKEN_BLUE, passage_color
 from app.ui.safe_text import plot_text
-from rag_core.marginals import p_text
+from rag_core.loupe.vocabulary import p_text
 
 
 def answer_bars(rows: list[dict]) -> go.Figure:

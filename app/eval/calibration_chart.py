@@ -7,8 +7,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from app.ui import palette
-from rag_core.analysis.evaluation.calibration import Reliability
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN, READING_LABELS, STUFFED
+from rag_core.loupe.evaluation import Reliability
+from rag_core.loupe.vocabulary import RAG_SEQUENCE, RAG_TOKEN, READING_LABELS, STUFFED
 
 COLOURS = {RAG_TOKEN: palette.TOKEN_BLUE, RAG_SEQUENCE: palette.SEQUENCE_RED, STUFFED: palette.STUFFED_GREEN}
 

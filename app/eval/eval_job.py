@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from app import state
-from rag_core.analysis.evaluation import runs as ev
+from rag_core.loupe.evaluation import runs as ev
 
 
 def eval_work(pipe, questions: list, cfg, name: str, skipped: int):

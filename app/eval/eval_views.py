@@ -12,15 +12,20 @@ import streamlit as st
 from app import state
 from app.eval import calibration_chart, comparison_charts
 from app.ui import charts, detours, safe_text, sidebar, views
-from rag_core import stacks
-from rag_core.analysis.diagnosis import confidence as certainty
-from rag_core.analysis.diagnosis.verdict_rules import VERDICTS
-from rag_core.analysis.evaluation import calibration, eval_summary, shipped_runs
-from rag_core.analysis.evaluation import runs as ev
-from rag_core.analysis.evaluation.retrieval_metrics import CELLS, error_split
-from rag_core.analysis.evaluation.run_compare import compare_results
-from rag_core.config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN, READING_LABELS, REPO_ROOT, STUFFED
-from rag_core.retrieval.catalog import NAMED
+from rag_core.loupe.diagnosis import VERDICTS
+from rag_core.loupe.diagnosis import confidence as certainty
+from rag_core.loupe.evaluation import (
+    CELLS,
+    calibration,
+    compare_results,
+    error_split,
+    eval_summary,
+    shipped_runs,
+)
+from rag_core.loupe.evaluation import runs as ev
+from rag_core.loupe.indexes import NAMED
+from rag_core.loupe.model_stacks import stacks
+from rag_core.loupe.vocabulary import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN, READING_LABELS, REPO_ROOT, STUFFED
 
 ASK = REPO_ROOT / "pages" / "ask.py"
 EVAL = ASK.with_name("eval.py")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app.eval import eval_views
-from rag_core.analysis.evaluation import runs as ev
-from rag_core.analysis.evaluation import shipped_runs
+from rag_core.loupe.evaluation import runs as ev
+from rag_core.loupe.evaluation import shipped_runs
 
 
 def before_after() -> None:

@@ -10,9 +10,8 @@ import streamlit as st
 
 from app import state
 from app.ui import answer_card, detours, views
-from rag_core.config import DECODE_NAMES, READING_LABELS, STUFFED, Config
-from rag_core.index_swap import judge, results, stack_comparison
-from rag_core.trace import Trace
+from rag_core.loupe.index_swap import judge, results, stack_comparison
+from rag_core.loupe.vocabulary import DECODE_NAMES, READING_LABELS, STUFFED, Config, Trace
 
 # The page's two readings of the same K passages, as `Config.decode`: the experiment runs in either.
 READINGS = {
@@ -144,8 +143,7 @@ def difference_note(traces: dict[str, Trace]) -> str:
     of those are one article whose text the other year rewrote (the same title on both).
 
     >>> import torch
-    >>> from rag_core.corpus import Passage
-    >>> from rag_core.trace import Hit
+    >>> from rag_core.loupe.vocabulary import Hit, Passage
     >>> def t(*ps):
     ...     hits = [Hit(r, Passage(*p), 0.0) for r, p in enumerate(ps, 1)]
     ...     return Trace("q", "i", hits, torch.zeros(len(hits)), 1.0, [])

@@ -11,9 +11,7 @@ import torch
 
 from app import state
 from app.ui import safe_text, views
-from rag_core import marginals
-from rag_core.config import DECODING_LABELS
-from rag_core.errors import first_line
+from rag_core.loupe.vocabulary import DECODING_LABELS, first_line, marginals
 
 
 def clicked_point(key: str, owner: tuple) -> np.ndarray | None:

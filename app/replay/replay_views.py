@@ -16,14 +16,11 @@ from app import state
 from app.ui import charts, detours, jobs
 from app.ui.safe_text import md_text, plot_text
 from app.ui.sidebar import K_RANGE
-from rag_core.analysis.evaluation.questions import parse_question_line
-from rag_core.corpus import Passage
-from rag_core.marginals import p_text
-from rag_core.replay.batch import read_done, replay_all
-from rag_core.replay.records import Imported, ReplayFileError
-from rag_core.replay.sources import SUFFIXES, read_traces
-from rag_core.retrieval.catalog_actions import build_user_index
-from rag_core.storage import caches
+from rag_core.loupe.evaluation import parse_question_line
+from rag_core.loupe.indexes import build_user_index
+from rag_core.loupe.replay import SUFFIXES, Imported, ReplayFileError, read_done, read_traces, replay_all
+from rag_core.loupe.storage import caches
+from rag_core.loupe.vocabulary import Passage, p_text
 
 SESSION_JOB = "replay_job"  # the session's own replay: (job name, results file)
 TYPES = sorted(s.lstrip(".") for s in SUFFIXES)

@@ -12,9 +12,8 @@ import pandas as pd
 import streamlit as st
 
 from app.ui.safe_text import md_text, token_label
-from rag_core.config import DECODING_LABELS, RAG_SEQUENCE
-from rag_core.decoding import stepper
-from rag_core.trace import Candidate, Trace
+from rag_core.loupe.step_by_step import stepper
+from rag_core.loupe.vocabulary import DECODING_LABELS, RAG_SEQUENCE, Candidate, Trace
 
 
 def copy_state(src: str, dst: str) -> None:

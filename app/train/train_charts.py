@@ -22,7 +22,7 @@ from app.ui.palette import (
     passage_color,
 )
 from app.ui.safe_text import plot_text
-from rag_core.marginals import p_text
+from rag_core.loupe.vocabulary import p_text
 
 # The walk's log p(y|x) axis is never shorter than MIN_LOG_P_SPAN nats, so that a change of a
 # thousandth draws as a flat line rather than a steep one; a change smaller than NO_CHANGE nats

@@ -12,16 +12,25 @@ import streamlit as st
 from app import stack, state
 from app.train import train_charts
 from app.ui import expected_answers, jobs, safe_text, views
-from rag_core import stacks
-from rag_core.analysis.evaluation.questions import read_questions
-from rag_core.config import ASSETS, Config
-from rag_core.errors import first_line
-from rag_core.maps import projection
-from rag_core.storage import caches
-from rag_core.training import heldout, query_walk
-from rag_core.training.loop import PARTS, TrainSettings
-from rag_core.training.output import file_sha256, read_manifest
-from rag_core.training.session import discard_damaged, fine_tune, keep_upload, run_folder, run_state
+from rag_core.loupe.evaluation import read_questions
+from rag_core.loupe.maps import projection
+from rag_core.loupe.model_stacks import stacks
+from rag_core.loupe.storage import caches
+from rag_core.loupe.training import (
+    PARTS,
+    TrainSettings,
+    conditionals,
+    discard_damaged,
+    file_sha256,
+    fine_tune,
+    heldout,
+    keep_upload,
+    query_walk,
+    read_manifest,
+    run_folder,
+    run_state,
+)
+from rag_core.loupe.vocabulary import ASSETS, Config, first_line
 
 TRAIN_FILE = ASSETS / "train" / "questions.jsonl"
 # A run started here is measured on dev, the split for choosing; test stays for reporting.
@@ -41,7 +50,7 @@ JOB = "train"
 def _conditionals(stack_key: str, question: str, index_name: str, answer: str) -> query_walk.Conditionals:
     """The answer's per-passage conditionals, shared by every walk of this (question, index, answer)."""
     pipe = state.pipeline(index_name)
-    return query_walk.Conditionals(pipe, question, pipe.models.generator.encode_answer(answer))
+    return conditionals(pipe, question, answer)
 
 
 @st.cache_resource(show_spinner="Walking the query (a new passage costs one generator pass)…", max_entries=64)

@@ -12,11 +12,19 @@ import streamlit as st
 
 from app import state
 from app.ui.safe_text import md_text
-from rag_core.analysis.attribution import stuffed_worth
-from rag_core.analysis.diagnosis import confidence as certainty
-from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN, STUFFED, STUFFED_LABEL
-from rag_core.marginals import p_text, prob
-from rag_core.trace import Candidate, Trace
+from rag_core.loupe.diagnosis import confidence as certainty
+from rag_core.loupe.stuffed_reading import stuffed_worth
+from rag_core.loupe.vocabulary import (
+    DECODING_LABELS,
+    RAG_SEQUENCE,
+    RAG_TOKEN,
+    STUFFED,
+    STUFFED_LABEL,
+    Candidate,
+    Trace,
+    p_text,
+    prob,
+)
 
 BADGES = {
     certainty.GUESSING: "Low confidence: unlikely",

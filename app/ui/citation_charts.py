@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 from app.ui.charts import AXIS_Z
 from app.ui.palette import DROP_AFTER, DROP_BEFORE, SENTENCE_HELPS, SENTENCE_IDLE, passage_color
 from app.ui.safe_text import plot_text, token_label
-from rag_core.marginals import p_text
+from rag_core.loupe.vocabulary import p_text
 
 
 def slope_chart(

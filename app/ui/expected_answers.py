@@ -7,7 +7,7 @@ import json
 
 import streamlit as st
 
-from rag_core.config import ASSETS
+from rag_core.loupe.vocabulary import ASSETS
 
 
 @st.cache_data(show_spinner=False)

@@ -19,7 +19,7 @@ from typing import Any
 
 import streamlit as st
 
-from rag_core.config import Progress
+from rag_core.loupe.vocabulary import Progress
 
 _ids = itertools.count(1)
 

@@ -7,7 +7,7 @@ Hex strings and rgba strings are both as plotly takes them. The CSS of the `st.h
 
 from __future__ import annotations
 
-from rag_core.analysis.attribution.token_sources import END, FORCED, KNOWN, SEVERAL, UNSEEN, WEIGHTS
+from rag_core.loupe.token_sources import END, FORCED, KNOWN, SEVERAL, UNSEEN, WEIGHTS
 
 # ---------------- passages ----------------
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from rag_core.config import MAX_QUESTION_CHARS
-from rag_core.pipeline import QuestionError, clean_question
+from rag_core.loupe.vocabulary import MAX_QUESTION_CHARS, QuestionError, clean_question
 
 HELP = (
     f"The model reads the last {MAX_QUESTION_CHARS:,} characters of a question, where the question "

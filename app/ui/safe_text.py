@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 import re
 
-from rag_core.trace import Trace
+from rag_core.loupe.vocabulary import Trace
 
 
 def token_label(token: str) -> str:

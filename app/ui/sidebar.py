@@ -14,8 +14,7 @@ import streamlit as st
 from app import stack, state
 from app.ui import jobs
 from app.ui.safe_text import md_text
-from rag_core.retrieval.catalog import NAMED, available_indexes
-from rag_core.retrieval.catalog_actions import user_indexes
+from rag_core.loupe.indexes import NAMED, available_indexes, user_indexes
 
 WIKIPEDIA = "Wikipedia Level-4 vital article summaries, CC BY-SA 4.0"
 KEEP = "session"  # the sidebar's settings outlive a page switch (`st.switch_page` drops other widgets' state)

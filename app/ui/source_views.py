@@ -11,8 +11,8 @@ from app import state
 from app.ui import charts, citation_charts, token_charts
 from app.ui.safe_text import passage_label
 from app.ui.views import table
-from rag_core.analysis.attribution import stuffed_worth
-from rag_core.analysis.attribution.token_sources import (
+from rag_core.loupe.stuffed_reading import stuffed_worth
+from rag_core.loupe.token_sources import (
     LABELS,
     MEANINGS,
     SHOWN,
@@ -21,9 +21,7 @@ from rag_core.analysis.attribution.token_sources import (
     kind,
     shares,
 )
-from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
-from rag_core.marginals import citation
-from rag_core.trace import Trace
+from rag_core.loupe.vocabulary import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN, Trace, citation
 
 EXPLAINED = (
     "Each token's probability with the passages is set beside the same model's with no passage "

@@ -12,8 +12,8 @@ from plotly.subplots import make_subplots
 from app.ui.charts import AXIS_Z
 from app.ui.palette import PRIOR_GREY, passage_color
 from app.ui.safe_text import plot_text, token_label
-from rag_core.analysis.attribution.stuffed_worth import StuffedWorth
-from rag_core.marginals import p_text
+from rag_core.loupe.stuffed_reading import StuffedWorth
+from rag_core.loupe.vocabulary import p_text
 
 
 def worth_chart(w: StuffedWorth, ticks: list[str], titles: list[str], prior) -> go.Figure:

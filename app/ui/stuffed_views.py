@@ -14,11 +14,8 @@ import streamlit as st
 from app import state
 from app.ui import charts, stuffed_charts, views
 from app.ui.safe_text import md_text, passage_label, passage_tick, token_label
-from rag_core.analysis.attribution import stuffed_worth
-from rag_core.analysis.attribution.stuffed_worth import StuffedWorth
-from rag_core.decoding.stuffed import orders
-from rag_core.marginals import p_text
-from rag_core.trace import Trace
+from rag_core.loupe.stuffed_reading import StuffedWorth, orders, stuffed_worth
+from rag_core.loupe.vocabulary import Trace, p_text
 
 WHAT_IT_IS = (
     "The stuffed reading is how most deployed RAG systems read: the K passages together in one prompt, "

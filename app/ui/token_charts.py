@@ -12,9 +12,9 @@ import plotly.graph_objects as go
 from app.ui.charts import AXIS_Z
 from app.ui.palette import KNOWN_HATCH, PRIOR_GREY, SEQUENCE_RED, SOURCE_COLORS, TOKEN_BLUE, passage_color
 from app.ui.safe_text import plot_text, token_label
-from rag_core.analysis.attribution.token_sources import KNOWN, PASSAGE, SEVERAL, UNSEEN, WEIGHTS, kind
-from rag_core.analysis.attribution.token_sources import LABELS as SOURCE_LABELS
-from rag_core.marginals import p_text
+from rag_core.loupe.token_sources import KNOWN, PASSAGE, SEVERAL, UNSEEN, WEIGHTS, kind
+from rag_core.loupe.token_sources import LABELS as SOURCE_LABELS
+from rag_core.loupe.vocabulary import p_text
 
 
 def token_bar(tokens: list[str], hover: list[str], **bar) -> go.Bar:

@@ -17,11 +17,8 @@ from app.ui import question_box
 from app.ui.detours import detour_notice
 from app.ui.palette import QUESTION_RGB
 from app.ui.safe_text import md_text
-from rag_core import exports, marginals
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
-from rag_core.marginals import p_text
-from rag_core.otlp import trace_otlp
-from rag_core.trace import Trace
+from rag_core.loupe.trace_exports import exports, trace_otlp
+from rag_core.loupe.vocabulary import RAG_SEQUENCE, RAG_TOKEN, Trace, marginals, p_text
 
 
 def citation(log_prior, cand) -> np.ndarray:
