@@ -1,5 +1,6 @@
 """The structure is a checked contract: import-linter's layers (pyproject.toml) hold, an upward or
-circular import breaks them (imports inside functions included), and the size limits hold."""
+circular import breaks them (imports inside functions included), the app's one door into the
+engine stands before every engine module, and the size limits hold."""
 
 import ast
 import shutil
@@ -8,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from conftest import ROOT
 
@@ -50,6 +52,8 @@ def test_the_layers_hold():
         ),  # attribution importing evaluation, the part of analysis above it
         ("app/state.py", "import pages.ask\n"),  # app importing a page
         ("app/ui/palette.py", "from app.ask import compare\n"),  # a shared part importing one page's
+        ("app/ui/palette.py", "from rag_core.analysis import matching\n"),  # a shared part past the door
+        ("pages/ask.py", "import rag_core.pipeline\n"),  # a page reaching the engine past the door
         ("rag_core/trace.py", "import streamlit\n"),  # the engine importing Streamlit
         (
             "rag_core/retrieval/index.py",
@@ -70,6 +74,18 @@ def test_an_upward_or_circular_import_breaks_them(tmp_path, module, line):
         f.write("\n" + line)
     out = lint(tmp_path)
     assert out.returncode != 0 and "BROKEN" in out.stdout, out.stdout[-3000:]
+
+
+def test_the_door_is_the_only_way_into_the_engine():
+    """The app's door contract forbids every top-level module and package of rag_core but the door
+    itself, so an engine module added later is behind it from the start."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"][
+        "contracts"
+    ]
+    door = next(c for c in contracts if c["type"] == "forbidden" and c["source_modules"] == ["app", "pages"])
+    engine = {p.stem for p in (ROOT / "rag_core").glob("*.py") if p.stem != "__init__"}
+    engine |= {p.parent.name for p in (ROOT / "rag_core").glob("*/__init__.py")}
+    assert sorted(door["forbidden_modules"]) == sorted(f"rag_core.{m}" for m in engine - {"loupe"})
 
 
 def _lines(path: Path) -> int:
