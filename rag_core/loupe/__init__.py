@@ -1,0 +1,1 @@
+"""The one door into the engine: what the app may reach, and nothing else."""
