@@ -12,28 +12,18 @@ a number computed under one stack is never shown under another's name.
 
 from __future__ import annotations
 
-import gc
 import logging
 import sys
-import threading
 from pathlib import Path
 
 import streamlit as st
-import torch
 
-from rag_core import stacks
-from rag_core.config import Config
-from rag_core.corpus import CorpusError
-from rag_core.errors import first_line
-from rag_core.flags import FlagError, parse_stack_args
-from rag_core.models.sources import ModelSourceError
-from rag_core.pipeline import Models, load_models
-from rag_core.retrieval.catalog import default_index_name
-from rag_core.retrieval.index import IndexLoadError
-from rag_core.storage import caches
+from rag_core.loupe.indexes import default_index_name
+from rag_core.loupe.model_stacks import LOAD_ERRORS, Loupe, Models, StackHolder, parse_stack_args, stacks
+from rag_core.loupe.storage import caches
+from rag_core.loupe.vocabulary import Config, first_line
 
 log = logging.getLogger("rag_loupe.app")
-LOAD_ERRORS = (FlagError, ModelSourceError, IndexLoadError, CorpusError, ValueError, OSError)
 RUNTIME = ("device", "threads", "allow_downloads")  # the command line's, for every stack of this server
 
 
@@ -142,81 +132,42 @@ def key() -> str:
 
 
 @st.cache_resource(show_spinner=False)
-def _broken_set() -> set:
-    return set()
+def door() -> Loupe:
+    """The server's one door into the engine: the held stack, its indexes and every answer, shared
+    by all sessions."""
+    _, corpus, _ = cli()
+    return Loupe(StackHolder(), corpus)
 
 
 def _broken() -> set:
     """Stacks whose models failed to load in this server (not offered again until a restart)."""
-    return _broken_set()
-
-
-@st.cache_resource(show_spinner=False)
-def _held() -> dict:
-    """The one stack in memory, as one (fingerprint, models) pair ("stack": read in one step, so a
-    session never pairs one stack's fingerprint with another's models while a swap runs), and a
-    lock so one load runs at a time."""
-    return {"stack": None, "lock": threading.RLock()}
-
-
-def loading_lock() -> threading.RLock:
-    """Taken by every model load of this server, so two loads never run (and fill memory) at once."""
-    return _held()["lock"]
+    return door().holder.broken
 
 
 def held_models() -> Models | None:
     """The models the server holds now (whichever stack), or None."""
-    pair = _held()["stack"]
-    return pair[1] if pair else None
+    return door().holder.held()
 
 
 def models(draw: bool = False) -> Models:
     """The current stack's models, loaded if another stack is held (that one is freed first).
     `draw`: show the load's progress (only from a page's own run, never from a cached function)."""
-    want, held = current(), _held()
-    fp = stacks.fingerprint(want.cfg)
-    pair = held["stack"]
-    if pair and pair[0] == fp:
-        return pair[1]
-    with held["lock"]:
-        pair = held["stack"]
-        if not (pair and pair[0] == fp):
-            _free(held)
-            pair = held["stack"] = (fp, _load(want, draw))
-    return pair[1]
-
-
-def device_text() -> str:
-    """Where the held stack runs, as the sidebar says it: 'cpu', or 'cuda (bfloat16)'."""
-    loaded = held_models()
-    if loaded is None:
-        return "not loaded"
-    model = getattr(loaded.generator, "model", None)
-    if loaded.device.type != "cuda" or model is None:
-        return loaded.device.type
-    return f"cuda ({str(next(model.parameters()).dtype).replace('torch.', '')})"
-
-
-def _free(held: dict) -> None:
-    """Drop the held stack so its memory goes back before the next one loads (jobs still running
-    on it keep their own reference until they end)."""
-    held["stack"] = None
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
-def _load(want: stacks.Stack, draw: bool) -> Models:
-    if not draw:
-        return load_models(want.cfg)
+    want, holder = current(), door().holder
+    if not draw or holder.holds(want):
+        return holder.models(want)
     spot = (
         st.empty()
     )  # the progress shows while the stack loads, then goes: the page's first line names the stack
     with spot.status(f"Loading the model stack {want.name}…", expanded=True):
         note = st.empty()
-        loaded = load_models(want.cfg, lambda message: note.caption(message))
+        loaded = holder.models(want, lambda message: note.caption(message))
     spot.empty()
     return loaded
+
+
+def device_text() -> str:
+    """Where the held stack runs, as the sidebar says it: 'cpu', or 'cuda (bfloat16)'."""
+    return door().holder.device_text()
 
 
 def ensure_loaded() -> None:

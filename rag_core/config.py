@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 # Ids of the embedded default stack (docs/design.md §2.2). They name PyPI packages, not hub repos.
@@ -158,3 +158,41 @@ def answer_settings(cfg: Config) -> dict:
     3
     """
     return {name: getattr(cfg, name) for name in ANSWER_SETTINGS}
+
+
+@dataclass(frozen=True)
+class AnswerSettings:
+    """How one question is answered: the index it searches and every setting its answer depends on
+    (ANSWER_SETTINGS), with Config's defaults. Frozen and hashable: it is the key answers are
+    cached by, built once per question and turned into the one Config the question runs under.
+
+    >>> cfg = AnswerSettings(k=3).config(Config(generator="g"))
+    >>> cfg.k, cfg.generator
+    (3, 'g')
+    >>> AnswerSettings.of(Config(beams=2)).beams
+    2
+    """
+
+    index: str | None = Config.index
+    k: int = Config.k
+    scale: float | None = Config.scale
+    beams: int = Config.beams
+    length_penalty: float = Config.length_penalty
+    early_stopping: bool = Config.early_stopping
+    rescore: str = Config.rescore
+    max_new_tokens: int = Config.max_new_tokens
+    decode: str = Config.decode
+
+    @classmethod
+    def of(cls, cfg: Config) -> AnswerSettings:
+        """The answer settings a Config holds (its index and ANSWER_SETTINGS)."""
+        return cls(index=cfg.index, **answer_settings(cfg))
+
+    def config(self, stack: Config) -> Config:
+        """The Config a question runs under: `stack`'s models and runtime with these settings (a
+        corpus file is an index here, named by `index`)."""
+        return replace(stack, corpus=None, **{f.name: getattr(self, f.name) for f in fields(self)})
+
+    def key(self) -> tuple:
+        """The ANSWER_SETTINGS as (name, value) pairs, the index left out (caches key it apart)."""
+        return tuple((name, getattr(self, name)) for name in ANSWER_SETTINGS)

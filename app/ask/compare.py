@@ -8,7 +8,6 @@ fingerprint, so it is computed once, and never shown under the wrong name.
 
 from __future__ import annotations
 
-import gc
 import math
 
 import pandas as pd
@@ -16,35 +15,10 @@ import streamlit as st
 
 from app import stack, state
 from app.ui import safe_text, views
-from rag_core import stacks
-from rag_core.analysis.diagnosis import confidence as certainty
-from rag_core.config import DECODINGS
-from rag_core.errors import first_line
-from rag_core.marginals import p_text, prob
-from rag_core.pipeline import Pipeline, load_models
-from rag_core.trace import Trace
+from rag_core.loupe.diagnosis import confidence as certainty
+from rag_core.loupe.vocabulary import DECODINGS, AnswerSettings, Trace, first_line, p_text, prob
 
 NONE = "(none)"
-
-
-@st.cache_resource(show_spinner=False, max_entries=32)
-def _other_trace(
-    fingerprint: str, question: str, index_name: str, settings_key: tuple, _other: stacks.Stack
-) -> tuple[Trace, dict[str, certainty.Confidence]]:
-    """The trace under `_other` and the low-confidence rule on its answers (its closed-book rows
-    need its generator: loaded here, dropped when done; one load at a time)."""
-    with stack.loading_lock():
-        models = load_models(_other.cfg)
-        try:
-            encoder = models.encoder
-            idx = state.index_for(encoder, index_name)
-            cfg = _other.cfg.with_(corpus=None, **dict(settings_key))
-            pipe = Pipeline(models, index_name, idx, cfg)
-            trace = pipe.with_stuffed(pipe.run(question, cfg))  # the rule compares all three readings
-            return trace, certainty.answer_confidences(pipe, trace)
-        finally:
-            del models
-            gc.collect()
 
 
 def section(trace: Trace) -> None:
@@ -69,12 +43,8 @@ def section(trace: Trace) -> None:
     other = next(s for s in others if s.key == pick)
     try:
         with st.spinner(f"Answering with {other.name} (loaded for this comparison)…"):
-            theirs, their_confidence = _other_trace(
-                stacks.fingerprint(other.cfg),
-                trace.question,
-                trace.index,
-                state.settings_key(state.settings()),
-                other,
+            theirs, their_confidence = stack.door().compare(
+                other, trace.question, AnswerSettings.of(state.settings().with_(index=trace.index))
             )
     except stack.LOAD_ERRORS as e:
         st.error(f"{safe_text.md_text(other.name)} could not answer: {safe_text.md_text(first_line(e))}")

@@ -30,6 +30,11 @@ def notes(raw: str) -> list[str]:
     """What the user must know about `raw`, the question as typed, as sentences of plain text (the
     caller escapes them): the engine's cut, if any, with what it kept and what it left out."""
     try:
-        return [c[0].upper() + c[1:] + "." for c in clean_question(raw)[1]]
+        return sentences(clean_question(raw)[1])
     except QuestionError:
         return []  # an empty question has its own message where it is answered
+
+
+def sentences(notices: list[str]) -> list[str]:
+    """The engine's notices about a question (a trace records them) as sentences to show."""
+    return [c[0].upper() + c[1:] + "." for c in notices]

@@ -8,6 +8,8 @@ plotly figures are built by the chart modules (see `app.ui.charts`).
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -17,7 +19,7 @@ from app.ui import question_box
 from app.ui.detours import detour_notice
 from app.ui.palette import QUESTION_RGB
 from app.ui.safe_text import md_text
-from rag_core.loupe.trace_exports import exports, trace_otlp
+from rag_core.loupe.trace_exports import exports
 from rag_core.loupe.vocabulary import RAG_SEQUENCE, RAG_TOKEN, Trace, marginals, p_text
 
 
@@ -126,12 +128,17 @@ def passages_table(trace: Trace, compact: bool = False) -> None:
 def export_buttons(frame: pd.DataFrame, kind: str, stem: str, key: str, what: str) -> None:
     """One download button per export format (CSV, Parquet, JSON Lines) of the same frame, each
     naming where its columns are documented: a file a user keeps must say how to read it."""
+    _format_buttons(lambda fmt: exports.frame_bytes(frame, fmt, kind), kind, stem, key, what)
+
+
+def _format_buttons(data, kind: str, stem: str, key: str, what: str) -> None:
+    """The download buttons of `export_buttons`, each file made by `data(fmt)` when it is clicked."""
     names = {"csv": "CSV", "parquet": "Parquet", "jsonl": "JSON Lines"}
     schema = f"{kind}/{exports.SCHEMAS[kind]}"
     for col, fmt in zip(st.columns(len(exports.FORMATS)), exports.FORMATS):
         col.download_button(
             f"Download the {what} ({names[fmt]})",
-            exports.frame_bytes(frame, fmt, kind),
+            partial(data, fmt),
             file_name=f"{stem}.{fmt}",
             mime=exports.MIME[fmt],
             key=f"{key}_{fmt}",
@@ -144,11 +151,11 @@ def export_buttons(frame: pd.DataFrame, kind: str, stem: str, key: str, what: st
 
 def csv_download(trace: Trace, key: str) -> None:
     """The trace in every export format: one row per (decoding, candidate, step, passage); and the
-    query as OpenTelemetry spans for trace tools."""
-    export_buttons(trace.to_frame(), "trace", "rag-trace", key, "trace")
+    query as OpenTelemetry spans for trace tools. Each file is made when it is downloaded, once."""
+    _format_buttons(partial(state.export, trace), "trace", "rag-trace", key, "trace")
     st.download_button(
         "Download the query as OpenTelemetry spans (OTLP JSON)",
-        trace_otlp(trace),
+        partial(state.export, trace, "otlp"),
         file_name="rag-trace.otlp.json",
         mime="application/json",
         key=f"{key}_otlp",
@@ -171,26 +178,32 @@ def need_trace(stuffed: bool = False):
 
 def about(trace: Trace) -> None:
     """One line naming what the page shows (the session's question, as the engine read it): the
-    question, the index and the decoding settings."""
+    question, the index and the decoding settings; then what the engine cut from the question, as it
+    recorded it with the trace (the question is cleaned once, by the engine)."""
     beams = int(trace.settings.get("beams", 1))
     decoding = "greedy" if beams == 1 else f"{beams} beams"
-    about_query(
-        trace.question, trace.index, f"K={trace.k} · {decoding} · scale {trace.scale:g}", raw=state.question()
-    )
+    about_query(trace.question, trace.index, f"K={trace.k} · {decoding} · scale {trace.scale:g}", notes=False)
+    show_cuts(question_box.sentences(trace.settings.get("notices", [])))
 
 
-def about_query(question: str, index: str, settings: str, raw: str | None = None) -> None:
+def about_query(question: str, index: str, settings: str, raw: str | None = None, notes: bool = True) -> None:
     """The first line of a page about one question: what it asks, on which index, with which settings;
-    then what was cut from the question as typed (`raw`, default `question`), where the answer is."""
+    then (`notes`) what was cut from the question as typed (`raw`, default `question`)."""
     detour_notice()
     st.markdown(
         f"**Question:** “{md_text(question)}” · **index** {md_text(index)} · {md_text(settings)} · "
         f"**stack** {md_text(state.stack_words())}"
     )
-    question_notes(question if raw is None else raw)
+    if notes:
+        question_notes(question if raw is None else raw)
 
 
 def question_notes(raw: str) -> None:
     """The notices of a question as typed (`question_box.notes`): a cut, and what it kept."""
-    for note in question_box.notes(raw):
+    show_cuts(question_box.notes(raw))
+
+
+def show_cuts(notes: list[str]) -> None:
+    """What was cut from a question, each as a warning where the answer is."""
+    for note in notes:
         st.warning(md_text(note), icon=":material/content_cut:")

@@ -15,6 +15,7 @@ from rag_core.config import (
     REPO_ROOT,
     STUFFED,
     STUFFED_LABEL,
+    AnswerSettings,
     Config,
     Progress,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "REPO_ROOT",
     "STUFFED",
     "STUFFED_LABEL",
+    "AnswerSettings",
     "Candidate",
     "Config",
     "CorpusError",

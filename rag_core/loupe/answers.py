@@ -1,0 +1,231 @@
+"""The answer path behind the door: one question under one stack and AnswerSettings, computed once
+per server, and a Result that computes what the pages read from an answer lazily, once.
+
+Every session of a server shares the Loupe, so the second session to ask a question another has
+asked (or is asking) gets the same trace without a model call. A Result is cached with its trace:
+the stuffed reading, the closed-book rows, the confidence, the token sources, the sentence
+attributions, the other passage orders and the exports are each computed the first time a page
+reads them, and kept by the Result. Nothing here holds a stack's models: a Result asks the holder
+for them when it computes, so swapping the held stack frees the old one's memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+
+import torch
+
+from rag_core import stacks
+from rag_core.analysis.attribution import sentences, token_sources
+from rag_core.analysis.diagnosis import confidence as certainty
+from rag_core.config import DECODINGS, STUFFED, AnswerSettings, Config
+from rag_core.corpus import CorpusError
+from rag_core.exports import frame_bytes
+from rag_core.loupe.memo import Memo
+from rag_core.loupe.stack_holder import StackHolder
+from rag_core.models.sources import ModelSourceError
+from rag_core.otlp import trace_otlp
+from rag_core.pipeline import Models, Pipeline, QuestionError, open_index
+from rag_core.retrieval.catalog import available_indexes, default_index_name, resolve_index
+from rag_core.retrieval.index import IndexLoadError, PassageIndex
+from rag_core.trace import Candidate, Trace
+
+# What a user can cause (a question, an index, a model folder, a setting): one message, never a trace.
+USER_ERRORS = (QuestionError, IndexLoadError, CorpusError, ModelSourceError, ValueError)
+EXPORT_FORMATS = ("csv", "parquet", "jsonl", "otlp")
+
+
+def trace_key(trace: Trace) -> tuple:
+    """What a trace's numbers depend on: its question, index, passages with their scores (a query
+    moved on the Map retrieves the same passages with other scores) and recorded settings."""
+    hits = tuple((h.passage.id, h.score) for h in trace.hits)
+    settings = json.dumps(trace.settings, sort_keys=True, default=str)
+    return trace.question, trace.index, hits, trace.scale, settings
+
+
+class Loupe:
+    """The engine as the app sees it: the held stack, its indexes, and every answer asked of it.
+
+    `corpus`: the command line's `--corpus FILE`, opened as an index named by its path."""
+
+    def __init__(self, holder: StackHolder | None = None, corpus: str | None = None) -> None:
+        self.holder = holder or StackHolder()
+        self.corpus = corpus
+        self._indexes = Memo(8)  # (passage encoder id, index name) -> PassageIndex
+        self._traces = Memo(256, USER_ERRORS)  # (stack, question, AnswerSettings) -> Trace
+        self._results = Memo(256)  # (stack, trace_key) -> Result
+        self._closed = Memo(256, USER_ERRORS)  # (stack, question, answers) -> closed-book rows by answer
+        self._compared = Memo(32, USER_ERRORS)  # (other stack, question, AnswerSettings) -> its answers
+
+    # --- stacks and indexes ----------------------------------------------------------------------
+
+    def models(self, stack: stacks.Stack, progress: Callable[[str], None] | None = None) -> Models:
+        return self.holder.models(stack, progress)
+
+    def index_is_open(self, encoder, name: str) -> bool:
+        return (encoder.id, name) in self._indexes
+
+    def index_for(self, encoder, name: str) -> PassageIndex:
+        """The index `name` as `encoder`'s passage tower reads it, built and cached on first use;
+        stacks that share passage vectors share it."""
+        return self._indexes.get((encoder.id, name), lambda: self._open_index(encoder, name))
+
+    def _open_index(self, encoder, name: str) -> PassageIndex:
+        if name == self.corpus and name not in available_indexes():
+            return open_index(Config(corpus=name), encoder)[1]
+        return resolve_index(name, encoder)[1]
+
+    def forget_index(self, name: str) -> None:
+        """Drop an index that was replaced or deleted, with every answer read from it."""
+        self._indexes.forget(keep=lambda key: key[1] != name)
+        self._traces.forget(keep=lambda key: key[2].index != name)
+        self._results.forget(keep=lambda key: key[1][1] != name)
+
+    def pipeline(self, stack: stacks.Stack, settings: AnswerSettings) -> Pipeline:
+        """The stack's models on `settings.index` (the default index when it names none), run under
+        `settings`."""
+        models = self.models(stack)
+        name = settings.index or default_index_name()
+        return Pipeline(models, name, self.index_for(models.encoder, name), settings.config(stack.cfg))
+
+    # --- answers ---------------------------------------------------------------------------------
+
+    def answer(self, stack: stacks.Stack, question: str, settings: AnswerSettings) -> Result:
+        """The question answered under `stack` and `settings` (computed once per server). Raises
+        the user errors (USER_ERRORS) with a message that says what to change."""
+        settings = dataclasses.replace(settings, index=settings.index or default_index_name())
+        key = (stacks.fingerprint(stack.cfg), question, settings)
+        trace = self._traces.get(key, lambda: self._run(stack, question, settings))
+        return self.result(stack, trace)
+
+    def _run(self, stack: stacks.Stack, question: str, settings: AnswerSettings) -> Trace:
+        pipe = self.pipeline(stack, settings)
+        return pipe.run(question)
+
+    def result(self, stack: stacks.Stack, trace: Trace) -> Result:
+        """The Result of any trace of `stack` (an answer, a counterfactual's rerun, a moved query):
+        one per trace, so what it computes is computed once."""
+        key = (stacks.fingerprint(stack.cfg), trace_key(trace))
+        return self._results.get(key, lambda: Result(self, stack, trace))
+
+    def closed_rows(self, stack: stacks.Stack, question: str, answers: tuple[tuple[int, ...], ...]) -> dict:
+        """The closed-book teacher-forced rows (T,) of answers of one question, by their token ids,
+        in one batched pass: they depend on the question and the answers only, so every index and
+        setting shares them."""
+
+        def compute() -> dict:
+            pipe = Pipeline(self.models(stack), "", None, stack.cfg)  # a closed-book row reads no index
+            rows = pipe.closed_book_scores(question, [list(a) for a in answers])  # (N, T)
+            return dict(zip(answers, rows))
+
+        return self._closed.get((stacks.fingerprint(stack.cfg), question, answers), compute)
+
+    def compare(
+        self, other: stacks.Stack, question: str, settings: AnswerSettings
+    ) -> tuple[Trace, dict[str, certainty.Confidence]]:
+        """The question under another stack than the held one, for a side by side: its trace (with
+        the stuffed reading) and the low-confidence rule on its answers, computed once. Its models
+        are loaded for this alone, under the load lock (one load at a time), and dropped after: for
+        that moment two stacks are in memory. Raises the user errors and a load's errors."""
+        settings = dataclasses.replace(settings, index=settings.index or default_index_name())
+
+        def compute():
+            with self.holder.borrowed(other) as models:
+                index = self.index_for(models.encoder, settings.index)
+                pipe = Pipeline(models, settings.index, index, settings.config(other.cfg))
+                trace = pipe.with_stuffed(pipe.run(question))  # the rule compares all three readings
+                return trace, certainty.answer_confidences(pipe, trace)
+
+        return self._compared.get((stacks.fingerprint(other.cfg), question, settings), compute)
+
+
+class Result:
+    """One trace and what the pages read from it, each part computed the first time it is asked
+    for and kept. The methods raise the user errors (USER_ERRORS); a failure is kept like a value,
+    so asking again says the same without computing again."""
+
+    def __init__(self, loupe: Loupe, stack: stacks.Stack, trace: Trace) -> None:
+        self.trace = trace
+        self._loupe, self._stack = loupe, stack
+        self._parts = Memo(64, USER_ERRORS)
+
+    def _pipeline(self) -> Pipeline:
+        return self._loupe.pipeline(self._stack, AnswerSettings(index=self.trace.index))
+
+    def with_stuffed(self) -> Trace:
+        """The trace with the stuffed reading of its own passages, question and settings."""
+        if self.trace.stuffed is not None:
+            return self.trace
+        return self._parts.get("stuffed", lambda: self._pipeline().with_stuffed(self.trace))
+
+    def with_stuffed_if_it_fits(self) -> Trace:
+        """`with_stuffed`, or the trace as it is when the K passages make a prompt longer than the
+        generator reads (the confidence rule then compares the two marginals)."""
+        try:
+            return self.with_stuffed()
+        except USER_ERRORS:
+            return self.trace
+
+    def closed_row(self, cand: Candidate) -> torch.Tensor:
+        """The closed-book row (T,) of one candidate, computed with those of every answer of every
+        reading in the same pass, once: a counterfactual that picks another of them later finds its
+        row without a model call."""
+        own = tuple(cand.token_ids)
+        trace = self.with_stuffed_if_it_fits()  # every reading's answers: each page asks the same batch
+        answers = {tuple(c.token_ids) for d in (*DECODINGS, STUFFED) for c in trace.of(d) if c.token_ids}
+        batch = tuple(sorted(answers)) if own in answers else (own,)
+        return self._loupe.closed_rows(self._stack, trace.question, batch)[own]
+
+    def confidence(self, cand: Candidate, log_prior: torch.Tensor | None = None) -> certainty.Confidence:
+        """Whether the model is guessing at `cand` (`analysis.diagnosis.confidence`), from all three
+        readings and the answer's closed-book row; without that row (a user error computing it) the
+        rule runs without its support check. `log_prior` (K,): a counterfactual's prior."""
+        trace = self.with_stuffed_if_it_fits()
+        closed = None
+        if cand.token_ids:
+            try:
+                closed = self.closed_row(cand)
+            except USER_ERRORS:
+                closed = None
+        return certainty.candidate_confidence(trace, cand, closed, log_prior)
+
+    def token_sources(self, decoding: str, rank: int = 0) -> list[token_sources.TokenSource] | None:
+        """Where each token of a candidate came from (its closed-book row, computed once); None for
+        a candidate with no tokens."""
+        cand = next((c for c in self.trace.of(decoding) if c.rank == rank), None)
+        if cand is None or not cand.token_ids:
+            return None
+        closed = self.closed_row(cand)
+        return token_sources.candidate_sources(
+            self.trace.log_prior, cand, closed, token_sources.passage_texts(self.trace)
+        )
+
+    def sentence_attribution(self, cand: Candidate, z: int) -> sentences.SentenceAttribution:
+        """Leave-one-sentence-out of a candidate's answer over passage `z` (one batched pass): the
+        passage read alone for a marginal's answer, inside the K passages' prompt for the stuffed
+        reading's."""
+        ids = list(cand.token_ids)
+        trace = self.trace
+
+        def compute():
+            if cand.decoding == STUFFED:
+                passages = tuple(h.passage for h in trace.hits)
+                return sentences.attribute_stuffed(self._pipeline(), trace.question, passages, z, ids)
+            return sentences.attribute(self._pipeline(), trace.question, trace.hits[z].passage, ids)
+
+        return self._parts.get(("sentences", cand.decoding, tuple(ids), z), compute)
+
+    def stuffed_orders(self) -> list:
+        """The stuffed reading with its passages in the other orders (`Pipeline.stuffed_orders`)."""
+        return self._parts.get("orders", lambda: self._pipeline().stuffed_orders(self.with_stuffed()))
+
+    def export(self, fmt: str, stuffed: bool = False) -> bytes | str:
+        """The trace in one export format (EXPORT_FORMATS), with its stuffed reading when `stuffed`."""
+
+        def compute():
+            trace = self.with_stuffed() if stuffed else self.trace
+            return trace_otlp(trace) if fmt == "otlp" else frame_bytes(trace.to_frame(), fmt, "trace")
+
+        return self._parts.get(("export", fmt, stuffed), compute)
