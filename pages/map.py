@@ -102,7 +102,7 @@ try:
     qpos = pmap.place(
         qvec[0], scale=cfg.scale or encoder.default_scale
     )  # (dims,) weights = the prior's softmax
-    hits = pipe.retriever.retrieve(question, cfg.k, query_vector=qvec)  # the pipeline's retriever
+    hits = pipe.retrieve(question, cfg.k, query_vector=qvec)  # under the models' lock, as every search
 except state.USER_ERRORS as e:
     st.error(first_line(e, "the question could not be placed"))
 
