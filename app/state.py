@@ -11,6 +11,8 @@ errors into one message on the page.
 
 from __future__ import annotations
 
+import dataclasses
+
 import streamlit as st
 
 from app import stack as stacks
@@ -21,6 +23,7 @@ from rag_core.loupe.stuffed_reading import orders
 from rag_core.loupe.vocabulary import AnswerSettings, Config, Trace, first_line
 
 DEFAULT_QUESTION = "Who wrote Moby-Dick?"
+DEFAULTS = AnswerSettings()  # the sidebar's first values: Config's defaults, the one place they live
 
 
 def models():
@@ -54,9 +57,15 @@ def forget_index(name: str) -> None:
 
 
 def pipeline(name: str | None = None):
-    cfg = settings()
-    index(name or cfg.index or default_index_name())  # opened with its spinner on first use
-    return stacks.door().pipeline(stacks.current(), AnswerSettings.of(cfg.with_(index=name or cfg.index)))
+    """The session's stack on index `name` (else the sidebar's), under the session's settings."""
+    asked = _on_index(answer_settings(), name)
+    index(asked.index)  # opened with its spinner on first use
+    return stacks.door().pipeline(stacks.current(), asked)
+
+
+def _on_index(asked: AnswerSettings, name: str | None) -> AnswerSettings:
+    """`asked` on index `name`, else on its own, else on the default index."""
+    return dataclasses.replace(asked, index=name or asked.index or default_index_name())
 
 
 def result(trace: Trace) -> Result:
@@ -111,8 +120,7 @@ def settings_key(cfg: Config) -> tuple:
 def trace_for(question: str, index_name: str | None = None, cfg: Config | None = None) -> Trace | None:
     """The trace of a question under the current settings, computed once; None after a user error
     (the error is shown on the page, nothing else is lost)."""
-    cfg = cfg or settings()
-    asked = AnswerSettings.of(cfg.with_(index=index_name or cfg.index or default_index_name()))
+    asked = _on_index(AnswerSettings.of(cfg) if cfg is not None else answer_settings(), index_name)
     index(asked.index)  # opened with its spinner on first use
     with st.spinner(f"Answering on the {asked.index} index…"):
         found = _shown(lambda: stacks.door().answer(stacks.current(), question, asked), "that did not work")
@@ -167,15 +175,22 @@ def current_trace() -> Trace | None:
     return trace_for(question())
 
 
-def settings() -> Config:
-    s = st.session_state
-    return stacks.current().cfg.with_(  # the session's model stack, with the sidebar's settings
-        corpus=None,
-        k=s.get("k", 5),
-        beams=s.get("beams", 1),
-        rescore=s.get("rescore", "thorough"),
-        scale=s.get("scale"),
-        max_new_tokens=s.get("max_new_tokens", 16),
-        length_penalty=float(s.get("length_penalty", 1.0)),
+def answer_settings() -> AnswerSettings:
+    """How the session answers a question: the sidebar's settings over its stack's own (whose
+    defaults are Config's: the one place a default lives). Built once per question."""
+    s, base = st.session_state, AnswerSettings.of(stacks.current().cfg)
+    return dataclasses.replace(
+        base,
         index=s.get("index_name") or stacks.default_index(),
+        k=s.get("k", base.k),
+        beams=s.get("beams", base.beams),
+        rescore=s.get("rescore", base.rescore),
+        scale=s.get("scale"),
+        max_new_tokens=s.get("max_new_tokens", base.max_new_tokens),
+        length_penalty=float(s.get("length_penalty", base.length_penalty)),
     )
+
+
+def settings() -> Config:
+    """The session's model stack with its answer settings, for pages that read both."""
+    return answer_settings().config(stacks.current().cfg)

@@ -77,11 +77,11 @@ def sidebar() -> None:
             help="2018 and 2016: the base Wikipedia passages plus world-leader passages as of that "
             "year. wiki: the base alone. Others: corpora you built on the Corpus page.",
         )
-        st.slider("K (passages retrieved)", *K_RANGE, 5, key="k", persist_state=KEEP)
+        st.slider("K (passages retrieved)", *K_RANGE, state.DEFAULTS.k, key="k", persist_state=KEEP)
         st.slider(
             "Beams",
             *BEAMS_RANGE,
-            1,
+            state.DEFAULTS.beams,
             key="beams",
             persist_state=KEEP,
             help="1 = greedy decoding, as the paper decoded QA.",
@@ -90,10 +90,10 @@ def sidebar() -> None:
             "Length penalty",
             min_value=-2.0,
             max_value=4.0,
-            value=1.0,
+            value=state.DEFAULTS.length_penalty,
             step=0.5,
             key="length_penalty",
-            disabled=ss.get("beams", 1) == 1,
+            disabled=ss.get("beams", state.DEFAULTS.beams) == 1,
             persist_state=KEEP,
             help="Beam search only: a finished beam ranks by its log-probability divided by "
             "(answer length) to this power. 1.0 is transformers' default; 0 ranks by the "
@@ -102,6 +102,7 @@ def sidebar() -> None:
         st.radio(
             "RAG-Sequence rescoring",
             ["thorough", "fast"],
+            index=["thorough", "fast"].index(state.DEFAULTS.rescore),
             key="rescore",
             horizontal=True,
             persist_state=KEEP,
@@ -122,6 +123,13 @@ def sidebar() -> None:
             "product).",
         )
         ss["scale"] = None if scale == default_scale else scale
-        st.slider("Max answer tokens", 4, 48, 16, key="max_new_tokens", persist_state=KEEP)
+        st.slider(
+            "Max answer tokens",
+            4,
+            48,
+            state.DEFAULTS.max_new_tokens,
+            key="max_new_tokens",
+            persist_state=KEEP,
+        )
         st.caption(f"Passages: {md_text(index_source(ss['index_name']))}.")
     jobs.sidebar_panel()
