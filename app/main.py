@@ -6,7 +6,7 @@ from pathlib import Path
 import streamlit as st
 
 from app import stack
-from app.ui import detours, sidebar, stack_views
+from app.ui import detours, link, sidebar, stack_views
 
 st.set_page_config(page_title="RAG Loupe", page_icon=":material/search:", layout="wide")
 # Our own style rules (no user text in them): an answer or title that is one very long word wraps
@@ -33,11 +33,14 @@ nav = st.navigation(
         st.Page(PAGES / "replay.py", title="Replay", icon=":material/replay:"),
     ]
 )
+link.read_link()  # a link's question and settings, before anything reads them
 stack.ensure_loaded()  # the session's model stack, loaded with progress before any page needs it
 stack_views.sidebar_choice()
 stack_views.stack_line()  # every page's first line names the stack it shows
 stack_views.notices()
+link.notice()
 sidebar.sidebar()
+link.write_link()  # the address bar is the link to what the page shows
 detours.on_page(nav.title)  # a detour's notice stays on the page it landed on
 detours.follow_back()
 try:

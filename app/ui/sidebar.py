@@ -19,6 +19,7 @@ from rag_core.loupe.indexes import NAMED, available_indexes, user_indexes
 WIKIPEDIA = "Wikipedia Level-4 vital article summaries, CC BY-SA 4.0"
 KEEP = "session"  # the sidebar's settings outlive a page switch (`st.switch_page` drops other widgets' state)
 K_RANGE, BEAMS_RANGE = (1, 20), (1, 4)  # what the sidebar's K and Beams offer
+LENGTH_PENALTY_RANGE, MAX_TOKENS_RANGE, SCALE_RANGE = (-2.0, 4.0), (4, 48), (0.1, 200.0)  # and the rest
 
 
 def index_source(name: str) -> str:
@@ -88,8 +89,8 @@ def sidebar() -> None:
         )
         st.number_input(
             "Length penalty",
-            min_value=-2.0,
-            max_value=4.0,
+            min_value=LENGTH_PENALTY_RANGE[0],
+            max_value=LENGTH_PENALTY_RANGE[1],
             value=state.DEFAULTS.length_penalty,
             step=0.5,
             key="length_penalty",
@@ -114,8 +115,8 @@ def sidebar() -> None:
             ss["scale"] = stack.cli_scale()
         scale = st.number_input(
             "Retriever scale",
-            min_value=0.1,
-            max_value=200.0,
+            min_value=SCALE_RANGE[0],
+            max_value=SCALE_RANGE[1],
             value=float(ss.get("scale") or default_scale),
             step=1.0,
             help=f"p(z|x) = softmax(scale · s(z)). {default_scale:g} is this encoder's "

@@ -1,0 +1,78 @@
+"""A link is a question: a link's question and settings open the same answer the engine gives them,
+the address bar is written back as the link to what is shown, a reload of that link shows equal
+numbers, and a bad or unknown value is left out and named."""
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.ui import link
+from app.ui.safe_text import md_text
+from rag_core.config import Config
+
+from conftest import ROOT
+
+QUESTION = "Who painted the Mona Lisa?"
+
+
+def opened(params: dict) -> AppTest:
+    """A new session (a browser opening the link) of the app with these query parameters."""
+    at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def cards(at) -> list[tuple[str, str]]:
+    """The two answer cards: (answer, its probability as shown)."""
+    return [(m.value, m.delta or "") for m in at.metric if m.label in ("RAG-Token", "RAG-Sequence")][:2]
+
+
+def test_a_link_reads_only_what_it_may():
+    asked = [
+        ("k", "3", 3),
+        ("k", "21", None),
+        ("k", "3.5", None),
+        ("scale", "12.5", 12.5),
+        ("scale", "0", None),
+        ("scale", "nan", None),
+        ("rescore", "thorough", "thorough"),
+        ("rescore", "THOROUGH", None),
+        ("q", "  ", None),
+        ("q", "Who?", "Who?"),
+        ("colour", "red", None),
+    ]
+    assert [link.parse(name, raw) for name, raw, _ in asked] == [want for _, _, want in asked]
+
+
+def plain(params) -> dict:
+    """Query parameters as name -> its one value."""
+    return {k: (v[0] if isinstance(v, list) else v) for k, v in dict(params).items()}
+
+
+@pytest.mark.slow
+def test_a_link_opens_its_question_and_a_reload_shows_equal_numbers(default_pipeline):
+    params = {"q": QUESTION, "k": "3", "max_new_tokens": "8"}
+    at = opened(params)
+    assert at.session_state["question"] == QUESTION
+    assert at.slider(key="k").value == 3
+    want = default_pipeline.run(QUESTION, Config(k=3, max_new_tokens=8))
+    shown = cards(at)
+    assert [a for a, _ in shown] == [md_text(want.answer(d).answer) for d in ("rag-token", "rag-sequence")]
+    written = dict(at.query_params)
+    assert {
+        k: (v[0] if isinstance(v, list) else v) for k, v in written.items()
+    } == params  # defaults left out
+    again = opened(params)  # a reload, or the link opened in another browser
+    assert cards(again) == shown
+    assert not again.warning or all("link" not in w.value for w in again.warning)
+
+
+def test_a_bad_or_unknown_value_is_named_and_the_default_used():
+    at = opened({"k": "99", "colour": "red", "beams": "2"})
+    (warning,) = [w.value for w in at.warning if "link" in w.value]
+    assert "k=99" in warning and "colour=red" in warning and "beams" not in warning
+    assert at.slider(key="k").value == 5 and at.slider(key="beams").value == 2
+    assert plain(at.query_params) == {
+        "beams": "2"
+    }  # the link as it is now: the value used, the bad ones gone
