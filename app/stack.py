@@ -131,11 +131,15 @@ def key() -> str:
     return stacks.fingerprint(current().cfg)
 
 
-@st.cache_resource(show_spinner=False)
 def door() -> Loupe:
     """The server's one door into the engine: the held stack, its indexes and every answer, shared
     by all sessions."""
-    _, corpus, _ = cli()
+    return _door(tuple(argv()))
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)  # keyed by the server's own argv: one entry
+def _door(flags: tuple[str, ...]) -> Loupe:
+    _, corpus, _ = command_line(flags)
     return Loupe(StackHolder(), corpus)
 
 
