@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
+from enum import StrEnum
 from pathlib import Path
 
 # Ids of the embedded default stack (docs/design.md §2.2). They name PyPI packages, not hub repos.
@@ -36,6 +37,23 @@ STUFFED = "stuffed"
 STUFFED_LABEL = "Stuffed"
 READINGS = (*DECODINGS, STUFFED)  # every reading of the K passages
 READING_LABELS = {**DECODING_LABELS, STUFFED: STUFFED_LABEL}
+
+
+class Decode(StrEnum):
+    """Which readings a question is decoded with (the CLI's `--decode`): a member is its own name
+    as a string, so traces, exports and cache keys write it as they always have.
+
+    >>> Decode("all") == "all", str(Decode.BOTH)
+    (True, 'both')
+    """
+
+    TOKEN = "token"
+    SEQUENCE = "sequence"
+    BOTH = "both"
+    STUFFED = "stuffed"
+    ALL = "all"
+
+
 DECODE_NAMES = {
     "token": (RAG_TOKEN,),
     "sequence": (RAG_SEQUENCE,),
@@ -97,7 +115,7 @@ def cache_dir() -> Path:
 @dataclass(frozen=True)
 class Config:
     k: int = 5  # passages retrieved per query (the paper used 5 or 10)
-    decode: str = "both"  # "token", "sequence", "both"; "stuffed" (the K passages in one prompt) or "all"
+    decode: Decode = Decode.BOTH  # token, sequence, both; stuffed (the K passages in one prompt) or all
     beams: int = 1  # 1 = greedy, as the paper decoded QA; >1 = beam search
     max_new_tokens: int = 16  # factoid answers are short; longer output is cut here
     length_penalty: float = (
@@ -118,6 +136,9 @@ class Config:
     batch_questions: int | None = (
         None  # questions decoded as one batch by eval and the index swap; None = by device
     )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "decode", as_decode(self.decode))
 
     def with_(self, **changes) -> Config:
         return replace(self, **changes)
@@ -151,6 +172,12 @@ class Config:
         return self
 
 
+def as_decode(value):
+    """A decode mode as its `Decode` member; a value that names none is left for `validate` to
+    reject with its message."""
+    return Decode(value) if value in Decode._value2member_map_ else value
+
+
 def answer_settings(cfg: Config) -> dict:
     """The settings an answer depends on (ANSWER_SETTINGS), by name: the one key every cache of answers uses.
 
@@ -181,7 +208,10 @@ class AnswerSettings:
     early_stopping: bool = Config.early_stopping
     rescore: str = Config.rescore
     max_new_tokens: int = Config.max_new_tokens
-    decode: str = Config.decode
+    decode: Decode = Config.decode
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "decode", as_decode(self.decode))
 
     @classmethod
     def of(cls, cfg: Config) -> AnswerSettings:
