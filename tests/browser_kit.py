@@ -102,14 +102,17 @@ def running_server(cache: Path, log_name: str = "server.log", flags: tuple[str, 
         log.close()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def served(tmp_path_factory):
-    """(URL, process) of a server on a throw-away cache, for the tests of one module."""
+    """(URL, process) of a server on a throw-away cache, shared by the browser modules one test
+    worker runs: the model loads once a worker, and an answer one module computed is there for the
+    next (each module's browser is a session of its own). A module that needs a server of its own
+    (other flags, a cache it fills) starts one with `running_server`."""
     with running_server(throwaway_cache(tmp_path_factory.mktemp("browser-cache"))) as found:
         yield found
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(served):
     return served[0]
 
@@ -148,14 +151,33 @@ def new_browser(window: str = "1200,1400"):
 
 
 # No animations or transitions: a headless browser draws in software, and a spinner turning while a
-# session waits for the shared models repaints its page 60 times a second.
+# session waits for the shared models repaints its page 60 times a second. And the time the page
+# last changed, the readiness signal `quiet` reads: plotly and the data grids draw after the script
+# has finished, so "finished" alone can catch a page half drawn.
 STILL = """
+window.__changed = Date.now();
+new MutationObserver(() => { window.__changed = Date.now(); })
+  .observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
 document.addEventListener('DOMContentLoaded', () => {
   const still = document.createElement('style');
   still.textContent = '*, *::before, *::after { animation: none !important; transition: none !important; }';
   document.head.appendChild(still);
 });
 """
+QUIET_MS = 400  # no change to the page for this long: what the browser draws after a script run is drawn
+
+
+def quiet(driver, ms: int = QUIET_MS) -> bool:
+    """The page has not changed for `ms` milliseconds (no element, attribute or text)."""
+    return driver.execute_script(f"return Date.now() - (window.__changed || 0) >= {ms}")
+
+
+def drawn(driver, what: str = "the page to be drawn", timeout: float = 30) -> None:
+    """Wait until the page's script has finished, its charts are drawn and nothing on it has changed
+    for QUIET_MS since now (what a rerun, a resize or a click sets off starts within that time):
+    instead of a fixed sleep."""
+    driver.execute_script("window.__changed = Date.now()")
+    wait_for(driver, lambda: settled(driver) and charts_drawn(driver) and quiet(driver), timeout, what)
 
 
 def wait_for(driver, predicate, timeout, what):
@@ -168,7 +190,7 @@ def wait_for(driver, predicate, timeout, what):
                 return
         except Exception:  # the page is still rendering: elements come and go
             pass
-        time.sleep(0.5)
+        time.sleep(0.25)  # body_text costs ~15 ms: a quarter-second poll is cheap
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(ARTIFACTS / "timeout.png"))
     with contextlib.suppress(Exception):  # what the page showed, for the failure's reader
@@ -436,7 +458,7 @@ def open_page(driver, path: str, title: str) -> None:
         300,
         f"the {title} page",
     )
-    time.sleep(1.5)  # charts are drawn by the browser after the script has finished
+    drawn(driver, f"the {title} page drawn")
 
 
 # Each metric's delta as the browser draws it: its text and the arrow icon drawn beside it (or none).

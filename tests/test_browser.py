@@ -4,7 +4,6 @@ page, save a screenshot of each under test-artifacts/browser/; and eight session
 import json
 import os
 import re
-import time
 import urllib.request
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from browser_kit import (  # noqa: F401
     browser,
     charts_drawn,
     clipped_tables,
+    drawn,
     flip,
     new_browser,
     ready,
@@ -101,8 +101,7 @@ def test_ask_and_visit_every_page(server, browser):
                 240,
                 "the query walk",
             )
-        time.sleep(1.5)  # charts are drawn by the browser after the script has finished
-        wait_for(browser, lambda: charts_drawn(browser), 60, f"the charts of {title}")
+        drawn(browser, f"the charts of {title}", 60)
         browser.save_screenshot(str(ARTIFACTS / f"{path}.png"))
         errors = browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
         assert not errors, f"{title}: {errors[0].text[:300]}"

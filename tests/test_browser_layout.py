@@ -2,8 +2,6 @@
 column, and the Sankey's labels read against the links they lie across. Screenshots of each page
 at each width go under test-artifacts/browser/layout-*.png."""
 
-import time
-
 import pytest
 
 from browser_kit import (  # noqa: F401
@@ -14,6 +12,7 @@ from browser_kit import (  # noqa: F401
     charts_drawn,
     clipped_headers,
     clipped_tables,
+    drawn,
     faint_sankey_labels,
     ready,
     served,
@@ -54,10 +53,7 @@ def test_no_table_header_is_cut_and_the_sankey_reads_at_1280_and_1400_px(server,
         )
         for width in WIDTHS:
             browser.set_window_size(width, 1600)
-            time.sleep(1.5)  # the grids and charts lay themselves out again at the new width
-            wait_for(
-                browser, lambda: settled(browser) and charts_drawn(browser), 60, f"{title} at {width} px"
-            )
+            drawn(browser, f"{title} at {width} px", 60)  # grids and charts lay out again at the width
             browser.save_screenshot(str(ARTIFACTS / f"layout-{path or 'ask'}-{width}.png"))
             cut[(title, width)] = clipped_headers(browser) + clipped_tables(browser)  # and no sideways scroll
             faint[(title, width)] = faint_sankey_labels(browser)

@@ -6,7 +6,6 @@ chart drawing a negligible change as a flat line. Screenshots go under test-arti
 (Its own module, so it runs beside the other browser modules on its own server.)"""
 
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from browser_kit import (  # noqa: F401
     charts_drawn,
     choose,
     click_when_shown,
+    drawn,
     flip,
     new_browser,
     open_page,
@@ -73,7 +73,7 @@ def zoomed_marks(driver) -> dict:
         120,
         "the zoomed map",
     )
-    time.sleep(1.5)  # plotly draws after the script has finished
+    drawn(driver, "the zoomed map drawn")
     return driver.execute_script(READ_MARKS)
 
 
@@ -226,7 +226,7 @@ def move_the_query(driver, share: float) -> None:
         120,
         "the moved query",
     )
-    time.sleep(1.5)  # plotly draws after the script has finished
+    drawn(driver, "the moved query drawn")
 
 
 def train_drawn(driver) -> bool:
@@ -240,7 +240,7 @@ def test_the_rings_follow_a_moved_query_the_zoom_frames_it_and_stays_on(server, 
     star left outside); after a visit to the Train page the zoom is still on (it used to reset)."""
     browser.get(server + "/map")
     wait_for(browser, lambda: map_drawn(browser), 300, "the map")
-    time.sleep(1.5)
+    drawn(browser, "the map drawn")
     assert not toggled(browser, "Zoom to the question")
     before = browser.execute_script(READ_MAP)
     move_the_query(browser, 1.0)
@@ -258,7 +258,7 @@ def test_the_rings_follow_a_moved_query_the_zoom_frames_it_and_stays_on(server, 
             120,
             f"the zoomed map, {visit}",
         )
-        time.sleep(1.5)
+        drawn(browser, f"the zoomed map drawn, {visit}")
         zoomed = browser.execute_script(READ_MAP)
         browser.save_screenshot(str(ARTIFACTS / f"map-moved-{visit.split()[0]}.png"))
         assert (zoomed["moved"]["x"][0], zoomed["moved"]["y"][0]) == star
@@ -283,7 +283,7 @@ def test_train_starts_from_the_question_after_a_click_on_the_map(server, browser
     (it used to stretch a 0.001 change over the whole height). The choice is kept across a visit."""
     browser.get(server + "/train")
     wait_for(browser, lambda: train_drawn(browser), 600, "the Train page")
-    time.sleep(1.5)
+    drawn(browser, "the Train page drawn")
     own = browser.execute_script(READ_WALK)
     assert FROM_MOVED not in body_text(browser)
     assert "No measurable change" not in body_text(browser)
@@ -304,7 +304,7 @@ def test_train_starts_from_the_question_after_a_click_on_the_map(server, browser
             600,
             f"the walk from the moved query, {visit}",
         )
-        time.sleep(1.5)
+        drawn(browser, f"the walk drawn, {visit}")
         walk = browser.execute_script(READ_WALK)
         browser.save_screenshot(str(ARTIFACTS / f"train-from-moved-{visit.split()[0]}.png"))
         assert walk["y"] != own["y"]

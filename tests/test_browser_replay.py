@@ -5,7 +5,6 @@ Citations, whose first lines say it is an imported trace. Saves a screenshot und
 test-artifacts/browser/. (Its own module: its own server, with a throw-away cache.)"""
 
 import json
-import time
 
 import pytest
 
@@ -15,6 +14,7 @@ from browser_kit import (  # noqa: F401
     ARTIFACTS,
     body_text,
     browser,
+    drawn,
     new_browser,
     press,
     served,
@@ -51,7 +51,7 @@ def test_an_uploaded_langchain_trace_is_replayed_and_opens_in_citations(server, 
     press(browser, "Replay")
     done = "Open its documents in Citations"  # the last part drawn, once the job's result is shown
     wait_for(browser, lambda: done in body_text(browser) and settled(browser), 300, "the replay")
-    time.sleep(1.5)  # the chart is drawn by the browser after the script has finished
+    drawn(browser, "the replay drawn")
     text = body_text(browser)
     assert "1 traces replayed" in text
     assert f"Imported trace (trace {spans_trace_id(path)[:12]}), replayed by" in text

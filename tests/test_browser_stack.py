@@ -2,8 +2,6 @@
 -- --question-encoder DIR ...`), in headless Chromium: Ask, Map, Token vs Sequence and Citations
 render with no exception and each names the stack in its first line, as a user reads it."""
 
-import time
-
 import pytest
 
 from rag_core.toys.tiny_models import build_tiny_stack
@@ -12,7 +10,7 @@ from browser_kit import (
     ARTIFACTS,
     PAGES,
     body_text,
-    charts_drawn,
+    drawn,
     new_browser,
     running_server,
     settled,
@@ -66,8 +64,7 @@ def test_the_pages_name_the_stack_of_the_command_line(tiny_server):
                     By.XPATH, f'//a[@data-testid="stSidebarNavLink"][contains(@href, "/{path}")]'
                 ).click()
                 wait_for(driver, lambda: showing(driver, title) and settled(driver), 300, f"the {title} page")
-                time.sleep(1.5)  # charts are drawn by the browser after the script has finished
-                wait_for(driver, lambda: charts_drawn(driver), 60, f"the charts of {title}")
+                drawn(driver, f"the charts of {title}", 60)
             main = driver.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]')
             first = main.text.strip().splitlines()[0]
             assert first.startswith(named) and "tiny-browser0/bart" in first, (title, first)
