@@ -102,21 +102,6 @@ def running_server(cache: Path, log_name: str = "server.log", flags: tuple[str, 
         log.close()
 
 
-@pytest.fixture(scope="session")
-def served(tmp_path_factory):
-    """(URL, process) of a server on a throw-away cache, shared by the browser modules one test
-    worker runs: the model loads once a worker, and an answer one module computed is there for the
-    next (each module's browser is a session of its own). A module that needs a server of its own
-    (other flags, a cache it fills) starts one with `running_server`."""
-    with running_server(throwaway_cache(tmp_path_factory.mktemp("browser-cache"))) as found:
-        yield found
-
-
-@pytest.fixture(scope="session")
-def server(served):
-    return served[0]
-
-
 @pytest.fixture(scope="module")
 def browser():
     driver = new_browser("1280,1600")  # the width the pages are checked at

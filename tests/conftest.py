@@ -215,3 +215,24 @@ def visit(at, page: str, errors_allowed: bool = False):
     if not errors_allowed:
         assert not at.error, [e.value for e in at.error]
     return at
+
+
+@pytest.fixture(scope="session")
+def served(tmp_path_factory):
+    """(URL, process) of a Streamlit server of the app on a throw-away cache, one per test worker
+    and shared by every browser module it runs: the model loads once a worker, and what one module
+    computed is there for the next (each module's browser is a session of its own). A module that
+    needs a server of its own (other flags, a cache it fills) starts one with
+    `browser_kit.running_server`. Defined here, not in browser_kit, so that it is one fixture for the
+    whole run; browser_kit is imported when a browser test asks for it, because importing it skips
+    (or, in CI, fails) without Chromium."""
+    import browser_kit
+
+    cache = browser_kit.throwaway_cache(tmp_path_factory.mktemp("browser-cache"))
+    with browser_kit.running_server(cache) as found:
+        yield found
+
+
+@pytest.fixture(scope="session")
+def server(served):
+    return served[0]

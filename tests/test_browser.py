@@ -21,8 +21,6 @@ from browser_kit import (  # noqa: F401
     new_browser,
     ready,
     selected,
-    served,
-    server,
     settled,
     showing,
     toggled,

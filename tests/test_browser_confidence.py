@@ -28,8 +28,6 @@ from browser_kit import (  # noqa: F401
     browser,
     open_page,
     selected,
-    served,
-    server,
     settled,
     type_into,
     wait_for,

@@ -19,8 +19,6 @@ from browser_kit import (  # noqa: F401
     field,
     press,
     selected,
-    served,
-    server,
     settled,
     showing,
     type_into,

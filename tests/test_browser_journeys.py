@@ -27,8 +27,6 @@ from browser_kit import (  # noqa: F401
     ready,
     reddish,
     selected,
-    served,
-    server,
     settled,
     showing,
     type_into,

@@ -15,8 +15,6 @@ from browser_kit import (  # noqa: F401
     drawn,
     faint_sankey_labels,
     ready,
-    served,
-    server,
     settled,
     showing,
     wait_for,

@@ -9,8 +9,6 @@ from browser_kit import (  # noqa: F401
     drawn,
     new_browser,
     press,
-    served,
-    server,
     settled,
     type_into,
     wait_for,

@@ -22,8 +22,6 @@ from browser_kit import (  # noqa: F401
     new_browser,
     open_page,
     running_server,
-    served,
-    server,
     settled,
     showing,
     throwaway_cache,

@@ -23,8 +23,6 @@ from browser_kit import (  # noqa: F401
     press,
     ready,
     selected,
-    served,
-    server,
     settled,
     showing,
     type_into,

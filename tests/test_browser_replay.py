@@ -17,8 +17,6 @@ from browser_kit import (  # noqa: F401
     drawn,
     new_browser,
     press,
-    served,
-    server,
     settled,
     showing,
     wait_for,
