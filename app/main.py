@@ -39,6 +39,8 @@ stack_views.sidebar_choice()
 stack_views.stack_line()  # every page's first line names the stack it shows
 stack_views.notices()
 link.notice()
+with st.sidebar:
+    link.copy_control()  # on every page, the link to what it shows
 sidebar.sidebar()
 link.write_link()  # the address bar is the link to what the page shows
 detours.on_page(nav.title)  # a detour's notice stays on the page it landed on

@@ -40,7 +40,12 @@ def test_an_uploaded_langchain_trace_is_replayed_and_opens_in_citations(server, 
     browser.get(server + "/replay")
     wait_for(
         browser,
-        lambda: showing(browser, "Replay") and settled(browser) and "Give a trace file" in body_text(browser),
+        lambda: (
+            showing(browser, "Replay")
+            and settled(browser)
+            and "Give a trace file" in body_text(browser)
+            and browser.find_elements(By.CSS_SELECTOR, 'input[type="file"]')
+        ),
         300,
         "the Replay page",
     )

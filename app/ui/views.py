@@ -15,7 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from app import state
-from app.ui import link, question_box
+from app.ui import question_box
 from app.ui.detours import detour_notice
 from app.ui.palette import QUESTION_RGB
 from app.ui.safe_text import md_text
@@ -190,13 +190,10 @@ def about_query(question: str, index: str, settings: str, raw: str | None = None
     """The first line of a page about one question: what it asks, on which index, with which settings;
     then (`notes`) what was cut from the question as typed (`raw`, default `question`)."""
     detour_notice()
-    line, share = st.columns([6, 1], vertical_alignment="center")
-    line.markdown(
+    st.markdown(
         f"**Question:** “{md_text(question)}” · **index** {md_text(index)} · {md_text(settings)} · "
         f"**stack** {md_text(state.stack_words())}"
     )
-    with share:
-        link.copy_control()
     if notes:
         question_notes(question if raw is None else raw)
 
