@@ -127,6 +127,7 @@ if build_job is not None and not build_job.running and build_job.id == st.sessio
             f"Built index {build_job.result[0]!r}: {build_job.result[1]:,} passages. "
             "Pick it in the sidebar's Index list (or below)."
         )
+        st.session_state["corpus_pick"] = build_job.result[0]  # below: the index just built
 jobs.progress_panel("build")
 
 st.subheader("Your indexes")

@@ -432,6 +432,18 @@ def toggled(driver, label: str) -> bool:
     ).is_selected()
 
 
+def expand(driver, label: str) -> None:
+    """Open the expander labelled `label` if it is closed (the page may open it by itself: on a
+    server with no saved runs, say)."""
+    details = f'//details[.//summary//p[normalize-space()="{label}"]]'
+    wait_for(driver, lambda: driver.find_elements("xpath", details), 60, f"the expander {label!r}")
+    if driver.find_element("xpath", details).get_attribute("open") is None:
+        driver.find_element("xpath", details + "/summary").click()
+        wait_for(
+            driver, lambda: driver.find_element("xpath", details).get_attribute("open") is not None, 30, label
+        )
+
+
 def open_page(driver, path: str, title: str) -> None:
     """Go to another page by its sidebar link, as a user does (a new URL would start a new session)."""
     from selenium.webdriver.common.by import By

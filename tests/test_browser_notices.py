@@ -17,6 +17,7 @@ from browser_kit import (  # noqa: F401
     body_text,
     browser,
     choose,
+    expand,
     field,
     new_browser,
     open_page,
@@ -222,6 +223,7 @@ def test_eval_names_its_index_and_its_drill_down_says_what_it_changed_once(serve
     browser.find_element("xpath", fast).click()  # a sidebar setting the drill-down has no reason to touch
     wait_for(browser, lambda: settled(browser) and rescoring(browser) == "fast", 120, "fast rescoring")
     open_page(browser, "eval", "Eval")
+    expand(browser, "Run a small evaluation here")  # closed once the server has runs of its own
     text = body_text(browser)
     assert f"Runs on the index “{corpus}” with the model " in text, text  # before the run starts
     assert "The shipped questions were written for the Wikipedia passages" in text, text
