@@ -1,7 +1,7 @@
 """In a real browser: an answer the model is guessing at reads as a guess (smaller grey type, a
 "Low confidence" badge, the reason in words) and a confident one does not; the token strips name
 their categories for what they measure, with one line of explanation under each strip, and Token
-vs Sequence says whether its two strips agree. (Its own module, so it runs on its own server.)"""
+vs Sequence says whether its two strips agree. (On the test worker's shared server, `served` in conftest.)"""
 
 import pytest
 

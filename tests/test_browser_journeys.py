@@ -1,8 +1,8 @@
 """A user's steps in a real browser, each reproducing a bug a user met: no stale state, signed
 deltas, verdicts that read at a glance, symbols explained, red wrong-year answers, detours with a
 way back, background runs that go on across pages. Each saves screenshots under
-test-artifacts/browser/. (Its own module, so it runs beside tests/test_browser.py on its own server;
-the Map's journeys are in tests/test_browser_map.py.)"""
+test-artifacts/browser/. (On the test worker's shared server, `served` in
+conftest; the Map's journeys are in tests/test_browser_map.py.)"""
 
 import json
 import re

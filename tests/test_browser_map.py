@@ -3,7 +3,7 @@ the status line says what was done (which layout; shipped, loaded from the cache
 moves the query (the rings follow it, the zoom frames it and is kept across pages), and the Train
 page after such a click still starts from the question's own query unless asked, its log p(y|x)
 chart drawing a negligible change as a flat line. Screenshots go under test-artifacts/browser/.
-(Its own module, so it runs beside the other browser modules on its own server.)"""
+(On the test worker's shared server, `served` in conftest.)"""
 
 import tempfile
 from pathlib import Path

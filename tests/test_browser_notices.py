@@ -2,8 +2,8 @@
 what was kept; an uploaded corpus is credited as itself and a retrieval miss names how deep it
 really searched; a drill-down from Eval says what it changed on the page it lands on, and only
 there; a run names the index it uses before it starts. Each test is a user's steps from issue 36;
-each saves a screenshot under test-artifacts/browser/. (Its own module: its own server, whose
-throw-away cache keeps the uploaded corpus from a user's cache.)"""
+each saves a screenshot under test-artifacts/browser/. (On the test worker's shared server,
+whose throw-away cache keeps the uploaded corpus from a user's cache.)"""
 
 import json
 

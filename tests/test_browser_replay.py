@@ -2,7 +2,7 @@
 instrumentation) is uploaded, replayed in the background with progress, listed in the table with
 what the replay found; its findings name the generator that replayed it; and its documents open in
 Citations, whose first lines say it is an imported trace. Saves a screenshot under
-test-artifacts/browser/. (Its own module: its own server, with a throw-away cache.)"""
+test-artifacts/browser/. (On the test worker's shared server, with a throw-away cache.)"""
 
 import json
 
