@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from app.eval import eval_views
+from rag_core.analysis.evaluation import shipped_runs
+
 from conftest import ROOT, cache_sharing
 
 ARTIFACTS = ROOT / "test-artifacts" / "browser"
@@ -442,6 +445,18 @@ def expand(driver, label: str) -> None:
         wait_for(
             driver, lambda: driver.find_element("xpath", details).get_attribute("open") is not None, 30, label
         )
+
+
+def choose_shipped_run(driver) -> str:
+    """On Eval, select the first shipped run the Run box offers and return its label: a shared
+    server's own runs come first once it has some, and a test that reads a shipped run's numbers or
+    its first question must not take whichever run is newest."""
+    shipped = {eval_views.run_label(p) for p in shipped_runs.current_runs()}
+    label = next(o for o in options(driver, "Run") if o in shipped)
+    if selected(driver, "Run") != label:
+        choose(driver, "Run", label)
+        wait_for(driver, lambda: settled(driver) and selected(driver, "Run") == label, 120, "the shipped run")
+    return label
 
 
 def open_page(driver, path: str, title: str) -> None:

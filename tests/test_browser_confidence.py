@@ -26,9 +26,8 @@ from browser_kit import (  # noqa: F401
     ARTIFACTS,
     body_text,
     browser,
-    choose,
+    choose_shipped_run,
     open_page,
-    options,
     selected,
     settled,
     type_into,
@@ -154,17 +153,9 @@ def test_eval_says_how_often_the_model_was_guessing(server, browser):
     wait_for(browser, lambda: answered(browser, CONFIDENT), 300, "the default answer")
     open_page(browser, "eval", "Eval")
     wait_for(browser, lambda: "Wrong answers flagged" in body_text(browser), 120, "the confidence section")
-    shipped = {eval_views.run_label(p): p for p in shipped_runs.current_runs()}
-    label = next(o for o in options(browser, "Run") if o in shipped)  # the first shipped run offered
-    if selected(browser, "Run") != label:  # the server's own runs come first once it has some
-        choose(browser, "Run", label)
-        wait_for(
-            browser, lambda: settled(browser) and selected(browser, "Run") == label, 120, "the shipped run"
-        )
-        wait_for(
-            browser, lambda: "Wrong answers flagged" in body_text(browser), 120, "its confidence section"
-        )
-    path = shipped[label]
+    label = choose_shipped_run(browser)
+    wait_for(browser, lambda: "Wrong answers flagged" in body_text(browser), 120, "its confidence section")
+    path = next(p for p in shipped_runs.current_runs() if eval_views.run_label(p) == label)
     run = ev.load_run(path)
     shown = [(v, delta) for name, v, delta in metrics(browser) if name == "Wrong answers flagged"]
     readings = ("rag-token", "rag-sequence", "stuffed")
