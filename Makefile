@@ -7,7 +7,7 @@ SCALE := $(VENV)/.scale-installed
 PHOENIX_VENV := .venv-phoenix
 PHOENIX := $(PHOENIX_VENV)/.installed
 
-.PHONY: run test bench adapter shipped-data
+.PHONY: run class test bench adapter shipped-data
 
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,10 @@ $(REPLAY): $(STAMP) requirements-replay.txt
 
 run: $(STAMP)
 	$(VENV)/bin/streamlit run app/main.py $(if $(ARGS),-- $(ARGS))
+
+# The app for a class: served on every address of this machine (students open http://HOST:8501).
+class: $(STAMP)
+	$(VENV)/bin/streamlit run app/main.py --server.address 0.0.0.0 $(if $(ARGS),-- $(ARGS))
 
 test: $(STAMP) $(SCALE) $(CONTEXTCITE) $(PHOENIX) $(REPLAY)
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \

@@ -24,7 +24,7 @@ from rag_core.loupe.storage import caches
 from rag_core.loupe.vocabulary import Config, first_line
 
 log = logging.getLogger("rag_loupe.app")
-RUNTIME = ("device", "threads", "allow_downloads")  # the command line's, for every stack of this server
+RUNTIME = ("device", "threads", "allow_downloads", "batch_questions")  # the command line's, for every stack
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)  # keyed by the server's own argv: one entry
@@ -140,7 +140,7 @@ def door() -> Loupe:
 @st.cache_resource(show_spinner=False, max_entries=4)  # keyed by the server's own argv: one entry
 def _door(flags: tuple[str, ...]) -> Loupe:
     _, corpus, _ = command_line(flags)
-    return Loupe(StackHolder(), corpus)
+    return Loupe(StackHolder(), corpus, _runtime(flags)["batch_questions"])
 
 
 def _broken() -> set:

@@ -12,6 +12,7 @@ errors into one message on the page.
 from __future__ import annotations
 
 import dataclasses
+import uuid
 
 import streamlit as st
 
@@ -23,6 +24,7 @@ from rag_core.loupe.stuffed_reading import orders
 from rag_core.loupe.vocabulary import AnswerSettings, Config, Trace, first_line
 
 DEFAULT_QUESTION = "Who wrote Moby-Dick?"
+WAITING = "Your question is "  # the first words of the notice a session waiting in line sees
 DEFAULTS = AnswerSettings()  # the sidebar's first values: Config's defaults, the one place they live
 
 
@@ -122,9 +124,56 @@ def trace_for(question: str, index_name: str | None = None, cfg: Config | None =
     (the error is shown on the page, nothing else is lost)."""
     asked = _on_index(AnswerSettings.of(cfg) if cfg is not None else answer_settings(), index_name)
     index(asked.index)  # opened with its spinner on first use
-    with st.spinner(f"Answering on the {asked.index} index…"):
-        found = _shown(lambda: stacks.door().answer(stacks.current(), question, asked), "that did not work")
-    return None if found is None else found.trace
+    door = stacks.door()
+    if st.session_state.get("cancelled") == (question, asked):
+        return _cancelled()
+    ticket = door.ask(session_id(), stacks.current(), question, asked)
+    if door.line.place(ticket) > 0:
+        _wait_in_line(ticket, (question, asked))  # the page stops here until its turn
+    with st.spinner(f"Answering on the {asked.index} index{_about(door.line.estimate(ticket))}…"):
+        trace = _shown(ticket.result, "that did not work")
+    return trace
+
+
+def session_id() -> str:
+    """This browser session's name in the answer line (one waiting question per session)."""
+    return st.session_state.setdefault("_session_id", uuid.uuid4().hex)
+
+
+def _about(seconds: float | None) -> str:
+    return "" if seconds is None else f", about {max(round(seconds), 1)} s"
+
+
+def _wait_in_line(ticket, asked: tuple) -> None:
+    """The session's place in the line and an estimate, redrawn each second while it waits (the
+    page behind it waits too); the page reruns by itself when the question's turn comes. Cancel
+    takes it out of the line."""
+    line = stacks.door().line
+
+    @st.fragment(run_every=1.0)
+    def place() -> None:
+        if line.place(ticket) == 0:
+            st.rerun()  # its turn: the whole page, which now waits for the answer itself
+        line.seen(ticket)
+        place = line.place(ticket)
+        where = "next in line" if place == 1 else f"number {place} in line"
+        st.info(f"{WAITING}{where}{_about(line.estimate(ticket))}.", icon=":material/hourglass_top:")
+        if st.button("Cancel", key="cancel_question"):
+            line.cancel(ticket, session_id())
+            st.session_state["cancelled"] = asked
+            st.rerun()
+
+    place()
+    st.stop()
+
+
+def _cancelled() -> None:
+    """A question the session cancelled: said, with the way to ask it again."""
+    st.info("You cancelled this question before its turn came.", icon=":material/cancel:")
+    if st.button("Ask it again", key="ask_again"):
+        st.session_state.pop("cancelled", None)
+        st.rerun()
+    return None
 
 
 def stuffed_orders(trace: Trace) -> list | None:

@@ -180,11 +180,13 @@ def config_from(args: argparse.Namespace, **fields) -> Config:
 
 
 def stack_parser(prog: str = "streamlit run app/main.py --") -> Parser:
-    """The app's command line: the model, index and scale flags, nothing else."""
+    """The app's command line: the model, index and scale flags, and how many waiting questions
+    the server answers together."""
     p = Parser(prog=prog, add_help=False, description="open the app on a model stack")
     add_model_args(p)
     add_index_args(p)
     add_scale_arg(p)
+    add_batch_arg(p)
     return p
 
 
@@ -192,5 +194,7 @@ def parse_stack_args(argv: list[str]) -> tuple[Config, str | None]:
     """The app's flags -> (the stack's Config, the index it asked for or None). Raises FlagError,
     or the model sources' own errors (a run folder that is not one)."""
     args = stack_parser().parse_args(list(argv))
-    cfg = config_from(args, index=args.index, corpus=args.corpus, scale=args.scale)
+    cfg = config_from(
+        args, index=args.index, corpus=args.corpus, scale=args.scale, batch_questions=args.batch_questions
+    )
     return cfg, args.index

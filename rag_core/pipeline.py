@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,6 +21,7 @@ from rag_core.decoding.stuffed import OrderReading, order_sensitivity
 from rag_core.generators import Generator, load_generator
 from rag_core.generators.base import question_end
 from rag_core.models.sources import offline_unless_allowed, pick_device, set_threads
+from rag_core.models.turns import TurnLock
 from rag_core.retrieval.catalog import build_corpus_index, corpus_cache_folder, resolve_index
 from rag_core.retrieval.encoders import Encoder, load_encoder
 from rag_core.retrieval.index import IndexLoadError, PassageIndex
@@ -90,7 +90,8 @@ class Models:
     device: torch.device
     # One query at a time through the shared models: fast tokenizers are not safe to call from
     # several threads (app sessions) at once, and on a CPU two queries in parallel are no faster.
-    lock: threading.RLock = field(default_factory=threading.RLock)
+    # Taken in turns (`TurnLock`), so a background job's batches and the questions alternate.
+    lock: TurnLock = field(default_factory=TurnLock)
 
 
 def load_models(cfg: Config, progress: Callable[[str], None] | None = None, before_generator=None) -> Models:

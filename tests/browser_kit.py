@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from app.eval import eval_views
+from app.state import WAITING
 from rag_core.analysis.evaluation import shipped_runs
 
 from conftest import ROOT, cache_sharing
@@ -209,14 +210,18 @@ def body_text(driver) -> str:
 
 def settled(driver) -> bool:
     """The script run is over: the app root's script state is not running (nor a rerun pending),
-    and no 'Running' status widget shows. (The status widget alone can be absent while a script
-    still runs, which let screenshots catch pages half drawn.)"""
+    no 'Running' status widget shows, and the page is not waiting for its question's turn in the
+    server's line (another session's question, or this one's previous, being answered). (The status
+    widget alone can be absent while a script still runs, which let screenshots catch pages half
+    drawn.)"""
     from selenium.webdriver.common.by import By
 
     roots = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stApp"]')
     state = roots[0].get_attribute("data-test-script-state") if roots else "initial"
-    return state not in ("initial", "running", "rerunRequested") and not driver.find_elements(
-        By.CSS_SELECTOR, '[data-testid="stStatusWidget"]'
+    return (
+        state not in ("initial", "running", "rerunRequested")
+        and not driver.find_elements(By.CSS_SELECTOR, '[data-testid="stStatusWidget"]')
+        and not driver.find_elements(By.XPATH, f'//*[@data-testid="stAlert"][contains(., "{WAITING}")]')
     )
 
 

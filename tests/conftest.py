@@ -30,6 +30,7 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
 # workers in collection order (--no-loadscope-reorder), so these start first and a long one never
 # starts last while the other worker has nothing left to do.
 SLOWEST_FIRST = [
+    "test_classroom.py",
     "test_browser.py",
     "test_index_swap.py",
     "test_batching.py",

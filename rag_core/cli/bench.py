@@ -26,7 +26,7 @@ SCRIPTS = [
     "app_cold",
     "soak",
     "ann",
-    "load",
+    "classroom",
     "sentence_drop",
     "ray_encode",
     "trained_vs_base",
@@ -49,6 +49,9 @@ GOALS = {
     "view_only_rerun_model_calls": ("<=", 0),
     "app_first_answer_cold_cache_s": ("<=", 90.0),  # a fresh machine answers within 90 s
     "trained_vs_base_speed": (">=", 1.0),  # the trained default answers no slower than the untrained base
+    "classroom_p95_vs_line": ("<=", 1.1),  # a class of 30: nobody waits longer than the line needs
+    "classroom_page_load_p95_s": ("<=", 2.0),  # pages load while the line is full
+    "classroom_rss_ratio": ("<=", 1.5),  # 30 sessions' peak RSS over one session's
     "stuffed_loo_vs_decode": ("<=", 1.5),  # exact leave-one-out within 1.5x of the stuffed answer's decoding
     "replay_vs_stuffed_loo": (
         "<=",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from collections.abc import Callable
 
 import torch
@@ -23,11 +24,12 @@ from rag_core.analysis.diagnosis import confidence as certainty
 from rag_core.config import DECODINGS, STUFFED, AnswerSettings, Config
 from rag_core.corpus import CorpusError
 from rag_core.exports import frame_bytes
+from rag_core.loupe.answer_queue import AnswerQueue, Ticket, answered
 from rag_core.loupe.memo import Memo
 from rag_core.loupe.stack_holder import StackHolder
 from rag_core.models.sources import ModelSourceError
 from rag_core.otlp import trace_otlp
-from rag_core.pipeline import Models, Pipeline, QuestionError, open_index
+from rag_core.pipeline import CPU_BATCH, GPU_BATCH, Models, Pipeline, QuestionError, open_index
 from rag_core.retrieval.catalog import available_indexes, default_index_name, resolve_index
 from rag_core.retrieval.index import IndexLoadError, PassageIndex
 from rag_core.trace import Candidate, Trace
@@ -48,11 +50,17 @@ def trace_key(trace: Trace) -> tuple:
 class Loupe:
     """The engine as the app sees it: the held stack, its indexes, and every answer asked of it.
 
-    `corpus`: the command line's `--corpus FILE`, opened as an index named by its path."""
+    `corpus`: the command line's `--corpus FILE`, opened as an index named by its path.
+    `batch_size`: how many waiting questions of one stack and settings are answered together; by
+    default the held models' device decides (`Pipeline.batch_size`: one at a time on a CPU)."""
 
-    def __init__(self, holder: StackHolder | None = None, corpus: str | None = None) -> None:
+    def __init__(
+        self, holder: StackHolder | None = None, corpus: str | None = None, batch_size: int | None = None
+    ) -> None:
         self.holder = holder or StackHolder()
         self.corpus = corpus
+        self._batch = batch_size
+        self.line = AnswerQueue(self._answer_together, self.batch_size)  # every session's questions, in order
         self._indexes = Memo(8)  # (passage encoder id, index name) -> PassageIndex
         self._traces = Memo(256, USER_ERRORS)  # (stack, question, AnswerSettings) -> Trace
         self._results = Memo(256)  # (stack, trace_key) -> Result
@@ -92,17 +100,47 @@ class Loupe:
 
     # --- answers ---------------------------------------------------------------------------------
 
+    def batch_size(self) -> int:
+        """How many waiting questions of one stack and settings are answered together."""
+        if self._batch is not None:
+            return self._batch
+        models = self.holder.held()
+        return 1 if models is None else GPU_BATCH if models.device.type == "cuda" else CPU_BATCH
+
     def answer(self, stack: stacks.Stack, question: str, settings: AnswerSettings) -> Result:
-        """The question answered under `stack` and `settings` (computed once per server). Raises
-        the user errors (USER_ERRORS) with a message that says what to change."""
-        settings = dataclasses.replace(settings, index=settings.index or default_index_name())
-        key = (stacks.fingerprint(stack.cfg), question, settings)
-        trace = self._traces.get(key, lambda: self._run(stack, question, settings))
+        """The question answered under `stack` and `settings` (computed once per server), waiting
+        for its turn in the line. Raises the user errors (USER_ERRORS) with a message that says
+        what to change."""
+        trace = self.ask(f"call-{threading.get_ident()}", stack, question, settings).result()
         return self.result(stack, trace)
+
+    def ask(self, session: str, stack: stacks.Stack, question: str, settings: AnswerSettings) -> Ticket:
+        """The question put in the line for `session` (its ticket: place, estimate, cancel), or a
+        ticket already done when the server knows the answer. The ticket's value is the Trace."""
+        settings = dataclasses.replace(settings, index=settings.index or default_index_name())
+        fp = stacks.fingerprint(stack.cfg)
+        key = (fp, question, settings)
+        work = lambda: self._traces.get(key, lambda: self._run(stack, question, settings))  # noqa: E731
+        if key in self._traces:
+            return answered(key, work)
+        return self.line.submit(session, key, work, group=(fp, settings), item=(stack, question))
 
     def _run(self, stack: stacks.Stack, question: str, settings: AnswerSettings) -> Trace:
         pipe = self.pipeline(stack, settings)
         return pipe.run(question)
+
+    def _answer_together(self, group: tuple, items: list) -> list[Trace]:
+        """Several waiting questions of one stack and settings in one batch (`Pipeline.run_many`:
+        one prompt pass, one decode loop), each kept as if it had been answered alone."""
+        fp, settings = group
+        stack = items[0][0]
+        pipe = self.pipeline(stack, settings)
+        runs = pipe.run_many([question for _, question in items], [pipe.cfg])  # [question][setting]
+        traces = [questions_runs[0].trace for questions_runs in runs]
+        return [
+            self._traces.get((fp, question, settings), lambda t=trace: t)
+            for (_, question), trace in zip(items, traces)
+        ]
 
     def result(self, stack: stacks.Stack, trace: Trace) -> Result:
         """The Result of any trace of `stack` (an answer, a counterfactual's rerun, a moved query):

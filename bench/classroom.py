@@ -1,0 +1,61 @@
+"""A class on one server: `SESSIONS` sessions at once against a real `streamlit run` server (three
+headless Chromium browsers, the rest light websocket sessions each opening a link with a different
+test-split question), beside a background evaluation and the index swap. It runs the test that
+checks every answer (tests/test_classroom.py) with more sessions and reads the figures it writes:
+times to answer (p50, p95) against one question alone, page loads while the line is full, the
+server's RSS with one session and at its peak, errors."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common import ROOT, emit
+
+SESSIONS = 30
+
+
+def main():
+    report = Path(tempfile.mkdtemp()) / "classroom.json"
+    env = dict(
+        os.environ,
+        RAG_LOUPE_CLASS_REPORT=str(report),
+        RAG_LOUPE_CLASS_SESSIONS=str(SESSIONS),
+        RAG_LOUPE_REQUIRE_BROWSER="1",
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_classroom.py"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if not report.exists():
+        raise SystemExit(f"the class run failed: {(out.stdout + out.stderr).strip().splitlines()[-1]}")
+    r = json.loads(report.read_text())
+    emit(
+        {
+            "classroom_sessions": r["sessions"],
+            "classroom_passed": out.returncode == 0,
+            "classroom_one_question_s": r.get("one_question_s"),
+            "classroom_answer_p50_s": r.get("answer_p50_s"),
+            "classroom_answer_p95_s": r.get("answer_p95_s"),
+            # nobody waits longer than the line itself needs: p95 over (sessions x one question)
+            "classroom_p95_vs_line": round(r["answer_p95_s"] / ((r["sessions"] - 3) * r["one_question_s"]), 3)
+            if "answer_p95_s" in r
+            else None,
+            "classroom_page_load_p95_s": r.get("page_load_p95_s"),
+            "classroom_rss_one_mb": r.get("rss_one_session_mb"),
+            "classroom_rss_peak_mb": r.get("peak_rss_mb"),
+            "classroom_rss_ratio": round(r["peak_rss_mb"] / r["rss_one_session_mb"], 3)
+            if "peak_rss_mb" in r
+            else None,
+            "classroom_errors": r.get("errors"),
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,288 @@
+"""A class on one server: twelve sessions at once on the worker's shared Streamlit server. Three are
+real headless Chromium browsers (one types a question on Ask, one answers on both indexes on the
+Index swap page, one runs an evaluation in the background); nine are light sessions
+(`light_session.py`, the page's own websocket protocol) that each open a link carrying a different
+test-split question, as students opening the teacher's links do.
+
+Every session gets its own answers, equal to the shipped test run's (computed by the eval path, not
+the app), with their probabilities; no session shows another's; the sessions that had to wait saw
+their place in the line; nothing raised; the background run finishes; the server stays up. The
+times to answer, the page loads while the line was full and the server's RSS are written to
+test-artifacts/browser/classroom.json, which `bench --only classroom` reads (it runs this test with
+30 sessions: RAG_LOUPE_CLASS_SESSIONS)."""
+
+import json
+import os
+import re
+import threading
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+from light_session import LightSession
+
+from app.state import WAITING
+from rag_core.config import ASSETS
+from rag_core.marginals import p_text
+
+from browser_kit import (  # noqa: F401
+    ARTIFACTS,
+    body_text,
+    flip,
+    new_browser,
+    ready,
+    selected,
+    settled,
+    showing,
+    toggled,
+    wait_for,
+)
+from conftest import ROOT
+
+pytestmark = pytest.mark.slow  # a real server and Chromium, minutes on 2 cores
+
+SESSIONS = int(os.environ.get("RAG_LOUPE_CLASS_SESSIONS", "12"))
+BROWSERS = 3  # the asker, the index swapper, the evaluator
+REPORT = os.environ.get("RAG_LOUPE_CLASS_REPORT")
+SHIPPED_RUN = ASSETS / "eval" / "runs" / "test-k5.json"  # the app's default stack, index and settings
+PLAIN = re.compile(r"^[A-Za-z0-9 ]+$")  # answers Markdown escaping leaves as they are
+DEV_FIRST = json.loads((ROOT / "assets" / "eval" / "dev.jsonl").read_text().splitlines()[0])["question"]
+
+
+def class_questions(n: int) -> list[dict]:
+    """`n` test-split questions from the shipped run with distinct plain RAG-Token answers (so a
+    mix-up would show), each with the answers and p the run recorded for both marginals."""
+    run = json.loads(SHIPPED_RUN.read_text())
+    settings = run["shipped"]["config"]
+    assert (settings["k"], settings["beams"], settings["rescore"], run["shipped"]["index"]) == (
+        5,
+        1,
+        "thorough",
+        "2018",
+    )
+    chosen, seen = [], set()
+    for row in run["results"]:
+        tok, seq = row["modes"]["rag-token"], row["modes"]["rag-sequence"]
+        if tok["answer"] in seen or not (PLAIN.match(tok["answer"]) and PLAIN.match(seq["answer"])):
+            continue
+        seen.add(tok["answer"])
+        chosen.append(
+            {
+                "question": row["question"],
+                "token": (tok["answer"], p_text(tok["p_tok"])),
+                "sequence": (seq["answer"], p_text(seq["p_seq"])),
+            }
+        )
+    assert len(chosen) >= n, f"the shipped run has {len(chosen)} usable questions, {n} asked for"
+    return chosen[:n]
+
+
+def shows_its_answers(text: str, want: dict) -> bool:
+    """The page's two answer cards: each answer on its own line with its own p."""
+    lines = text.splitlines()
+    return all(answer in lines and f"p = {p}" in lines for answer, p in (want["token"], want["sequence"]))
+
+
+def link(question: str) -> str:
+    return urllib.parse.urlencode({"q": question})
+
+
+class Student:
+    """One light session opened on a link, watched from its own thread: when the page first drew,
+    whether it showed its place in the line, when its answers appeared."""
+
+    def __init__(self, url: str, want: dict) -> None:
+        self.want, self.opened = want, time.monotonic()
+        self.first_drawn = self.answered = None
+        self.saw_place = False
+        self.session = LightSession(url, "", link(want["question"]))
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        end = self.opened + 900
+        while time.monotonic() < end:
+            text = self.session.text()
+            now = time.monotonic()
+            if text and self.first_drawn is None:
+                self.first_drawn = now
+            self.saw_place |= WAITING in text
+            if shows_its_answers(text, self.want):
+                self.answered = now
+                return
+            time.sleep(0.1)
+
+    def join(self) -> None:
+        self._thread.join(timeout=900)
+
+
+def answer_shown(driver) -> str:
+    """The RAG-Token answer as the Ask page shows it (the first metric's value)."""
+    from selenium.webdriver.common.by import By
+
+    values = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMetricValue"]')
+    return values[0].text.strip() if values else ""
+
+
+def ask(driver, question: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    box = driver.find_element(By.CSS_SELECTOR, 'input[aria-label="Question"]')
+    box.send_keys(Keys.CONTROL, "a")
+    box.send_keys(question)
+    box.send_keys(Keys.ENTER)
+
+
+def input_values(driver) -> list[str]:
+    return driver.execute_script("return [...document.querySelectorAll('input')].map(i => i.value)")
+
+
+def start_one_question_eval(driver) -> None:
+    """On the Eval page: the question slider to its minimum (1), then Run (a background job)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    slider = driver.find_element(By.CSS_SELECTOR, 'input[type="range"][aria-label="Questions (the first N)"]')
+    driver.execute_script("arguments[0].focus()", slider)  # the range input is visually hidden
+    ActionChains(driver).send_keys(Keys.HOME).perform()
+    wait_for(driver, lambda: slider.get_attribute("value") == "1" and settled(driver), 30, "the slider at 1")
+    driver.find_element(By.XPATH, '//button[.//p[text()="Run"]]').click()
+
+
+class RssSampler:
+    """The server's RSS every half second, on a thread: its peak while the class asks."""
+
+    def __init__(self, pid: int) -> None:
+        self.proc, self.peak, self._stop = psutil.Process(pid), 0, threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def now(self) -> int:
+        return round(self.proc.memory_info().rss / 2**20)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            self.peak = max(self.peak, self.now())
+
+    def stop(self) -> int:
+        self._stop.set()
+        return max(self.peak, self.now())
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def test_a_class_asks_at_once(served):
+    """Issue 46: twelve sessions at once, each with its own right answer, its place in the line
+    shown while it waits, nothing crossed over, no error; a background run and the index swap run
+    beside them."""
+    from selenium.webdriver.common.by import By
+
+    url, proc = served
+    students_n = SESSIONS - BROWSERS
+    wanted = class_questions(students_n + 2)
+    alone, asker_want, class_want = wanted[0], wanted[1], wanted[2:]
+    drivers = [new_browser() for _ in range(BROWSERS)]
+    asker, swapper, evaluator = drivers
+    students: list[Student] = []
+    report: dict = {"sessions": SESSIONS, "browsers": BROWSERS}
+    try:
+        asker.get(url + "/")
+        swapper.get(url + "/index_swap")
+        evaluator.get(url + "/eval")
+        wait_for(
+            asker, lambda: "Herman Melville" in body_text(asker) and settled(asker), 300, "the default answer"
+        )
+        wait_for(
+            swapper,
+            lambda: showing(swapper, "Index swap") and settled(swapper) and ready(swapper, "index_swap"),
+            300,
+            "the index swap answers",
+        )
+        wait_for(evaluator, lambda: showing(evaluator, "Eval") and settled(evaluator), 120, "the Eval page")
+        # one question alone on the warm server: what the line's wait is measured against
+        first = Student(url, alone)
+        first.join()
+        assert first.answered, first.session.text()[-1500:]
+        report["one_question_s"] = round(first.answered - first.opened, 2)
+        first.session.close()
+        rss = RssSampler(proc.pid)
+        report["rss_one_session_mb"] = rss.now()
+        start_one_question_eval(evaluator)
+        wait_for(
+            evaluator, lambda: "Evaluation run" in body_text(evaluator), 60, "the background job's progress"
+        )
+        began = time.monotonic()  # the burst: the class opens its links, the asker types its question
+        students = [Student(url, want) for want in class_want]
+        ask(asker, asker_want["question"])
+        for s in students:
+            s.join()
+        wait_for(
+            asker,
+            lambda: answer_shown(asker) == asker_want["token"][0] and settled(asker),
+            600,
+            "the asker's answer",
+        )
+        report["peak_rss_mb"] = rss.stop()
+        late = [s.want["question"] for s in students if not s.answered]
+        assert not late, (late, students[0].session.text()[-1500:])
+        answers = [s.want["token"][0] for s in students] + [asker_want["token"][0]]
+        for s in students:  # its own answers, and nobody else's
+            text = f"\n{s.session.text()}\n"
+            others = [a for a in answers if a != s.want["token"][0] and a not in (s.want["sequence"][0],)]
+            assert not [a for a in others if f"\n{a}\n" in text], (s.want["question"], others)
+            assert not s.session.errors, s.session.errors
+        waited = [s for s in students if s.saw_place]
+        # the line is one question long for whoever got in first: everyone else saw where they stood
+        assert len(waited) >= len(students) - 2, [(s.want["question"], s.saw_place) for s in students]
+        assert asker_want["question"] in asker.find_element(
+            By.CSS_SELECTOR, 'input[aria-label="Question"]'
+        ).get_attribute("value")
+        wait_for(
+            evaluator,
+            lambda: (
+                "Evaluation run" not in body_text(evaluator)
+                and settled(evaluator)
+                and "dev.jsonl · 1 questions" in selected(evaluator, "Run")
+            ),
+            600,
+            "the finished eval run",
+        )
+        flip(evaluator, "Only questions RAG got wrong")  # the next interaction keeps the new run on screen
+        wait_for(
+            evaluator,
+            lambda: toggled(evaluator, "Only questions RAG got wrong") and settled(evaluator),
+            60,
+            "the filtered table",
+        )
+        assert "dev.jsonl · 1 questions" in selected(evaluator, "Run"), input_values(evaluator)
+        assert selected(evaluator, "Question") == DEV_FIRST, input_values(evaluator)
+        for d in drivers:
+            assert not d.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
+        asker.save_screenshot(str(ARTIFACTS / "classroom-asker.png"))
+        assert urllib.request.urlopen(url + "/_stcore/health", timeout=5).read() == b"ok"
+        to_answer = [s.answered - s.opened for s in students]
+        loads = [s.first_drawn - s.opened for s in students if s.first_drawn]
+        report.update(
+            answer_p50_s=round(percentile(to_answer, 0.5), 2),
+            answer_p95_s=round(percentile(to_answer, 0.95), 2),
+            page_load_p95_s=round(percentile(loads, 0.95), 2),
+            burst_s=round(max(s.answered for s in students) - began, 2),
+            saw_place=len(waited),
+            errors=sum(len(s.session.errors) for s in students),
+        )
+    finally:
+        for s in students:
+            s.session.close()
+        for d in drivers:
+            d.quit()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        (ARTIFACTS / "classroom.json").write_text(json.dumps(report, indent=1))
+        if REPORT:
+            Path(REPORT).write_text(json.dumps(report))
