@@ -93,6 +93,7 @@ def test_token_vs_sequence_steps_through_the_answer(at, trace):
             assert fast[col][n] == (thorough[col][n] if z in c.sources else -math.inf)
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_citations_drop_a_passage_remarginalises(at, trace):
     visit(at, "citations.py")
     charts = at.get("plotly_chart")
@@ -205,6 +206,7 @@ def test_frankenstein_detector_flags_stitched_answers_only():
     assert stepper.frankenstein_steps(zig, zig.of("rag-token")[0]) == [1, 2]
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_view_only_reruns_make_no_model_call(at):
     visit(at, "by_hand.py")  # the toy runs are cached after their first run
     visit(at, "token_vs_sequence.py")
@@ -229,6 +231,7 @@ def wiki_pipeline(default_pipeline):
     return default_pipeline.with_index("wiki", resolve_index("wiki", default_pipeline.models.encoder)[1])
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_the_ask_page_shows_the_token_sources_the_engine_computes(at, wiki_pipeline):
     """The Ask page's shares per decoding are those recomputed here from a fresh trace, a fresh
     closed-book row and the passages' texts, under the categories' names, each strip is drawn, and
@@ -259,6 +262,7 @@ def test_the_ask_page_shows_the_token_sources_the_engine_computes(at, wiki_pipel
     assert {"ask_sources_rag-token_0", "ask_sources_rag-sequence_0"} <= keys
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_citations_shows_each_sentences_delta_for_the_cited_passage(at, wiki_pipeline):
     """By default the sentences of the passage the RAG-Token answer cites most, with the Δ log p
     that leaving each out costs, recomputed here."""

@@ -128,6 +128,7 @@ def test_the_ask_page_shows_the_numbers_of_the_cli_for_the_same_stack(monkeypatc
         ),
     ],
 )
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_a_command_line_that_cannot_be_used_says_so_once_and_the_default_stack_opens(
     monkeypatch, caplog, flags, said
 ):
@@ -164,6 +165,7 @@ def answer_cards(at) -> dict:
     return {m.label: (m.value, m.delta) for m in at.metric if m.label in ("RAG-Token", "RAG-Sequence")}
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_switching_stacks_five_times_frees_the_other_and_shows_only_its_own_numbers(monkeypatch, tiny_flags):
     """The sidebar's Model switches the session between the command line's tiny stack and the
     default: the server holds one stack (the other's models are freed: RSS after the fifth switch
@@ -242,6 +244,7 @@ def train_page_run(tiny):
     return out
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_a_finished_run_of_the_train_page_opens_in_the_app_and_is_offered_by_its_settings(
     monkeypatch, tiny_flags, tiny, tmp_path
 ):
@@ -269,6 +272,7 @@ def test_a_finished_run_of_the_train_page_opens_in_the_app_and_is_offered_by_its
     assert answer_cards(at) != before  # the tuned generator answers, not the base one
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_ask_compares_the_answer_with_another_stack_side_by_side(monkeypatch, tiny_flags, tiny):
     """ "Compare with" a fine-tuned run: its answers are the ones the run shows when opened, beside
     the session's own, and the session's stack stays the one it was."""

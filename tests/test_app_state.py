@@ -51,6 +51,7 @@ def test_picking_an_example_answers_it_and_typing_leaves_the_example(default_pip
     assert at.text_input(key="diag_expected").value != "Agra"
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_every_trace_page_names_its_question_and_index():
     at = ask_app()
     for page in ("map.py", "token_vs_sequence.py", "citations.py"):

@@ -58,6 +58,7 @@ def test_closed_book_answers_of_a_batch(default_pipeline, dev_sample):
     ]
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_an_eval_batch_gives_the_results_of_one_question_at_a_time(default_pipeline, dev_sample):
     cfg = default_pipeline.cfg
     sample = dev_sample[:2]

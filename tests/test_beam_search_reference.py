@@ -117,6 +117,7 @@ def table_logp(gen: ToyGenerator, z: int):
 
 
 @pytest.mark.parametrize("beams", [1, 2, 3])
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_rag_token_search_equals_generate(beams):
     mismatches, shapes = [], set()
     for seed in range(CASES):
@@ -134,6 +135,7 @@ def test_rag_token_search_equals_generate(beams):
 
 
 @pytest.mark.parametrize("beams", [1, 2, 3])
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_each_passage_search_equals_generate(beams):
     mismatches = []
     for seed in range(CASES // 2):

@@ -34,7 +34,7 @@ from browser_kit import (  # noqa: F401
     wait_for,
 )
 
-# a real server and Chromium: every test here takes over 20 s on 2 cores (measured with --durations)
+# a real server and Chromium: every test here takes over 5 s on 2 cores (measured with --durations)
 pytestmark = pytest.mark.slow
 
 CONFIDENT = "Who wrote Moby-Dick?"  # the default question: "Herman Melville", p well above one half

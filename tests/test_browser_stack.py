@@ -19,7 +19,7 @@ from browser_kit import (
     wait_for,
 )
 
-# a real server and Chromium: every test here takes over 20 s on 2 cores (measured with --durations)
+# a real server and Chromium: every test here takes over 5 s on 2 cores (measured with --durations)
 pytestmark = pytest.mark.slow
 
 SEEN = ("map", "token_vs_sequence", "citations")

@@ -115,6 +115,7 @@ def test_nothing_changed_is_the_trace_for_every_decoding_and_beam_setting(traces
     print(f"{undecided} greedy traces whose own path the stored top tokens cannot certify")
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_the_model_call_is_the_pipelines_own_run_with_fewer_passages_or_another_scale(corpus_pipeline):
     """`rerun` with the top k kept (or another scale) against the pipeline answering the question
     afresh with K = k (or that scale): the same retrieval, so the same answers and numbers."""

@@ -221,6 +221,7 @@ def reference_sequence(seeded, case, beams: int) -> list[int]:
 
 
 @pytest.mark.parametrize("beams", [1, 4])
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_rag_token_equals_transformers_generate(stack, seeded, beams):
     gen = seeded.gen
     settings = SearchSettings(beams=beams, max_new_tokens=MAX_NEW)
@@ -260,6 +261,7 @@ def test_the_seeds_reach_both_endings(stack, tmp_path_factory, beams):
 
 
 @pytest.mark.parametrize("beams", [1, 4])
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_rag_sequence_equals_the_transformers_algorithm(stack, seeded, beams):
     gen = seeded.gen
     settings = SearchSettings(beams=beams, max_new_tokens=MAX_NEW)
@@ -270,6 +272,7 @@ def test_rag_sequence_equals_the_transformers_algorithm(stack, seeded, beams):
 
 
 @pytest.mark.parametrize("beams", [1, 4])
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_decoding_both_at_once_changes_nothing(stack, seeded, beams):
     """Both marginals in one lockstep loop (`decode_jobs`, shared rows) give exactly the answers of
     the searches run alone."""

@@ -6,6 +6,7 @@ normalise, length-sorted batches) to avoid sentence-transformers' slow import. H
 very different lengths batched together (padding must not leak into the mean)."""
 
 import numpy as np
+import pytest
 import torch
 
 from rag_core.corpus import Passage, load_wiki
@@ -15,6 +16,7 @@ from rag_core.retrieval.encoders import load_encoder, passage_text
 TOL = 1e-5  # float32 arithmetic in a different order
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_minilm_vectors_equal_sentence_transformers():
     from sentence_transformers import SentenceTransformer
 

@@ -59,6 +59,7 @@ def test_every_decode_mode_gives_the_same_greedy_answers(default_pipeline, examp
         assert runs["token"].answer("rag-sequence") is None and runs["sequence"].answer("rag-token") is None
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_verdicts_on_the_shipped_example_questions(default_pipeline, example_runs):
     """The Ask page's example questions on the real default stack, diagnosed as the panel does: a
     right answer fires nothing; a wrong one gets at least one verdict, each with evidence; and the

@@ -288,6 +288,7 @@ def test_cli_limit_csv(tmp_path, capsys):
     assert {r["index"] for r in rows} == {"2016", "2018"} and {r["decoding"] for r in rows} == {"rag-token"}
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_the_experiment_in_the_stuffed_reading_judges_its_answers(pipes, tmp_path, capsys):
     """`--decode stuffed`: each (position, index) row is the stuffed answer of that question on
     that year's index, judged against both years' holders like the marginals' answers."""
@@ -403,6 +404,7 @@ def test_index_swap_tables_are_drawn_before_any_model_is_asked(monkeypatch, tmp_
     assert any("shipped reference run" in i.value for i in at.info), [i.value for i in at.info]
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_index_swap_page_shows_both_answers(swap_app):
     at = swap_app
     at.switch_page(str(ROOT / "pages/index_swap.py"))
@@ -490,6 +492,7 @@ def open_swap_page_on_a_failure(at, monkeypatch):
     assert not at.exception, [e.value for e in at.exception]
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_index_swap_explain_failure_switches_page(swap_app, monkeypatch):
     at, question = swap_app, SWAP_QUESTION
     open_swap_page_on_a_failure(at, monkeypatch)
@@ -545,6 +548,7 @@ def test_a_detour_from_the_stuffed_reading_comes_back_to_it(swap_app, monkeypatc
 @pytest.mark.parametrize(
     "button, page", [("Explain this failure", "Token vs Sequence"), ("Diagnose this", "Ask")]
 )
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_a_failure_picked_just_before_the_click_is_the_one_opened(monkeypatch, button, page):
     """A user picks another failure and clicks at once, before the pick's own rerun: the button
     opens the failure picked then (here the 2018 one), not the one the page was drawn with."""

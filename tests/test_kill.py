@@ -69,6 +69,7 @@ def lines(path: Path) -> int:
     return len(path.read_text(encoding="utf-8").splitlines()) if path.is_file() else 0
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_a_killed_eval_with_traces_resumes_to_the_uninterrupted_answers(tiny_bart, tmp_path):
     args = [
         "rag_core",
@@ -106,6 +107,7 @@ def test_a_killed_eval_with_traces_resumes_to_the_uninterrupted_answers(tiny_bar
     assert (tmp_path / "resumed.csv").read_text() == (tmp_path / "fresh.csv").read_text()
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_a_killed_leaders_run_resumes_to_the_uninterrupted_rows(tiny_bart, tmp_path):
     before = set(caches.folder("leaders").iterdir())
     args = ["rag_core", "index-swap", "--limit", "2", "--generator", tiny_bart]

@@ -68,6 +68,7 @@ def test_a_link_opens_its_question_and_a_reload_shows_equal_numbers(default_pipe
     assert not again.warning or all("link" not in w.value for w in again.warning)
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_a_bad_or_unknown_value_is_named_and_the_default_used():
     at = opened({"k": "99", "colour": "red", "beams": "2"})
     (warning,) = [w.value for w in at.warning if "link" in w.value]

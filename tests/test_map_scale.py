@@ -32,6 +32,7 @@ def sampled(tmp_path_factory):
     mp.undo()
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_every_passage_gets_coordinates(sampled):
     idx, m, calls, seen = sampled
     assert m.method == "umap" and m.coords.shape == (N, 2) and np.isfinite(m.coords).all()

@@ -97,6 +97,7 @@ def moved_top(idx, pmap) -> np.ndarray:
     return np.argsort(-(x @ pmap.lift(np.array([0.1, -0.05])).astype(np.float64)))[:5]  # (5,)
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_the_zoom_frames_the_moved_query_and_stays_on(moved_map):
     """With "Zoom to the question" on, the view holds the question's star, the open star of the query
     moved by hand and every ring (it used to frame the question and its own top K, far from the open
@@ -182,6 +183,7 @@ def test_the_train_page_starts_from_the_question_unless_asked(moved_map):
     visit(moved_map, "map.py")
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_answer_from_here_runs_the_generator_on_the_moved_top_k(moved_map):
     from app import state
     from rag_core.maps import projection

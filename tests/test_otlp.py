@@ -31,6 +31,7 @@ def attributes(span: dict) -> dict:
     return out
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_ask_writes_the_query_as_openinference_spans(tmp_path):
     path = tmp_path / "t.json"
     out = run_cli("ask", QUESTION, "--decode", "all", "--json", "--otlp", str(path))

@@ -334,6 +334,7 @@ def test_rag_checkpoint_loads_the_same_parts(stack, engine, case, tmp_path, kind
 
 
 @pytest.mark.parametrize("rescore", ["thorough", "fast"])
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_cli_ask_with_the_paper_stack(stack, tmp_path, rescore):
     out_csv = tmp_path / "out.csv"
     env = dict(os.environ, RAG_LOUPE_CACHE=str(tmp_path / "cache"))

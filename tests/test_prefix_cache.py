@@ -78,6 +78,7 @@ def test_the_prefix_is_computed_once(base_pipeline, gen):
     assert n_prefix > n_full / 2
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_decoding_after_a_beam_reorder_matches_a_plain_forward(base_pipeline, gen):
     """The decode loop's own path: prompt pass, a beam reorder that drops and repeats rows, two
     steps. Rows keep only their own keys/values; the shared prefix is read, never copied."""

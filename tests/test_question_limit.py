@@ -4,6 +4,7 @@ names how deep it searched (item 9). No model, except the command line's test, w
 import json
 import math
 
+import pytest
 import torch
 
 from app.ui import question_box
@@ -79,6 +80,7 @@ def test_a_retrieval_miss_names_the_passages_it_really_searched():
     assert not math.isnan(exact.top_score)
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_the_command_line_says_on_stderr_what_it_cut():
     out = run_cli("ask", LONG, "-k", "1", "--decode", "token", "--max-new-tokens", "2", "--json")
     assert out.returncode == 0, out.stderr[-1500:]

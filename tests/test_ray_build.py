@@ -169,6 +169,7 @@ print(json.dumps(results))
 """
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_without_ray_a_ray_build_is_one_error_line_and_a_local_build_still_works(tmp_path):
     # a fresh interpreter: an import of Ray anywhere on the command line's path would fail it
     small = tmp_path / "small.jsonl"

@@ -139,6 +139,7 @@ def test_broken_model_folders_are_clear_errors(tmp_path):
 # ---------------------------------------------------------------- nothing lost
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_a_killed_build_leaves_the_previous_index_intact(tmp_path):
     env = {"RAG_LOUPE_CACHE": str(cache_sharing(tmp_path / "cache"))}
     small = tmp_path / "small.jsonl"
@@ -274,6 +275,7 @@ print("SOCKETS", len(tried))
 """
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_a_hub_id_without_allow_downloads_opens_no_connection(tmp_path):
     """Offline by default: asking for a hub model without --allow-downloads fails with one clear
     error and never looks up a host or opens a socket, even with the hub's own offline switches unset."""
@@ -332,6 +334,7 @@ def test_every_per_query_cache_is_bounded():
     assert unbounded == []
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_the_prompt_prefix_store_stays_small(default_pipeline):
     gen = default_pipeline.models.generator
     for i, q in enumerate(["Who wrote Hamlet?", "What is the capital of Peru?", "Who painted Guernica?"]):

@@ -64,6 +64,7 @@ def comparable(result: dict) -> tuple[dict, dict]:
     return rest, probs
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_a_recomputed_sample_equals_the_shipped_rows(default_pipeline):
     """A question K=5 got wrong (so its verdicts are compared too) and one K=1 got right."""
     for name, em in (("test-k5", False), ("test-k1", True)):
@@ -134,6 +135,7 @@ def test_ship_refuses_a_run_that_could_not_be_checked(extra, message):
     assert not (shipped_runs.SHIPPED_RUNS / "x.json").exists()
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_the_base_stack_keeps_its_own_shipped_run(base_pipeline):
     """The untrained base's run is current for the base stack, never offered as the default's, and a
     recomputed wrong answer of it equals its row (the base's prompt and model, not the default's)."""

@@ -152,6 +152,7 @@ def read(default_pipeline):
     return pipe, [h.passage for h in hits]
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_the_stuffed_answer_is_generate_on_the_same_prompt(read):
     """Greedy on the one stuffed row is transformers' `generate()` on the stuffed prompt, token for
     token, and its table is a plain forward over prompt + answer."""
@@ -267,6 +268,7 @@ def test_the_trace_carries_the_stuffed_reading_and_reads_it_back(read):
     assert torch.allclose(only.stuffed.alone, trace.stuffed.alone, atol=TOL)
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_the_confidence_rule_judges_the_stuffed_answer_by_its_one_row(read):
     """p is p(y|x, all passages) and support log p(y|x, all) − log p_closed(y|x): the stuffed
     answer's one row is never masked by the marginals' K passages."""
@@ -280,6 +282,7 @@ def test_the_confidence_rule_judges_the_stuffed_answer_by_its_one_row(read):
     assert conf.support == pytest.approx(float(whole - alone), rel=1e-9)
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_ask_decode_all_prints_the_stuffed_answer_and_what_each_passage_is_worth(tmp_path):
     out = run_cli("ask", QUESTION, "--decode", "all", "--json", "--csv", str(tmp_path / "t.csv"))
     assert out.returncode == 0, out.stderr

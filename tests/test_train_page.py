@@ -60,6 +60,7 @@ def reference(k: int):
     )
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_the_pull_and_the_walk_equal_a_fresh_recomputation():
     at = open_train()
     bars = chart(at, "train_pull")["data"][0]["x"]
@@ -119,6 +120,7 @@ def test_fine_tuning_runs_in_the_background_and_a_cancelled_run_resumes(tmp_path
     assert (out / "question_encoder").is_dir()
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_the_map_draws_the_pull_of_the_answer_typed_on_train():
     from app import state
     from rag_core.maps import projection
