@@ -47,6 +47,7 @@ detours.on_page(nav.title)  # a detour's notice stays on the page it landed on
 detours.follow_back()
 try:
     nav.run()
+    link.notice_shown()  # reached only when the page ran to its end (not stopped, not rerun)
 finally:
     # A full collection after each full run (the config turns off Streamlit's own, which also runs
     # after every fragment refresh): the cyclic garbage a model call leaves is freed, and progress

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import streamlit as st
+from streamlit.runtime import Runtime
 
 from rag_core.loupe.indexes import default_index_name
 from rag_core.loupe.model_stacks import LOAD_ERRORS, Loupe, Models, StackHolder, parse_stack_args, stacks
@@ -141,6 +142,12 @@ def door() -> Loupe:
 def _door(flags: tuple[str, ...]) -> Loupe:
     _, corpus, _ = command_line(flags)
     return Loupe(StackHolder(), corpus, _runtime(flags)["batch_questions"])
+
+
+def session_alive(session: str) -> bool:
+    """Whether the browser session `session` is still connected to this server (a closed tab is
+    not); always true outside a server (AppTest)."""
+    return not Runtime.exists() or Runtime.instance().is_active_session(session)
 
 
 def _broken() -> set:

@@ -12,9 +12,9 @@ errors into one message on the page.
 from __future__ import annotations
 
 import dataclasses
-import uuid
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app import stack as stacks
 from rag_core.loupe.answers import USER_ERRORS, Result
@@ -25,6 +25,7 @@ from rag_core.loupe.vocabulary import AnswerSettings, Config, Trace, first_line
 
 DEFAULT_QUESTION = "Who wrote Moby-Dick?"
 WAITING = "Your question is "  # the first words of the notice a session waiting in line sees
+POLL_S = 2.0  # how often a waiting page redraws its place: thirty sessions polling stay cheap
 DEFAULTS = AnswerSettings()  # the sidebar's first values: Config's defaults, the one place they live
 
 
@@ -127,7 +128,8 @@ def trace_for(question: str, index_name: str | None = None, cfg: Config | None =
     door = stacks.door()
     if st.session_state.get("cancelled") == (question, asked):
         return _cancelled()
-    ticket = door.ask(session_id(), stacks.current(), question, asked)
+    sid = session_id()
+    ticket = door.ask(sid, stacks.current(), question, asked, alive=lambda: stacks.session_alive(sid))
     if door.line.place(ticket) > 0:
         _wait_in_line(ticket, (question, asked))  # the page stops here until its turn
     with st.spinner(f"Answering on the {asked.index} index{_about(door.line.estimate(ticket))}…"):
@@ -136,8 +138,9 @@ def trace_for(question: str, index_name: str | None = None, cfg: Config | None =
 
 
 def session_id() -> str:
-    """This browser session's name in the answer line (one waiting question per session)."""
-    return st.session_state.setdefault("_session_id", uuid.uuid4().hex)
+    """This browser session's id: its name in the answer line (one waiting question per session)."""
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx else "no session"
 
 
 def _about(seconds: float | None) -> str:
@@ -145,16 +148,15 @@ def _about(seconds: float | None) -> str:
 
 
 def _wait_in_line(ticket, asked: tuple) -> None:
-    """The session's place in the line and an estimate, redrawn each second while it waits (the
+    """The session's place in the line and an estimate, redrawn every POLL_S seconds while it waits (the
     page behind it waits too); the page reruns by itself when the question's turn comes. Cancel
     takes it out of the line."""
     line = stacks.door().line
 
-    @st.fragment(run_every=1.0)
+    @st.fragment(run_every=POLL_S)
     def place() -> None:
         if line.place(ticket) == 0:
             st.rerun()  # its turn: the whole page, which now waits for the answer itself
-        line.seen(ticket)
         place = line.place(ticket)
         where = "next in line" if place == 1 else f"number {place} in line"
         st.info(f"{WAITING}{where}{_about(line.estimate(ticket))}.", icon=":material/hourglass_top:")

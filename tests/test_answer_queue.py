@@ -105,18 +105,25 @@ def test_cancel_takes_a_waiting_question_out_of_the_line():
     assert kept.result() == "q2" and ran == ["q2"]
 
 
-def test_a_ticket_nobody_looks_at_any_more_is_dropped_when_its_turn_comes():
-    line = AnswerQueue(stale_s=0.2)
+def test_a_ticket_whose_sessions_have_all_gone_is_dropped_when_its_turn_comes():
+    closed = set()
+    line = AnswerQueue()
     gate = busy(line)
     ran = []
-    gone = line.submit("closed tab", "q1", lambda: ran.append("q1"))
-    watched = line.submit("open tab", "q2", lambda: ran.append("q2") or "q2")
-    for _ in range(5):  # the open tab polls; the closed one does not
-        time.sleep(0.1)
-        line.seen(watched)
+
+    def ask(session, key):
+        work = lambda: ran.append(key) or key  # noqa: E731
+        return line.submit(session, key, work, alive=lambda: session not in closed)
+
+    shared = ask("closed tab", "q1")
+    ask("open tab", "q1")  # the same question from a tab still open: one ticket, kept
+    watched = ask("another open tab", "q2")
+    lonely = ask("closed too", "q3")
+    closed.update({"closed tab", "closed too"})
     gate.open.set()
-    assert watched.result() == "q2"
-    assert isinstance(gone.error, Cancelled) and ran == ["q2"]
+    assert shared.result() == "q1" and watched.result() == "q2"
+    assert isinstance(lonely.error, Cancelled)
+    assert ran == ["q1", "q2"]
 
 
 def test_the_estimate_counts_the_running_answer_and_each_one_ahead_from_measured_times():

@@ -89,8 +89,10 @@ def read_link() -> None:
 
 
 def notice() -> None:
-    """The values of the session's link that were not used, named once (the defaults were)."""
-    ignored = st.session_state.pop("_link_ignored", None)
+    """The values of the session's link that were not used, named (the defaults were), on every
+    run until one reaches its end (`notice_shown`): a run that stops early (the model loading, a
+    rerun) must not take the notice with it."""
+    ignored = st.session_state.get("_link_ignored")
     if ignored:
         st.warning(
             "This link's "
@@ -98,6 +100,11 @@ def notice() -> None:
             + " could not be used (an unknown name or a value out of range): the defaults are shown instead.",
             icon=":material/link_off:",
         )
+
+
+def notice_shown() -> None:
+    """The page ran to its end with the link's notice on it: it is not shown again."""
+    st.session_state.pop("_link_ignored", None)
 
 
 def current() -> dict[str, str]:

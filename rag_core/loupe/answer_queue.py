@@ -7,8 +7,8 @@ thread:
 - a session has at most one waiting ticket: asking a new question replaces its waiting one;
 - tickets for the same key share one computation (two sessions asking the same question at once);
 - a waiting ticket knows its place and an estimate from the recent answers' times;
-- a waiting ticket can be cancelled, and one nobody has looked at for `stale_s` is dropped when its
-  turn comes (its session went away without cancelling);
+- a waiting ticket can be cancelled, and one whose sessions have all gone (each session's `alive()`
+  says false: its tab was closed) is dropped when its turn comes;
 - with `batch_size` > 1, the waiting tickets that share the head's `group` (same stack and
   settings) are answered together by `run_batch`, each value equal to one computed alone.
 
@@ -38,8 +38,8 @@ class Ticket:
 
     def __init__(self, key: Hashable, work: Callable[[], Any], group: Hashable | None, item: Any) -> None:
         self.key, self.work, self.group, self.item = key, work, group, item
-        self.sessions: set[str] = set()  # who waits for it: a cancel by one leaves it to the others
-        self.asked = self.seen = time.monotonic()
+        self.sessions: dict[str, Callable[[], bool]] = {}  # who waits for it, and whether they still do
+        self.asked = time.monotonic()
         self.started: float | None = None
         self.value: Any = None
         self.error: BaseException | None = None
@@ -86,9 +86,8 @@ class AnswerQueue:
         self,
         run_batch: Callable[[Hashable, list], list] | None = None,
         batch_size: int | Callable[[], int] = 1,
-        stale_s: float = 30.0,
     ) -> None:
-        self.run_batch, self.batch_size, self.stale_s = run_batch, batch_size, stale_s
+        self.run_batch, self.batch_size = run_batch, batch_size
         self._waiting: list[Ticket] = []  # in the order asked
         self._running: list[Ticket] = []
         self._times: deque[float] = deque(maxlen=RECENT)  # seconds per answered ticket
@@ -104,9 +103,11 @@ class AnswerQueue:
         work: Callable[[], Any],
         group: Hashable | None = None,
         item: Any = None,
+        alive: Callable[[], bool] = lambda: True,
     ) -> Ticket:
         """Put `key` in line for `session` (or join the ticket already waiting or running for it);
-        the session's other waiting ticket, if any, leaves the line."""
+        the session's other waiting ticket, if any, leaves the line. `alive()`: whether the session
+        is still there (a browser tab still open) when the ticket's turn comes."""
         with self._cond:
             for ticket in list(self._waiting):
                 if ticket.key != key and session in ticket.sessions:
@@ -115,8 +116,7 @@ class AnswerQueue:
             if ticket is None:
                 ticket = Ticket(key, work, group, item)
                 self._waiting.append(ticket)
-            ticket.sessions.add(session)
-            ticket.seen = time.monotonic()
+            ticket.sessions[session] = alive
             self._start_worker()
             self._cond.notify()
             return ticket
@@ -127,10 +127,6 @@ class AnswerQueue:
         with self._cond:
             if ticket in self._waiting:
                 self._leave(ticket, session)
-
-    def seen(self, ticket: Ticket) -> None:
-        """A session still looks at `ticket` (a waiting page polls): it keeps its place."""
-        ticket.seen = time.monotonic()
 
     def place(self, ticket: Ticket) -> int:
         """0 while it is being answered (or done), else its place in line: 1 is next."""
@@ -163,7 +159,7 @@ class AnswerQueue:
     # --- the worker ------------------------------------------------------------------------------
 
     def _leave(self, ticket: Ticket, session: str) -> None:
-        ticket.sessions.discard(session)
+        ticket.sessions.pop(session, None)
         if not ticket.sessions:
             self._waiting.remove(ticket)
             ticket._finish(error=Cancelled("cancelled"))
@@ -175,9 +171,9 @@ class AnswerQueue:
 
     def _next(self) -> list[Ticket]:
         """The head of the line and, when batching, the waiting tickets of its group behind it;
-        tickets whose sessions all stopped looking are dropped first. Called under the condition."""
+        tickets whose sessions have all gone are dropped first. Called under the condition."""
         now = time.monotonic()
-        for ticket in [t for t in self._waiting if now - t.seen > self.stale_s]:
+        for ticket in [t for t in self._waiting if not any(alive() for alive in t.sessions.values())]:
             self._waiting.remove(ticket)
             ticket._finish(error=Cancelled("nobody was waiting for it any more"))
         if not self._waiting:

@@ -114,16 +114,24 @@ class Loupe:
         trace = self.ask(f"call-{threading.get_ident()}", stack, question, settings).result()
         return self.result(stack, trace)
 
-    def ask(self, session: str, stack: stacks.Stack, question: str, settings: AnswerSettings) -> Ticket:
+    def ask(
+        self,
+        session: str,
+        stack: stacks.Stack,
+        question: str,
+        settings: AnswerSettings,
+        alive: Callable[[], bool] = lambda: True,
+    ) -> Ticket:
         """The question put in the line for `session` (its ticket: place, estimate, cancel), or a
-        ticket already done when the server knows the answer. The ticket's value is the Trace."""
+        ticket already done when the server knows the answer. The ticket's value is the Trace.
+        `alive()`: whether the session is still there when its turn comes (else it is skipped)."""
         settings = dataclasses.replace(settings, index=settings.index or default_index_name())
         fp = stacks.fingerprint(stack.cfg)
         key = (fp, question, settings)
         work = lambda: self._traces.get(key, lambda: self._run(stack, question, settings))  # noqa: E731
         if key in self._traces:
             return answered(key, work)
-        return self.line.submit(session, key, work, group=(fp, settings), item=(stack, question))
+        return self.line.submit(session, key, work, group=(fp, settings), item=(stack, question), alive=alive)
 
     def _run(self, stack: stacks.Stack, question: str, settings: AnswerSettings) -> Trace:
         pipe = self.pipeline(stack, settings)
