@@ -130,7 +130,7 @@ def trace_for(question: str, index_name: str | None = None, cfg: Config | None =
         return _cancelled()
     sid = session_id()
     ticket = door.ask(sid, stacks.current(), question, asked, alive=lambda: stacks.session_alive(sid))
-    if door.line.place(ticket) > 0:
+    if door.line.ahead(ticket) > 0:
         _wait_in_line(ticket, (question, asked))  # the page stops here until its turn
     with st.spinner(f"Answering on the {asked.index} index{_about(door.line.estimate(ticket))}…"):
         trace = _shown(ticket.result, "that did not work")
@@ -155,7 +155,7 @@ def _wait_in_line(ticket, asked: tuple) -> None:
 
     @st.fragment(run_every=POLL_S)
     def place() -> None:
-        if line.place(ticket) == 0:
+        if line.ahead(ticket) == 0:
             st.rerun()  # its turn: the whole page, which now waits for the answer itself
         place = line.place(ticket)
         where = "next in line" if place == 1 else f"number {place} in line"

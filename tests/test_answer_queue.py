@@ -60,6 +60,7 @@ def test_questions_are_answered_in_the_order_they_were_asked_and_each_knows_its_
     answered = []
     tickets = [line.submit(f"s{i}", f"q{i}", lambda i=i: answered.append(i) or i) for i in range(4)]
     assert [line.place(t) for t in tickets] == [1, 2, 3, 4]
+    assert [line.ahead(t) for t in tickets] == [1, 2, 3, 4]  # the running one, then those in front
     gate.open.set()
     assert all(t.wait(5) for t in tickets)
     assert answered == [0, 1, 2, 3]
@@ -185,6 +186,13 @@ def test_a_failed_batch_answers_each_question_alone_so_one_error_stays_its_own()
     assert tickets[0].result() == "a" and tickets[2].result() == "c"
     with pytest.raises(ValueError, match="this question is bad"):
         tickets[1].result()
+
+
+def test_the_head_of_an_idle_line_has_nobody_ahead_before_the_worker_takes_it():
+    line = AnswerQueue()
+    line._start_worker = lambda: None  # the worker not started: the moment right after a submit
+    ticket = line.submit("alone", "q", lambda: 1)
+    assert (line.place(ticket), line.ahead(ticket)) == (1, 0)
 
 
 def test_a_failing_question_does_not_stop_the_line():

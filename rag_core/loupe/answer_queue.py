@@ -133,6 +133,15 @@ class AnswerQueue:
         with self._cond:
             return self._waiting.index(ticket) + 1 if ticket in self._waiting else 0
 
+    def ahead(self, ticket: Ticket) -> int:
+        """How many tickets will be answered before `ticket`: those running and those waiting in
+        front of it. 0 for the head of an idle line (the worker is about to take it): its session
+        waits for the answer itself rather than showing a place."""
+        with self._cond:
+            if ticket not in self._waiting:
+                return 0
+            return len(self._running) + self._waiting.index(ticket)
+
     def estimate(self, ticket: Ticket) -> float | None:
         """Seconds until `ticket` is answered, from the recent answers' mean time: what is left of
         the running work, then one mean per ticket ahead and its own. None before any answer."""
