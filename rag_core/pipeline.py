@@ -83,6 +83,12 @@ def cut_notice(text: str, kept: str) -> str:
     )
 
 
+def device_batch(device: torch.device) -> int:
+    """How many questions a device decodes together by default: `GPU_BATCH` on CUDA, `CPU_BATCH`
+    (one: `bench --only batch` measured batching no faster on a CPU) elsewhere."""
+    return GPU_BATCH if device.type == "cuda" else CPU_BATCH
+
+
 @dataclass
 class Models:
     encoder: Encoder
@@ -233,7 +239,7 @@ class Pipeline:
         cfg = cfg or self.cfg
         if cfg.batch_questions is not None:
             return cfg.batch_questions
-        return GPU_BATCH if self.models.device.type == "cuda" else CPU_BATCH
+        return device_batch(self.models.device)
 
     def closed_book(self, question: str, cfg: Config | None = None) -> str:
         """The generator alone, with no passage: what it "knows" by itself, searched as the RAG

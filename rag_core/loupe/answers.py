@@ -29,7 +29,7 @@ from rag_core.loupe.memo import Memo
 from rag_core.loupe.stack_holder import StackHolder
 from rag_core.models.sources import ModelSourceError
 from rag_core.otlp import trace_otlp
-from rag_core.pipeline import CPU_BATCH, GPU_BATCH, Models, Pipeline, QuestionError, open_index
+from rag_core.pipeline import Models, Pipeline, QuestionError, device_batch, open_index
 from rag_core.retrieval.catalog import available_indexes, default_index_name, resolve_index
 from rag_core.retrieval.index import IndexLoadError, PassageIndex
 from rag_core.trace import Candidate, Trace
@@ -105,7 +105,7 @@ class Loupe:
         if self._batch is not None:
             return self._batch
         models = self.holder.held()
-        return 1 if models is None else GPU_BATCH if models.device.type == "cuda" else CPU_BATCH
+        return 1 if models is None else device_batch(models.device)
 
     def answer(self, stack: stacks.Stack, question: str, settings: AnswerSettings) -> Result:
         """The question answered under `stack` and `settings` (computed once per server), waiting
