@@ -31,6 +31,7 @@ nav = st.navigation(
         st.Page(PAGES / "corpus.py", title="Corpus", icon=":material/library_books:"),
         st.Page(PAGES / "eval.py", title="Eval", icon=":material/analytics:"),
         st.Page(PAGES / "replay.py", title="Replay", icon=":material/replay:"),
+        st.Page(PAGES / "exercises.py", title="Exercises", icon=":material/school:"),
     ]
 )
 link.read_link()  # a link's question and settings, before anything reads them

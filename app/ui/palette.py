@@ -92,13 +92,14 @@ OTHER_PASSAGE_GREY = "#b8b8b8"  # the walk's map: passages never in a step's top
 STAYED_GREY = "#4d4d4d"  # the walk's map: a passage in the first top K and the last
 PASSED_BY = "#f4a582"  # the walk's map: a passage in some step's top K, not the first's nor the last's
 
-# ---------------- two runs compared (the Sankey) ----------------
+# ---------------- right and wrong: two runs compared (the Sankey), the class's exercise counts --------
 
 RIGHT_GREEN = "#1e7b1e"  # the nodes of right answers
 WRONG_RED = "#b81d1d"  # the nodes of wrong answers (every outcome but right)
 SANKEY_RIGHT = "rgba(44,160,44,0.22)"  # a link into a right answer: pale, behind the labels
 SANKEY_WRONG = "rgba(214,39,40,0.18)"  # a link into a wrong answer: pale, behind the labels
 SANKEY_TEXT = "#1a1a1a"  # the labels: near-black, at least 7:1 on white and on the pale links
+REASONED_GREY = "#a0a0a0"  # an exercise answered with a reason, which is not graded
 
 # ---------------- where each token came from ----------------
 

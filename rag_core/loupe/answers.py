@@ -23,6 +23,7 @@ from rag_core.analysis.attribution import sentences, token_sources
 from rag_core.analysis.diagnosis import confidence as certainty
 from rag_core.config import DECODINGS, STUFFED, AnswerSettings, Config
 from rag_core.corpus import CorpusError
+from rag_core.exercises.grading import ClassTally
 from rag_core.exports import frame_bytes
 from rag_core.loupe.answer_queue import AnswerQueue, Ticket, answered
 from rag_core.loupe.memo import Memo
@@ -66,6 +67,7 @@ class Loupe:
         self._results = Memo(256)  # (stack, trace_key) -> Result
         self._closed = Memo(256, USER_ERRORS)  # (stack, question, answers) -> closed-book rows by answer
         self._compared = Memo(32, USER_ERRORS)  # (other stack, question, AnswerSettings) -> its answers
+        self.tally = ClassTally()  # how the server's sessions answered the exercises (counts only)
 
     # --- stacks and indexes ----------------------------------------------------------------------
 
