@@ -33,6 +33,7 @@ items = loaded.exercises
 done = [e for e in items if e.id in views.progress()]
 right = sum(1 for e in done if views.progress()[e.id]["right"])
 st.progress(len(done) / len(items), text=f"{len(done)} of {len(items)} answered, {right} right")
+st.text(views.marks(items))
 
 item = views.choose(items)
 st.subheader(item.title)

@@ -78,7 +78,7 @@ def test_an_id_used_twice_across_sheets_is_said_and_the_first_kept(tmp_path):
     (tmp_path / "1.toml").write_text(GOOD)
     (tmp_path / "2.toml").write_text(GOOD.replace('title = "A"', 'title = "Again"'))
     (tmp_path / "3.toml").write_bytes(b"\xff\xfe not text")
-    loaded = sheets.load_exercises(tmp_path)
+    loaded = sheets.load_exercises(sorted(tmp_path.glob("*.toml")))
     assert [e.title for e in loaded.exercises] == ["A"]
     assert any("2.toml: the id 'a' is used twice" in p for p in loaded.problems)
     assert any(p.startswith("3.toml: cannot be read") for p in loaded.problems)

@@ -35,25 +35,23 @@ def progress() -> dict:
     return st.session_state.setdefault(PROGRESS, {})
 
 
-def label(n: int, item: ex.Exercise) -> str:
-    done = progress().get(item.id)
-    mark = "" if done is None else "✓ " if done.get("right") is not False else "✗ "
-    return f"{mark}{n}. {item.title} ({item.page})"
-
-
 def choose(items: list[ex.Exercise]) -> ex.Exercise:
-    """The exercise the student works on: a pick list in order, with a Next button."""
+    """The exercise the student works on: a pick list in order (labels that never change, so the
+    pick stays put when an answer is kept), with a Next button."""
     ids = [e.id for e in items]
+    titles = {e.id: f"{n}. {e.title} ({e.page})" for n, e in enumerate(items, 1)}
     ss = st.session_state
     if ss.get("exercise_pick") not in ids:
         ss["exercise_pick"] = ids[0]
-    pick = st.selectbox(
-        "Exercise",
-        ids,
-        format_func=lambda i: label(ids.index(i) + 1, items[ids.index(i)]),
-        key="exercise_pick",
-    )
+    pick = st.selectbox("Exercise", ids, format_func=titles.__getitem__, key="exercise_pick")
     return items[ids.index(pick)]
+
+
+def marks(items: list[ex.Exercise]) -> str:
+    """One mark per exercise, in order: ✓ right, ✗ not, ✎ a reason written, · not yet answered."""
+    symbol = {None: "✎", True: "✓", False: "✗"}
+    done = progress()
+    return " ".join(symbol[done[e.id]["right"]] if e.id in done else "·" for e in items)
 
 
 def next_button(items: list[ex.Exercise], current: ex.Exercise) -> None:
@@ -197,6 +195,9 @@ def class_counts(items: list[ex.Exercise]) -> None:
         st.caption("No one on this server has revealed an exercise yet.")
         return
     shown = [e for e in items if e.id in counts]
+    for e in shown:
+        right = counts[e.id]["right"]
+        st.caption(f"{e.title}: {sum(counts[e.id].values())} revealed, {right} right.")
     names = [plot_text(f"{items.index(e) + 1}. {e.title}", 40) for e in shown]
     fig = go.Figure()
     for outcome, colour in zip(ex.OUTCOMES, (RIGHT_GREEN, WRONG_RED, REASONED_GREY)):

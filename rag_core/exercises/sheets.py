@@ -27,6 +27,7 @@ names the figure the engine computes to reveal it (`figures.FIGURES`) with that 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from rag_core.config import ASSETS
 from rag_core.exercises.figures import CHOICE, FIGURES, NUMBER
 
 EXERCISES = ASSETS / "exercises"
+OWN_FOLDER = "RAG_LOUPE_EXERCISES"  # a teacher's own sheets, read after the shipped ones
 REASON = "reason"
 ASKS = (NUMBER, CHOICE, REASON)
 # The pages an exercise can send a student to (the app's page titles).
@@ -137,11 +139,22 @@ def parse_sheet(text: str, name: str) -> Loaded:
     return loaded
 
 
-def load_exercises(folder: Path = EXERCISES) -> Loaded:
-    """Every sheet in `folder`, in file-name order; an id seen before is left out with a message."""
+def sheet_files() -> list[Path]:
+    """The shipped sheets, then those of the folder $RAG_LOUPE_EXERCISES names (a teacher's own),
+    each folder in file-name order."""
+    folders = [EXERCISES] + ([Path(os.environ[OWN_FOLDER])] if os.environ.get(OWN_FOLDER) else [])
+    return [path for folder in folders for path in sorted(folder.glob("*.toml"))]
+
+
+def load_exercises(paths: list[Path] | None = None) -> Loaded:
+    """Every sheet of `paths` (by default `sheet_files()`), in order; an id seen before is left out
+    with a message."""
     out = Loaded([], [])
+    own = os.environ.get(OWN_FOLDER)
+    if paths is None and own and not Path(own).is_dir():
+        out.problems.append(f"{OWN_FOLDER} names {own!r}, which is not a folder: only the shipped sheets")
     seen: set[str] = set()
-    for path in sorted(folder.glob("*.toml")):
+    for path in sheet_files() if paths is None else paths:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
