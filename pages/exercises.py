@@ -32,8 +32,11 @@ if kept and not forget:
 items = loaded.exercises
 done = [e for e in items if e.id in views.progress()]
 right = sum(1 for e in done if views.progress()[e.id]["right"])
-st.progress(len(done) / len(items), text=f"{len(done)} of {len(items)} answered, {right} right")
-st.text(views.marks(items))
+if kept is None:  # the browser answers on its first run; until then its kept answers are unknown
+    st.caption("Reading the answers this browser kept…")
+else:
+    st.progress(len(done) / len(items), text=f"{len(done)} of {len(items)} answered, {right} right")
+    st.text(views.marks(items))
 
 item = views.choose(items)
 st.subheader(item.title)

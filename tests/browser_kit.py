@@ -413,6 +413,15 @@ def type_into(driver, label: str, text: str, area: str = "main") -> None:
     box.send_keys(Keys.ENTER)
 
 
+def fill(driver, label: str, text: str, area: str = "main") -> None:
+    """Type `text` into the empty input labelled `label` and leave it (Tab), as a user does before
+    clicking a form's button: the input sets its value when it loses focus, not on Enter."""
+    from selenium.webdriver.common.keys import Keys
+
+    wait_for(driver, lambda: field(driver, label, area), 60, f"the input {label!r}")
+    field(driver, label, area).send_keys(text, Keys.TAB)
+
+
 def click_when_shown(driver, xpath: str, what: str) -> None:
     """Click the element at `xpath` once the page shows it (a rerun can briefly remove it)."""
     from selenium.webdriver.common.by import By

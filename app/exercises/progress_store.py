@@ -16,13 +16,17 @@ export default function (component) {
   const { data, setStateValue } = component;
   const KEY = "STORAGE_KEY";
   let stored = {};
-  try { stored = JSON.parse(window.localStorage.getItem(KEY) || "{}") || {}; } catch (e) { stored = {}; }
-  if (data && data.forget) {
-    stored = {};
-    window.localStorage.removeItem(KEY);
-  } else if (data && data.save && Object.keys(data.save).length) {
-    stored = Object.assign(stored, data.save);
-    window.localStorage.setItem(KEY, JSON.stringify(stored));
+  try {  // a browser that keeps nothing (storage off) still answers, with nothing kept
+    stored = JSON.parse(window.localStorage.getItem(KEY) || "{}") || {};
+    if (data && data.forget) {
+      stored = {};
+      window.localStorage.removeItem(KEY);
+    } else if (data && data.save && Object.keys(data.save).length) {
+      stored = Object.assign(stored, data.save);
+      window.localStorage.setItem(KEY, JSON.stringify(stored));
+    }
+  } catch (e) {
+    stored = (data && data.save) || {};
   }
   setStateValue("progress", stored);
 }
