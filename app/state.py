@@ -25,7 +25,9 @@ from rag_core.loupe.vocabulary import AnswerSettings, Config, Trace, first_line
 
 DEFAULT_QUESTION = "Who wrote Moby-Dick?"
 WAITING = "Your question is "  # the first words of the notice a session waiting in line sees
-POLL_S = 2.0  # how often a waiting page redraws its place: thirty sessions polling stay cheap
+# How often a waiting page redraws its place, by how far back it stands: near the front every 2 s,
+# further back less often, so thirty waiting sessions cost the server little.
+POLL_S = ((2, 2.0), (6, 4.0), (None, 8.0))  # (up to this place, seconds); None: any place
 DEFAULTS = AnswerSettings()  # the sidebar's first values: Config's defaults, the one place they live
 
 
@@ -147,16 +149,26 @@ def _about(seconds: float | None) -> str:
     return "" if seconds is None else f", about {max(round(seconds), 1)} s"
 
 
-def _wait_in_line(ticket, asked: tuple) -> None:
-    """The session's place in the line and an estimate, redrawn every POLL_S seconds while it waits (the
-    page behind it waits too); the page reruns by itself when the question's turn comes. Cancel
-    takes it out of the line."""
-    line = stacks.door().line
+def poll_seconds(place: int) -> float:
+    """How often a page waiting at `place` redraws (POLL_S).
 
-    @st.fragment(run_every=POLL_S)
+    >>> poll_seconds(1), poll_seconds(5), poll_seconds(20)
+    (2.0, 4.0, 8.0)
+    """
+    return next(s for up_to, s in POLL_S if up_to is None or place <= up_to)
+
+
+def _wait_in_line(ticket, asked: tuple) -> None:
+    """The session's place in the line and an estimate, redrawn while it waits (POLL_S; the page
+    behind it waits too); the page reruns by itself when the question's turn comes, or when its
+    place calls for another pace of redrawing. Cancel takes it out of the line."""
+    line = stacks.door().line
+    every = poll_seconds(line.place(ticket))
+
+    @st.fragment(run_every=every)
     def place() -> None:
-        if line.ahead(ticket) == 0:
-            st.rerun()  # its turn: the whole page, which now waits for the answer itself
+        if line.ahead(ticket) == 0 or poll_seconds(line.place(ticket)) != every:
+            st.rerun()  # its turn (the whole page now waits for the answer itself), or a new pace
         place = line.place(ticket)
         where = "next in line" if place == 1 else f"number {place} in line"
         st.info(f"{WAITING}{where}{_about(line.estimate(ticket))}.", icon=":material/hourglass_top:")
