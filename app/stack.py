@@ -141,9 +141,7 @@ def door() -> Loupe:
 @st.cache_resource(show_spinner=False, max_entries=4)  # keyed by the server's own argv: one entry
 def _door(flags: tuple[str, ...]) -> Loupe:
     _, corpus, _ = command_line(flags)
-    # prepare: the line computes each answer's stuffed reading and closed-book rows in its turn, so a
-    # class's questions are done one after another rather than all half-done at once
-    return Loupe(StackHolder(), corpus, _runtime(flags)["batch_questions"], prepare=True)
+    return Loupe(StackHolder(), corpus, _runtime(flags)["batch_questions"])
 
 
 def session_alive(session: str) -> bool:

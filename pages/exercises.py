@@ -23,7 +23,7 @@ if not loaded.exercises:
     st.stop()
 
 # The browser's kept answers join the session's (the session's win: they are the newest).
-forget = st.session_state.pop("exercise_forget", False)
+forget = st.session_state.pop(views.FORGET, False)
 kept = progress_store.synced(views.progress(), forget)
 if kept and not forget:
     for key, done in kept.items():
@@ -70,6 +70,6 @@ with st.expander("How the class answered (counts only, no names)"):
     views.class_counts(items)
 st.button(
     "Forget my answers",
-    on_click=lambda: (views.progress().clear(), st.session_state.update(exercise_forget=True)),
+    on_click=views.forget,
     help="Clears the answers kept in this browser and in this session; the class's counts stay.",
 )

@@ -8,7 +8,6 @@ import time
 import weakref
 
 import pytest
-from test_answer_queue import busy  # a worker held on a first ticket
 
 from rag_core import pipeline as pipeline_module
 from rag_core.config import AnswerSettings, Config
@@ -98,7 +97,15 @@ def test_one_question_is_cleaned_once_and_its_config_built_once(door, stack, set
 
 def test_each_part_of_a_result_is_computed_once(door, stack, settings, monkeypatch):
     result = door.answer(stack, QUESTION, settings)
-    calls = count_model_calls(monkeypatch, ("with_stuffed", "closed_book_scores", "run"))
+    calls = {"with_stuffed": 0, "closed_book_scores": 0, "run": 0}
+    for name in calls:
+        real = getattr(pipeline_module.Pipeline, name)
+
+        def counted(self, *args, _real=real, _name=name, **kwargs):
+            calls[_name] += 1
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(pipeline_module.Pipeline, name, counted)
     for _ in range(3):
         again = door.answer(stack, QUESTION, settings)
         assert again is result  # one Result per trace: what it computed is kept
@@ -108,44 +115,6 @@ def test_each_part_of_a_result_is_computed_once(door, stack, settings, monkeypat
         result.token_sources("rag-token")
         result.export("csv", stuffed=True)
     assert calls == {"with_stuffed": 1, "closed_book_scores": 1, "run": 0}
-
-
-def count_model_calls(monkeypatch, names=("run", "with_stuffed", "closed_book_scores")) -> dict:
-    """How often each of the Pipeline's model calls `names` runs from now on."""
-    calls = dict.fromkeys(names, 0)
-    for name in calls:
-        real = getattr(pipeline_module.Pipeline, name)
-
-        def counted(self, *args, _real=real, _name=name, **kwargs):
-            calls[_name] += 1
-            return _real(self, *args, **kwargs)
-
-        monkeypatch.setattr(pipeline_module.Pipeline, name, counted)
-    return calls
-
-
-@pytest.mark.parametrize("batch", [1, 2])
-def test_a_prepared_line_computes_what_the_page_reads_in_the_answers_turn(
-    tiny, stack, settings, monkeypatch, batch
-):
-    """Two questions waiting together (answered in one batch when `batch` is 2): each comes back
-    with its stuffed reading and closed-book rows computed, and the page's reads cost nothing more."""
-    door = Loupe(StackHolder(), corpus=str(tiny["corpus"]), batch_size=batch, prepare=True)
-    calls = count_model_calls(monkeypatch)
-    gate = busy(door.line)  # the worker held, so both questions wait together
-    questions = (QUESTION, "Where was the author born?")
-    tickets = [door.ask(f"student {n}", stack, q, settings) for n, q in enumerate(questions)]
-    gate.open.set()
-    traces = [t.result() for t in tickets]
-    made = dict(calls)
-    assert made["with_stuffed"] == 2 and made["closed_book_scores"] == 2  # in the line's turn
-    for trace in traces:
-        result = door.result(stack, trace)
-        for cand in result.with_stuffed().candidates + result.with_stuffed().stuffed.candidates:
-            result.confidence(cand)  # what the answer cards read
-        result.token_sources("rag-token")
-        result.token_sources("rag-sequence")
-    assert calls == made  # nothing more afterwards
 
 
 def test_a_user_error_is_one_message_kept_like_a_value(door, stack, settings, monkeypatch):

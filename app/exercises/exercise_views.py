@@ -31,8 +31,17 @@ PAGE_FILES = {
 PROGRESS = "exercise_progress"  # session key: {exercise id: {"given", "right", "figure"}}
 
 
+FORGET = "exercise_forget"  # session key: the next run tells the browser to forget its kept answers
+
+
 def progress() -> dict:
     return st.session_state.setdefault(PROGRESS, {})
+
+
+def forget() -> None:
+    """'Forget my answers': this session's now, the browser's on the next run."""
+    progress().clear()
+    st.session_state[FORGET] = True
 
 
 def choose(items: list[ex.Exercise]) -> ex.Exercise:

@@ -53,22 +53,14 @@ class Loupe:
 
     `corpus`: the command line's `--corpus FILE`, opened as an index named by its path.
     `batch_size`: how many waiting questions of one stack and settings are answered together; by
-    default the held models' device decides (`Pipeline.batch_size`: one at a time on a CPU).
-    `prepare`: the line also computes, with each answer, what a page showing it reads first
-    (`Result.prepare`), so one question's model work is done in one turn, in the order asked,
-    instead of in each session's own thread interleaved with the line's later questions."""
+    default the held models' device decides (`Pipeline.batch_size`: one at a time on a CPU)."""
 
     def __init__(
-        self,
-        holder: StackHolder | None = None,
-        corpus: str | None = None,
-        batch_size: int | None = None,
-        prepare: bool = False,
+        self, holder: StackHolder | None = None, corpus: str | None = None, batch_size: int | None = None
     ) -> None:
         self.holder = holder or StackHolder()
         self.corpus = corpus
         self._batch = batch_size
-        self._prepare = prepare
         self.line = AnswerQueue(self._answer_together, self.batch_size)  # every session's questions, in order
         self._indexes = Memo(8)  # (passage encoder id, index name) -> PassageIndex
         self._traces = Memo(256, USER_ERRORS)  # (stack, question, AnswerSettings) -> Trace
@@ -145,12 +137,7 @@ class Loupe:
 
     def _run(self, stack: stacks.Stack, question: str, settings: AnswerSettings) -> Trace:
         pipe = self.pipeline(stack, settings)
-        return self._prepared(stack, pipe.run(question))
-
-    def _prepared(self, stack: stacks.Stack, trace: Trace) -> Trace:
-        if self._prepare:
-            self.result(stack, trace).prepare()
-        return trace
+        return pipe.run(question)
 
     def _answer_together(self, group: tuple, items: list) -> list[Trace]:
         """Several waiting questions of one stack and settings in one batch (`Pipeline.run_many`:
@@ -160,11 +147,10 @@ class Loupe:
         pipe = self.pipeline(stack, settings)
         runs = pipe.run_many([question for _, question in items], [pipe.cfg])  # [question][setting]
         traces = [questions_runs[0].trace for questions_runs in runs]
-        kept = [
+        return [
             self._traces.get((fp, question, settings), lambda t=trace: t)
             for (_, question), trace in zip(items, traces)
         ]
-        return [self._prepared(stack, trace) for trace in kept]
 
     def result(self, stack: stacks.Stack, trace: Trace) -> Result:
         """The Result of any trace of `stack` (an answer, a counterfactual's rerun, a moved query):
@@ -229,19 +215,6 @@ class Result:
             return self.with_stuffed()
         except USER_ERRORS:
             return self.trace
-
-    def prepare(self) -> None:
-        """Compute now what every page showing this answer reads first: the stuffed reading (when
-        the K passages fit the generator's prompt) and the closed-book rows of every reading's
-        answers (one batch: the confidence badges and token sources read them). A user error is
-        kept, to be said when a page asks."""
-        trace = self.with_stuffed_if_it_fits()
-        first = next((c for d in (*DECODINGS, STUFFED) for c in trace.of(d) if c.token_ids), None)
-        if first is not None:
-            try:
-                self.closed_row(first)
-            except USER_ERRORS:
-                pass  # the page that reads the row says why it is missing
 
     def closed_row(self, cand: Candidate) -> torch.Tensor:
         """The closed-book row (T,) of one candidate, computed with those of every answer of every

@@ -1,0 +1,53 @@
+"""The line in a real browser: a question that waits behind another session's shows its place and a
+Cancel button; Cancel takes it out of the line (the page says so, and the server answers the other
+question only), and "Ask it again" puts it back and shows its answer. (On the test worker's shared
+server; the other session is a light websocket client asking a question no other test asks.)"""
+
+import json
+from urllib.parse import urlencode
+
+import pytest
+from light_session import LightSession
+
+from app.state import WAITING
+from rag_core.config import ASSETS
+
+from browser_kit import (  # noqa: F401
+    ARTIFACTS,
+    body_text,
+    browser,
+    press,
+    settled,
+    wait_for,
+)
+
+# a real server and Chromium: over 5 s on 2 cores
+pytestmark = pytest.mark.slow
+
+DEV = [json.loads(line) for line in (ASSETS / "eval" / "dev.jsonl").read_text(encoding="utf-8").splitlines()]
+AHEAD, MINE = DEV[-1], DEV[-2]  # the last two dev questions: no other test asks them
+ANSWERED = "The 5 passages"  # the Ask page's heading below the answers (K = 5)
+
+
+def test_a_waiting_question_can_be_cancelled_and_asked_again(server, browser):
+    ahead = LightSession(server, "", urlencode({"q": AHEAD["question"]}))
+    try:
+        ahead.wait_for(lambda text: "Ask" in text.splitlines(), 120)  # the page drawn: its question is asked
+        browser.get(f"{server}/?{urlencode({'q': MINE['question']})}")
+        wait_for(browser, lambda: WAITING in body_text(browser), 60, "the waiting notice")
+        assert "next in line" in body_text(browser)
+        press(browser, "Cancel")
+        wait_for(browser, lambda: "You cancelled this question" in body_text(browser), 60, "the cancel")
+        browser.save_screenshot(str(ARTIFACTS / "line-cancelled.png"))
+        ahead.wait_for(lambda text: ANSWERED in text.splitlines(), 300)
+        assert WAITING not in body_text(browser) and ANSWERED not in body_text(browser).splitlines()
+
+        press(browser, "Ask it again")
+        wait_for(
+            browser,
+            lambda: settled(browser) and ANSWERED in body_text(browser).splitlines(),
+            300,
+            "the answer after asking again",
+        )
+    finally:
+        ahead.close()
