@@ -5,6 +5,7 @@ import streamlit as st
 from app import stack, state
 from app.exercises import exercise_views as views
 from app.exercises import progress_store
+from app.ui.safe_text import md_text
 from rag_core.loupe import exercises as ex
 
 views.follow_goto()
@@ -17,7 +18,7 @@ st.caption(
 
 loaded = ex.load_exercises()
 for problem in loaded.problems:
-    st.warning(f"An exercise was left out: {problem}", icon=":material/error:")
+    st.warning(f"An exercise was left out: {md_text(problem)}", icon=":material/error:")
 if not loaded.exercises:
     st.info("There are no exercises to show.")
     st.stop()
@@ -39,7 +40,7 @@ else:
     st.text(views.marks(items))
 
 item = views.choose(items)
-st.subheader(item.title)
+st.subheader(md_text(item.title))  # a teacher's sheet is text, never Markdown
 st.caption(f"Shown on the {item.page} page.")
 if item.setup:
     st.text(item.setup)

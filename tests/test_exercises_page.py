@@ -8,20 +8,21 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.ui.safe_text import md_text
 from rag_core import stacks
 from rag_core.config import AnswerSettings
 from rag_core.loupe import exercises as ex
 from rag_core.loupe.answers import Loupe
 
 ROOT = Path(__file__).resolve().parent.parent
-EXPANDER = "Token or Sequence on Moby-Dick"
+EXPANDER = "Token or **Sequence** on Moby-Dick"  # a teacher's title: shown as typed, never as Markdown
 pytestmark = pytest.mark.slow  # the real model stack: over 5 s on 2 cores
 
 OWN = """
 [[exercise]]
 id = "teacher-moby"
 page = "Ask"
-title = "Token or Sequence on Moby-Dick"
+title = "Token or **Sequence** on Moby-Dick"
 prompt = "Do the two marginals agree?"
 ask = "choice"
 figure = "readings_agree"
@@ -46,7 +47,7 @@ def page(tmp_path_factory):
 
 def test_a_teachers_sheet_joins_and_a_bad_one_is_named(page):
     assert not page.exception, [e.value for e in page.exception]
-    warnings = [w.value for w in page.warning]
+    warnings = [w.value.replace("\\", "") for w in page.warning]  # escaped: a sheet is text
     assert len(warnings) == 1 and "broken.toml, exercise 1 ('teacher-two'): it needs 'ask'" in warnings[0]
     assert page.selectbox(key="exercise_pick").options[-1] == f"16. {EXPANDER} (Ask)"  # after the shipped
 
@@ -69,7 +70,8 @@ def test_a_live_choice_is_revealed_as_the_door_computes_it_and_counted(page):
     assert done["right"] is (figure.value == "a different answer")
     verdict = [e.value for e in page.error] + [s.value for s in page.success]
     assert verdict == ["Right."] if done["right"] else verdict == ["Not this time."]
-    assert f"{EXPANDER}: 1 revealed, {int(done['right'])} right." in [c.value for c in page.caption]
+    captions = [c.value for c in page.caption]
+    assert f"{md_text(EXPANDER)}: 1 revealed, {int(done['right'])} right." in captions  # asterisks kept
 
 
 def test_see_it_on_the_page_opens_it_on_the_exercise_question(page):

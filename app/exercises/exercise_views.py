@@ -105,7 +105,7 @@ def live_setup(item: ex.Exercise, engine: ex.LoupeEngine) -> bool:
             return False
     if item.figure != "swap_follows":
         trace = engine.trace(question, index)
-        st.caption(f"Retrieved from the {trace.index} index, K = {trace.k}:")
+        st.caption(f"Retrieved from the {md_text(trace.index)} index, K = {trace.k}:")
         st.dataframe(
             passages_frame(trace),
             hide_index=True,
@@ -124,7 +124,7 @@ def answer_form(item: ex.Exercise, options: tuple[str, ...]):
         if item.ask == ex.NUMBER:
             given = st.number_input("Your answer", min_value=0.0, max_value=1.0, value=None, format="%.3f")
         elif item.ask == ex.CHOICE:
-            given = st.radio("Your answer", options, index=None)
+            given = st.radio("Your answer", options, index=None, format_func=md_text)  # titles are text
         else:
             given = st.text_area("Your reason", max_chars=600)
         sent = st.form_submit_button("Reveal the engine's answer")
@@ -142,7 +142,7 @@ def reveal(item: ex.Exercise, engine: ex.LoupeEngine | None) -> ex.Reveal | None
         with st.spinner("The engine is computing the answer…"):
             return ex.reveal(item, engine)
     except USER_ERRORS as e:
-        st.error(f"This exercise cannot be computed on the stack and index in use: {e}")
+        st.error(f"This exercise cannot be computed on the stack and index in use: {md_text(str(e))}")
         return None
 
 
@@ -206,7 +206,7 @@ def class_counts(items: list[ex.Exercise]) -> None:
     shown = [e for e in items if e.id in counts]
     for e in shown:
         right = counts[e.id]["right"]
-        st.caption(f"{e.title}: {sum(counts[e.id].values())} revealed, {right} right.")
+        st.caption(f"{md_text(e.title)}: {sum(counts[e.id].values())} revealed, {right} right.")
     names = [plot_text(f"{items.index(e) + 1}. {e.title}", 40) for e in shown]
     fig = go.Figure()
     for outcome, colour in zip(ex.OUTCOMES, (RIGHT_GREEN, WRONG_RED, REASONED_GREY)):
