@@ -35,6 +35,7 @@ PAGES = [
     ("corpus", "Corpus"),
     ("eval", "Eval"),
     ("replay", "Replay"),
+    ("exercises", "Exercises"),
 ]
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 SHARED_CACHES = ("models", "indexes", "corpus-indexes", "maps")  # not the index swap's rows: a live run

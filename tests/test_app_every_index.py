@@ -19,6 +19,7 @@ PAGES = [
     "by_hand.py",
     "corpus.py",
     "eval.py",
+    "exercises.py",
 ]
 QUESTION = "Who is the President of France?"
 

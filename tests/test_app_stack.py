@@ -26,6 +26,7 @@ PAGES = [
     "train.py",
     "corpus.py",
     "eval.py",
+    "exercises.py",
 ]
 QUESTION = "Who built the bridge of Paris?"
 COMPARED = ["decoding", "answer", "p_tok", "p_seq", "confidence"]  # each side of Ask's "Compare with"
