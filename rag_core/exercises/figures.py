@@ -42,9 +42,10 @@ FOLLOWS = ("yes: each index's own holder", "no")
 
 class Engine(Protocol):
     """What a live figure reads: the trace of a question on an index (the session's index when
-    None), with its stuffed reading, and the pipeline that answered it."""
+    None), with its stuffed reading when `stuffed` (only the figures that read it pay for it), and
+    the pipeline that answered it."""
 
-    def trace(self, question: str, index: str | None = None) -> Trace: ...
+    def trace(self, question: str, index: str | None = None, stuffed: bool = False) -> Trace: ...
 
     def pipeline(self, index: str | None = None) -> Pipeline: ...
 
@@ -184,7 +185,7 @@ def p_without(engine: Engine, p: dict) -> Reveal:
 
 def stuffed_leans(engine: Engine, p: dict) -> Reveal:
     """The passage whose removal costs the stuffed reading's answer most (exact leave-one-out)."""
-    trace = engine.trace(p["question"], p.get("index"))
+    trace = engine.trace(p["question"], p.get("index"), stuffed=True)
     worth = stuffed_worth.of(trace)
     if worth is None:
         raise ValueError("the stuffed reading gave no answer to this question")
@@ -200,10 +201,10 @@ def _same(a: str, b: str) -> bool:
 def readings_agree(engine: Engine, p: dict) -> Reveal:
     """Whether another reading (`reading`: RAG-Token, or the stuffed reading of all K passages in
     one prompt) gives RAG-Sequence's answer, after SQuAD normalisation."""
-    trace = engine.trace(p["question"], p.get("index"))
     other = p.get("reading", RAG_TOKEN)
     if other not in (RAG_TOKEN, STUFFED):
         raise ValueError(f"reading must be {RAG_TOKEN} or {STUFFED}, not {other!r}")
+    trace = engine.trace(p["question"], p.get("index"), stuffed=other == STUFFED)
     theirs, seq = _answer(trace, other).answer, _answer(trace, RAG_SEQUENCE).answer
     detail = f"{READING_LABELS[other]}: “{theirs}”; RAG-Sequence: “{seq}”"
     return _choice(SAME[0] if _same(theirs, seq) else SAME[1], SAME, detail)
