@@ -167,9 +167,9 @@ def _wait_in_line(ticket, asked: tuple) -> None:
 
     @st.fragment(run_every=every)
     def place() -> None:
-        if line.ahead(ticket) == 0 or poll_seconds(line.place(ticket)) != every:
-            st.rerun()  # its turn (the whole page now waits for the answer itself), or a new pace
         place = line.place(ticket)
+        if line.ahead(ticket) == 0 or poll_seconds(place) != every:
+            st.rerun()  # its turn (the whole page now waits for the answer itself), or a new pace
         where = "next in line" if place == 1 else f"number {place} in line"
         st.info(f"{WAITING}{where}{_about(line.estimate(ticket))}.", icon=":material/hourglass_top:")
         if st.button("Cancel", key="cancel_question"):
