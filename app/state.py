@@ -152,8 +152,8 @@ def _about(seconds: float | None) -> str:
 def poll_seconds(place: int) -> float:
     """How often a page waiting at `place` redraws (POLL_S).
 
-    >>> poll_seconds(1), poll_seconds(5), poll_seconds(20)
-    (2.0, 4.0, 8.0)
+    >>> [poll_seconds(place) for place in (1, 2, 3, 6, 7, 20)]
+    [2.0, 2.0, 4.0, 4.0, 8.0, 8.0]
     """
     return next(s for up_to, s in POLL_S if up_to is None or place <= up_to)
 
