@@ -68,6 +68,8 @@ def paste(driver, label: str, text: str) -> None:
     the field), then press Enter."""
     from selenium.webdriver.common.keys import Keys
 
+    # a page can report its script finished a moment before its last part is drawn
+    wait_for(driver, lambda: field(driver, label), 60, f"the input {label!r}")
     box = field(driver, label)
     box.click()
     box.send_keys(Keys.CONTROL, "a")
