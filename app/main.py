@@ -1,12 +1,11 @@
 """RAG Loupe: `streamlit run app/main.py`. Navigation and the shared sidebar; pages only present."""
 
-import gc
 from pathlib import Path
 
 import streamlit as st
 
 from app import stack
-from app.ui import detours, link, sidebar, stack_views
+from app.ui import detours, link, memory, sidebar, stack_views
 
 st.set_page_config(page_title="RAG Loupe", page_icon=":material/search:", layout="wide")
 # Our own style rules (no user text in them): an answer or title that is one very long word wraps
@@ -34,6 +33,7 @@ nav = st.navigation(
         st.Page(PAGES / "exercises.py", title="Exercises", icon=":material/school:"),
     ]
 )
+stack.begin_run()  # the stacks on offer are read once per page run
 link.read_link()  # a link's question and settings, before anything reads them
 stack.ensure_loaded()  # the session's model stack, loaded with progress before any page needs it
 stack_views.sidebar_choice()
@@ -50,7 +50,6 @@ try:
     nav.run()
     link.notice_shown()  # reached only when the page ran to its end (not stopped, not rerun)
 finally:
-    # A full collection after each full run (the config turns off Streamlit's own, which also runs
-    # after every fragment refresh): the cyclic garbage a model call leaves is freed, and progress
-    # fragments in several open sessions do not each pay for it.
-    gc.collect()
+    # A full collection after a full run, at most every few seconds server-wide (the config turns
+    # off Streamlit's own, which runs after every run and fragment refresh of every session).
+    memory.collect_now_and_then()

@@ -12,12 +12,14 @@ a number computed under one stack is never shown under another's name.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from pathlib import Path
 
 import streamlit as st
 from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from rag_core.loupe.indexes import default_index_name
 from rag_core.loupe.model_stacks import LOAD_ERRORS, Loupe, Models, StackHolder, parse_stack_args, stacks
@@ -25,6 +27,7 @@ from rag_core.loupe.storage import caches
 from rag_core.loupe.vocabulary import Config, first_line
 
 log = logging.getLogger("rag_loupe.app")
+OFFERED = "_stacks_offered"  # session_state: the stacks on offer, read once per page run
 RUNTIME = ("device", "threads", "allow_downloads", "batch_questions")  # the command line's, for every stack
 
 
@@ -58,11 +61,16 @@ def argv() -> list[str]:
     """The flags after `--` of `streamlit run app/main.py -- ...` (Streamlit hands the script
     [script path, *flags] as sys.argv); none when the app runs inside another program (AppTest in
     pytest), whose own arguments are not ours."""
+    return sys.argv[1:] if sys.argv and _is_this_app(sys.argv[0]) else []
+
+
+@functools.lru_cache(maxsize=4)
+def _is_this_app(script: str) -> bool:
+    """Whether `script` is this app's main.py (resolved once: a page run asks many times)."""
     try:
-        ours = Path(sys.argv[0]).resolve() == MAIN
-    except (IndexError, OSError):
-        ours = False
-    return sys.argv[1:] if ours else []
+        return Path(script).resolve() == MAIN
+    except OSError:
+        return False
 
 
 def cli() -> tuple[stacks.Stack | None, str | None, str | None]:
@@ -83,8 +91,23 @@ def _runtime(flags: tuple[str, ...]) -> dict:
     return {name: getattr(cfg, name) for name in RUNTIME}
 
 
+def begin_run() -> None:
+    """A new page run: the stacks on offer are read afresh (a training run may have finished)."""
+    st.session_state.pop(OFFERED, None)
+
+
 def offered() -> list[stacks.Stack]:
-    """The Model choices: default, base, the command line's, the finished training runs."""
+    """The Model choices: default, base, the command line's, the finished training runs. Read once
+    per page run (`begin_run`): every state function asks for the session's stack, and reading the
+    training cache each time held the interpreter for long with a class on one server."""
+    if get_script_run_ctx(suppress_warning=True) is None:  # not in a page run (a test reading it)
+        return _offered()
+    if OFFERED not in st.session_state:
+        st.session_state[OFFERED] = _offered()
+    return st.session_state[OFFERED]
+
+
+def _offered() -> list[stacks.Stack]:
     extra = runtime()
     cs, _, _ = cli()
     out = [stacks.Stack(s.key, s.name, s.cfg.with_(**extra), s.kind) for s in stacks.preset_stacks()]

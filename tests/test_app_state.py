@@ -123,3 +123,29 @@ def test_a_stuffed_failure_is_explained_on_citations():
     assert at.session_state["swap_goto"] == "citations.py"
     assert at.session_state["question"] == "Who is the President of Mexico?"
     assert "tvs_answer" not in at.session_state
+
+
+@pytest.mark.slow  # the Ask page on the real model
+def test_the_stacks_on_offer_are_read_once_a_page_run(monkeypatch):
+    """Every state function asks for the session's stack; reading the training cache and the
+    command line each time held a class's server for long. Once per full page run now (a page may
+    rerun itself, so runs are counted where each begins; the test's own reads of a widget's label
+    happen outside a run)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    from app import stack
+
+    reads, runs = [], []
+    real_read, real_begin = stack._offered, stack.begin_run
+
+    def read():
+        if get_script_run_ctx(suppress_warning=True) is not None:
+            reads.append(1)
+        return real_read()
+
+    monkeypatch.setattr(stack, "_offered", read)
+    monkeypatch.setattr(stack, "begin_run", lambda: runs.append(1) or real_begin())
+    at = ask_app()
+    visit(at, "by_hand.py")
+    visit(at, "citations.py")
+    assert len(runs) >= 3 and len(reads) == len(runs), (len(reads), len(runs))

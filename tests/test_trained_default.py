@@ -3,8 +3,10 @@ settings, command), the merged model gives the log-probabilities recorded when i
 is the default of every command while `--preset base` stays the untrained stack, and a damaged
 merged copy heals."""
 
+import hashlib
 import json
 import logging
+import os
 import re
 import shutil
 import subprocess
@@ -32,6 +34,29 @@ TOL = 1e-4  # float32 kernels differ between CPUs by ~2e-5 (docs/results.md quot
 @pytest.fixture(scope="module")
 def manifest():
     return json.loads((ADAPTER_DIR / "manifest.json").read_text(encoding="utf-8"))
+
+
+def test_the_adapter_hash_is_read_once_and_follows_a_changed_file(tmp_path):
+    """The hash is kept per version of the files (it is asked for many times a page run), yet an
+    adapter saved again at the same path gets its own hash, equal to one computed from the bytes."""
+    for name in trained.ADAPTER_FILES:
+        shutil.copy(ADAPTER_DIR / name, tmp_path / name)
+
+    def by_hand() -> str:
+        h = hashlib.sha256()
+        for name in trained.ADAPTER_FILES:
+            h.update(name.encode() + b"\x00" + (tmp_path / name).read_bytes())
+        return h.hexdigest()[:16]
+
+    first = trained.adapter_hash(tmp_path)
+    assert first == by_hand() == trained.adapter_hash(ADAPTER_DIR)
+    weights = tmp_path / "adapter_model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # the same size, another byte, another time
+    stamp = weights.stat().st_mtime_ns
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(stamp + 10**9, stamp + 10**9))
+    assert trained.adapter_hash(tmp_path) == by_hand() != first
 
 
 def test_the_manifest_describes_the_shipped_files(manifest):

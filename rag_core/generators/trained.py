@@ -26,12 +26,21 @@ from rag_core.storage.files import replace_dir, temp_sibling
 ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
+_ADAPTER_HASHES: dict[tuple, str] = {}  # the adapter files' (path, size, mtime) -> their hash
+
+
 def adapter_hash(folder: Path = ADAPTER_DIR) -> str:
-    """sha256 over the adapter's files (names and bytes), 16 hex digits."""
-    h = hashlib.sha256()
-    for name in ADAPTER_FILES:
-        h.update(name.encode() + b"\x00" + (folder / name).read_bytes())
-    return h.hexdigest()[:16]
+    """sha256 over the adapter's files (names and bytes), 16 hex digits. Read once per process and
+    version of the files: every stack fingerprint asks for it, many times a page run, and the
+    weights are megabytes."""
+    paths = [folder / name for name in ADAPTER_FILES]
+    stamps = tuple((str(p), s.st_size, s.st_mtime_ns) for p, s in ((p, p.stat()) for p in paths))
+    if stamps not in _ADAPTER_HASHES:
+        h = hashlib.sha256()
+        for name, path in zip(ADAPTER_FILES, paths):
+            h.update(name.encode() + b"\x00" + path.read_bytes())
+        _ADAPTER_HASHES[stamps] = h.hexdigest()[:16]
+    return _ADAPTER_HASHES[stamps]
 
 
 def trained_folder(base: Path, progress=None, adapter: Path = ADAPTER_DIR) -> Path:
