@@ -49,6 +49,7 @@ BROWSERS = 3  # the asker, the index swapper, the evaluator
 REPORT = os.environ.get("RAG_LOUPE_CLASS_REPORT")
 SHIPPED_RUN = ASSETS / "eval" / "runs" / "test-k5.json"  # the app's default stack, index and settings
 PLAIN = re.compile(r"^[A-Za-z0-9 ]+$")  # answers Markdown escaping leaves as they are
+QUESTIONS_N = "Questions (the first N)"  # the Eval form's slider
 DEV_FIRST = json.loads((ROOT / "assets" / "eval" / "dev.jsonl").read_text().splitlines()[0])["question"]
 
 
@@ -147,10 +148,13 @@ def start_one_question_eval(driver) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    slider = driver.find_element(By.CSS_SELECTOR, 'input[type="range"][aria-label="Questions (the first N)"]')
-    driver.execute_script("arguments[0].focus()", slider)  # the range input is visually hidden
+    def slider():  # found again each time: the rerun the key press starts may draw a new one
+        return driver.find_element(By.CSS_SELECTOR, f'input[type="range"][aria-label="{QUESTIONS_N}"]')
+
+    driver.execute_script("arguments[0].focus()", slider())  # the range input is visually hidden
     ActionChains(driver).send_keys(Keys.HOME).perform()
-    wait_for(driver, lambda: slider.get_attribute("value") == "1" and settled(driver), 30, "the slider at 1")
+    at_one = lambda: slider().get_attribute("value") == "1" and settled(driver)  # noqa: E731
+    wait_for(driver, at_one, 30, "the slider at 1")
     driver.find_element(By.XPATH, '//button[.//p[text()="Run"]]').click()
 
 
