@@ -53,6 +53,9 @@ def main():
             if "peak_rss_mb" in r
             else None,
             "classroom_errors": r.get("errors"),
+            # the server's share of the CPU time every process used during the burst (the clients
+            # run on the same cores here, unlike a class's own laptops)
+            "classroom_server_cpu_share": r.get("server_cpu_share"),
         }
     )
 

@@ -177,6 +177,14 @@ class RssSampler:
         return max(self.peak, self.now())
 
 
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """CPU seconds used so far by the server and by every process of the machine (its clients
+    here: the browsers and this test's light sessions share the same cores)."""
+    server = psutil.Process(pid).cpu_times()
+    every = psutil.cpu_times()
+    return server.user + server.system, every.user + every.system + every.nice
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -223,6 +231,7 @@ def test_a_class_asks_at_once(served):
             evaluator, lambda: "Evaluation run" in body_text(evaluator), 60, "the background job's progress"
         )
         began = time.monotonic()  # the burst: the class opens its links, the asker types its question
+        cpu_began = cpu_seconds(proc.pid)
         students = [Student(url, want) for want in class_want]
         ask(asker, asker_want["question"])
         for s in students:
@@ -234,6 +243,8 @@ def test_a_class_asks_at_once(served):
             "the asker's answer",
         )
         report["peak_rss_mb"] = rss.stop()
+        server_cpu, all_cpu = (now - then for now, then in zip(cpu_seconds(proc.pid), cpu_began))
+        report["server_cpu_share"] = round(server_cpu / all_cpu, 3)  # of what every process used
         late = [s.want["question"] for s in students if not s.answered]
         assert not late, (late, students[0].session.text()[-1500:])
         answers = [s.want["token"][0] for s in students] + [asker_want["token"][0]]
