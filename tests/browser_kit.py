@@ -338,6 +338,8 @@ def choose(driver, label: str, option: str, area: str = "main") -> None:
     from selenium.webdriver.common.keys import Keys
 
     selector = f'{AREAS[area]}input[role="combobox"][aria-label="{label}"]'
+    # a page can report its run over a moment before its last part is drawn
+    wait_for(driver, lambda: driver.find_elements(By.CSS_SELECTOR, selector), 60, f"the select box {label!r}")
     driver.find_element(By.CSS_SELECTOR, selector).click()
     listbox = f'[role="listbox"][aria-label="{label}"] [role="option"]'
     wait_for(driver, lambda: driver.find_elements(By.CSS_SELECTOR, listbox), 20, f"the options of {label}")

@@ -4,8 +4,8 @@ seconds, whichever session's run comes to its end.
 A full collection frees the cyclic garbage a model call leaves, but it walks every object of the
 process (the models, the indexes, every session's state) while holding the interpreter: about a
 third of a second with one session, more with a class. Run after every page run of thirty
-sessions, it was most of what the server did while they waited (a profile of the class bench).
-Python's generational collector still runs as usual in between.
+sessions, it would be most of what the server does while they wait (a profile of the class bench
+says so). Python's generational collector still runs as usual in between.
 
 >>> every = Throttle(10.0)
 >>> every.due(1000.0), every.due(1005.0), every.due(1010.0)  # the second is too soon
