@@ -2,8 +2,9 @@
 headless Chromium browsers, the rest light websocket sessions each opening a link with a different
 test-split question), beside a background evaluation and the index swap. It runs the test that
 checks every answer (tests/test_classroom.py) with more sessions and reads the figures it writes:
-times to answer (p50, p95) against one question alone, page loads while the line is full, the
-server's RSS with one session and at its peak, errors."""
+times to answer (p50, p95) against one question's time (the mean of questions asked alone
+before the burst, none of them in it), page loads while the line is full, the
+server's peak RSS while one session asks and while the class does, errors."""
 
 import json
 import os
@@ -40,14 +41,23 @@ def main():
             "classroom_sessions": r["sessions"],
             "classroom_passed": out.returncode == 0,
             "classroom_one_question_s": r.get("one_question_s"),
+            "classroom_alone_questions": len(r.get("alone_s", [])),
             "classroom_answer_p50_s": r.get("answer_p50_s"),
             "classroom_answer_p95_s": r.get("answer_p95_s"),
-            # nobody waits longer than the line itself needs: p95 over (sessions x one question)
-            "classroom_p95_vs_line": round(r["answer_p95_s"] / ((r["sessions"] - 3) * r["one_question_s"]), 3)
+            # nobody waits longer than the line itself needs: p95 over (sessions x one question), the
+            # issue's measure; the burst holds the students' questions, the asker's and an evaluation
+            "classroom_p95_vs_line": round(r["answer_p95_s"] / (r["sessions"] * r["one_question_s"]), 3)
+            if "answer_p95_s" in r
+            else None,
+            # the stricter reading: over the students' questions alone
+            "classroom_p95_vs_students": round(
+                r["answer_p95_s"] / ((r["sessions"] - 3) * r["one_question_s"]), 3
+            )
             if "answer_p95_s" in r
             else None,
             "classroom_page_load_p95_s": r.get("page_load_p95_s"),
-            "classroom_rss_one_mb": r.get("rss_one_session_mb"),
+            "classroom_rss_one_mb": r.get("rss_one_session_mb"),  # its peak while one session asks
+            "classroom_rss_one_after_mb": r.get("rss_one_session_after_mb"),  # once it has its answers
             "classroom_rss_peak_mb": r.get("peak_rss_mb"),
             "classroom_rss_ratio": round(r["peak_rss_mb"] / r["rss_one_session_mb"], 3)
             if "peak_rss_mb" in r
