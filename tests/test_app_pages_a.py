@@ -164,7 +164,7 @@ def test_by_hand_defaults_and_validation(at):
 
 
 def test_by_hand_query_sliders_move_the_prior(at):
-    """The seed's first demo: move q and the three-passage softmax follows (checked by brute force)."""
+    """The first demo of By hand: move q and the three-passage softmax follows (checked by brute force)."""
     at.session_state["hand_pulse_vec"] = {
         "edited_rows": {},
         "added_rows": [],

@@ -112,7 +112,7 @@ def test_shipped_two_answer_toy_matches_brute_force():
     rows = by_hand.answer_rows(toys.run_spec(spec))
     check_rows(OBAMA, OBAMA["tables"], rows)
     by = {r["answer"]: r for r in rows}
-    # the seed's numbers: RAG-Sequence prefers "born Hawaii", RAG-Token gives the stitched answer more
+    # by hand from the tables: RAG-Sequence prefers "born Hawaii", RAG-Token the stitched answer more
     assert round(by["born Hawaii"]["p_seq"], 3) == 0.516 and round(by["born Hawaii"]["p_tok"], 3) == 0.449
     assert by["Chicago Hawaii"]["p_tok"] > by["Chicago Hawaii"]["p_seq"]
     assert by["born Hawaii"]["p_seq"] > by["born Hawaii"]["p_tok"]
@@ -331,7 +331,7 @@ def test_posterior_is_bayes(prior, p_word):
     total = sum(prior)
     assert post == pytest.approx(brute_posterior([p / total for p in prior], p_word), abs=1e-12)
     if prior == [0.7, 0.3]:
-        assert [round(p, 3) for p in post] == [0.913, 0.087]  # the seed's numbers
+        assert [round(p, 3) for p in post] == [0.913, 0.087]  # 0.7·0.9 / (0.7·0.9 + 0.3·0.2), by hand
     if prior == [0.9, 0.1]:  # the word moves belief to z2 despite its small prior
         assert post[1] > 0.5 > prior[1]
     if p_word[0] == p_word[1]:  # a word both passages explain equally leaves the prior as it was

@@ -1,5 +1,5 @@
 """`python -m rag_core toy NAME`: a hand-made example (obama, softmax, posterior, frankenstein)
-or a toy JSON file, printed with the numbers the seeds work out by hand."""
+or a toy JSON file, printed with the numbers one can work out by hand from its tables."""
 
 from __future__ import annotations
 
