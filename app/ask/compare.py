@@ -8,6 +8,7 @@ fingerprint, so it is computed once, and never shown under the wrong name.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -16,7 +17,7 @@ import streamlit as st
 from app import stack, state
 from app.ui import safe_text, views
 from rag_core.loupe.diagnosis import confidence as certainty
-from rag_core.loupe.vocabulary import DECODINGS, AnswerSettings, Trace, first_line, p_text, prob
+from rag_core.loupe.vocabulary import DECODINGS, Trace, first_line, p_text, prob
 
 NONE = "(none)"
 
@@ -44,7 +45,7 @@ def section(trace: Trace) -> None:
     try:
         with st.spinner(f"Answering with {other.name} (loaded for this comparison)…"):
             theirs, their_confidence = stack.door().compare(
-                other, trace.question, AnswerSettings.of(state.settings().with_(index=trace.index))
+                other, trace.question, dataclasses.replace(state.answer_settings(), index=trace.index)
             )
     except stack.LOAD_ERRORS as e:
         st.error(f"{safe_text.md_text(other.name)} could not answer: {safe_text.md_text(first_line(e))}")
