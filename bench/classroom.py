@@ -45,7 +45,7 @@ def main():
             "classroom_answer_p50_s": r.get("answer_p50_s"),
             "classroom_answer_p95_s": r.get("answer_p95_s"),
             # nobody waits longer than the line itself needs: p95 over (sessions x one question), the
-            # issue's measure; the burst holds the students' questions, the asker's and an evaluation
+            # goal's measure; the burst holds the students' questions, the asker's and an evaluation
             "classroom_p95_vs_line": round(r["answer_p95_s"] / (r["sessions"] * r["one_question_s"]), 3)
             if "answer_p95_s" in r
             else None,
