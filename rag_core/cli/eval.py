@@ -19,7 +19,12 @@ import tempfile
 from pathlib import Path
 
 from rag_core.analysis.evaluation import eval_checkpoint, shipped_runs
-from rag_core.analysis.evaluation.eval_summary import em_by_kind, kind_table
+from rag_core.analysis.evaluation.eval_summary import (
+    distractor_line,
+    distractor_picks,
+    em_by_kind,
+    kind_table,
+)
 from rag_core.analysis.evaluation.questions import read_questions
 from rag_core.analysis.evaluation.runs import run_eval, save_run
 from rag_core.analysis.evaluation.sweep import load_traces, stored_traces, sweep
@@ -253,11 +258,14 @@ def run(args: argparse.Namespace) -> int:
                 write_otlp(trace_dir, Path(args.otlp), len(questions))
     write_outputs(args, cfg, result)
     by_kind = em_by_kind(result.results, {q.question: q.kind for q in questions})
+    picks = distractor_picks(result.results, {q.question: q.distractors for q in questions})
     if args.json:
         summary = result.summary() | ({"by_kind": by_kind} if by_kind else {})
+        summary |= {"distractor_picks": picks} if picks else {}
         print(json.dumps({"settings": result.settings, "summary": summary}, indent=1, ensure_ascii=False))
     else:
         print(result.table_text())
-        if by_kind:
-            print("\n" + kind_table(by_kind))
+        for table in (kind_table(by_kind), distractor_line(picks)):
+            if table:
+                print("\n" + table)
     return 0

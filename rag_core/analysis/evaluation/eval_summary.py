@@ -11,6 +11,7 @@ from rag_core.analysis.diagnosis.confidence import DISAGREE, GUESSING, UNSUPPORT
 from rag_core.analysis.diagnosis.verdict_rules import VERDICTS
 from rag_core.analysis.evaluation.question_result import ModeResult, QuestionResult
 from rag_core.analysis.evaluation.retrieval_metrics import CELLS, error_split, retrieval_metrics
+from rag_core.analysis.matching import exact_match
 from rag_core.config import CLOSED_BOOK, RAG_SEQUENCE, RAG_TOKEN, READINGS, STUFFED
 
 MODES = (CLOSED_BOOK, RAG_TOKEN, RAG_SEQUENCE, STUFFED)  # stuffed: runs made with `eval --stuffed`
@@ -113,6 +114,35 @@ def kind_table(by_kind: dict[str, dict]) -> str:
         cells = "".join(f"{percent(row.get(m)):>14}" for m in modes)
         lines.append(f"{kind:<24}{row['n']:>5}" + cells)
     return "\n".join(lines)
+
+
+def distractor_picks(results: list[QuestionResult], distractors: dict[str, tuple[str, ...]]) -> dict:
+    """Of the wrong answers to questions that record distractors (`distractors`: question -> the
+    other candidates its passage names, from its file), how many are one of them (SQuAD exact
+    match), per mode: {mode: {"wrong": n, "distractor": n}}; {} when the file records none.
+
+    >>> wrong = QuestionResult("a?", ["x"], "", {"rag-token": ModeResult("y", False, False)}, True, 1)
+    >>> other = QuestionResult("b?", ["x"], "", {"rag-token": ModeResult("z", False, False)}, True, 1)
+    >>> distractor_picks([wrong, other], {"a?": ("Y",), "b?": ("w",)})
+    {'rag-token': {'wrong': 2, 'distractor': 1}}
+    """
+    asked = [r for r in results if distractors.get(r.question)]
+    out = {}
+    for m in MODES:
+        wrong = [r for r in asked if m in r.modes and not r.modes[m].em]
+        if any(m in r.modes for r in asked):
+            picked = sum(exact_match(r.modes[m].answer, distractors[r.question]) for r in wrong)
+            out[m] = {"wrong": len(wrong), "distractor": picked}
+    return out
+
+
+def distractor_line(picks: dict) -> str:
+    """`distractor_picks` as the CLI prints it ("" when there is none)."""
+    if not picks:
+        return ""
+    cells = "".join(f"{str(v['distractor']) + ' of ' + str(v['wrong']):>14}" for v in picks.values())
+    head = f"{'wrong answers that name a recorded distractor':<46}" + "".join(f"{m:>14}" for m in picks)
+    return f"{head}\n{'':<46}{cells}"
 
 
 def summarize(results: list[QuestionResult], k: int) -> dict:

@@ -27,6 +27,8 @@ class EvalQuestion:
     line: int = 0  # 1-based line in the file
     index: str = ""  # the index this question is asked on, when the file names one (training on 2016/2018)
     kind: str = ""  # what the question asks for (person, place, date…), when the file says
+    # other candidates of the kind asked that its passage names (a hard question), when the file says
+    distractors: tuple[str, ...] = ()
 
 
 def parse_question_line(raw: bytes | str) -> EvalQuestion | None:
@@ -49,7 +51,9 @@ def parse_question_line(raw: bytes | str) -> EvalQuestion | None:
     title = row.get("title") if isinstance(row.get("title"), str) else ""
     index = row.get("index") if isinstance(row.get("index"), str) else ""
     kind = row.get("kind") if isinstance(row.get("kind"), str) else ""
-    return EvalQuestion(" ".join(q.split()), answers, title, index=index, kind=kind)
+    others = row.get("distractors") if isinstance(row.get("distractors"), list) else []
+    distractors = tuple(d.strip() for d in others if isinstance(d, str) and d.strip())
+    return EvalQuestion(" ".join(q.split()), answers, title, index=index, kind=kind, distractors=distractors)
 
 
 def read_questions(path: str | Path) -> tuple[list[EvalQuestion], int]:
