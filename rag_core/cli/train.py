@@ -69,6 +69,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="the prompt the generator trains on (default: its own; 'plain' has no worked examples)",
     )
+    p.add_argument(
+        "--unlikelihood",
+        type=float,
+        default=d.unlikelihood,
+        metavar="W",
+        help="add W times -log(1 - p(d|x)) for each distractor d a question records (default 0: off)",
+    )
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--checkpoint-every", type=positive_int, default=d.checkpoint_every, metavar="N")
     p.add_argument(
@@ -114,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         args.checkpoint_every,
         args.scale,
         args.prompt,
+        args.unlikelihood,
     ).validate()
     cfg = config_from(args, k=args.k, index=args.index, corpus=args.corpus, scale=args.scale)
     with progress_bar() as progress, graceful_stop() as should_stop:
@@ -130,6 +138,7 @@ def report(m: dict, out: str) -> str:
         f"trained {m['part']} on {m['data']['questions']} questions ({m['data']['file']}): "
         f"{m['steps_done']}/{m['steps']} steps of {m['batch']}, rag-{m['marginal']}, K={m['k']}, "
         f"lr {', '.join(f'{p} {lr:g}' for p, lr in m['lr'].items())}, {m['seconds']:.0f} s on {m['device']}"
+        + (f", unlikelihood weight {m['unlikelihood']:g} on distractors" if m.get("unlikelihood") else "")
     ]
     if loss.get("steps"):
         lines.append(

@@ -21,6 +21,14 @@ Worked example (the posterior demo: prior 0.7 / 0.3, p(y|x,z) = 0.9 / 0.2, d1 = 
 [0.213, -0.213]
 >>> round(nll("sequence", lp, tok).item(), 3)   # -log(0.7·0.9 + 0.3·0.2) = -log 0.69
 0.371
+
+The same numbers read as a distractor's (a wrong candidate the passages name) give the unlikelihood
+term that pushes it down, −log(1 − p(d|x)), and the weight p/(1 − p) its retriever gradient takes:
+
+>>> round(unlikelihood("sequence", lp, tok).item(), 3)   # -log(1 - 0.69)
+1.171
+>>> round(unlikelihood_weight("sequence", lp, tok).item(), 3)   # 0.69 / 0.31
+2.226
 """
 
 from __future__ import annotations
@@ -74,3 +82,32 @@ def nll(
 ) -> torch.Tensor:
     """The training loss, as the paper trains: −log p(y|x), marginalised over the top K: (...)."""
     return -log_likelihood(marginal, log_pz, token_logp, mask)  # (...)
+
+
+# p(d|x) is a probability of a whole answer; 1 − p is kept above 1e-6 so the term stays finite (its
+# gradient weight is then at most 1e6, which the loop's gradient clipping bounds).
+_MAX_LOG_P = float(torch.log1p(torch.tensor(-1e-6, dtype=torch.float64)))
+
+
+def _log_p(marginal, log_pz, token_logp, mask) -> torch.Tensor:
+    return log_likelihood(marginal, log_pz, token_logp, mask).clamp(max=_MAX_LOG_P)  # (...)
+
+
+def unlikelihood(
+    marginal: str, log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """−log(1 − p(d|x)) of a distractor d (its token log-probs under the K passages): (...).
+
+    Near 0 while the mixture gives d little probability, large as d becomes the likely answer, so
+    it only pushes down a wrong candidate the model actually prefers (Welleck et al.'s unlikelihood
+    at the level of the whole answer)."""
+    return -torch.log(-torch.expm1(_log_p(marginal, log_pz, token_logp, mask)))  # (...)
+
+
+def unlikelihood_weight(
+    marginal: str, log_pz: torch.Tensor, token_logp: torch.Tensor, mask: torch.Tensor | None = None
+) -> torch.Tensor:
+    """p/(1 − p) of a distractor: ∂ unlikelihood / ∂q = p/(1 − p) · ∂ log p(d|x) / ∂q, so its
+    retriever gradient is `query_gradient` of the distractor's bracket times this: (...)."""
+    lp = _log_p(marginal, log_pz, token_logp, mask)  # (...)
+    return torch.exp(lp - torch.log(-torch.expm1(lp)))  # (...)

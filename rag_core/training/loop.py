@@ -7,6 +7,10 @@ teacher-forced under the K passages, and the loss is −log p(y|x) under the cho
   `gradient.py`, scale · Σ_z bracket(z) d(z), handed to autograd at q(x), so the loop runs the
   very formula the Train page draws. Passage vectors and the index never change.
 - The generator learns through LoRA adapters (`lora.py`) by autograd of the same loss.
+- With `unlikelihood` > 0, a question that records distractors (other candidates of the kind asked
+  that its passage names) adds that weight times −log(1 − p(d|x)) per distractor d, under the same
+  marginal and the same K passages: the neighbour-name failure, pushed down where the model makes
+  the mistake (`gradient.unlikelihood`).
 With only the query encoder training the generator is fixed, so a question's answer is teacher-forced
 under its top K once and remembered: only a change of the top K (a passage entering) costs a pass.
 
@@ -31,7 +35,14 @@ from rag_core.pipeline import Models
 from rag_core.retrieval.index import PassageIndex
 from rag_core.training import checkpoint, lora
 from rag_core.training.conditionals import answer_token_logp
-from rag_core.training.gradient import MARGINALS, bracket, nll, query_gradient
+from rag_core.training.gradient import (
+    MARGINALS,
+    bracket,
+    nll,
+    query_gradient,
+    unlikelihood,
+    unlikelihood_weight,
+)
 from rag_core.training.query import query_model, query_tensor
 
 PARTS = ("query", "generator", "both")
@@ -54,6 +65,9 @@ class TrainSettings:
     prompt: str | None = (
         None  # a causal generator's prompt while training ("plain" or "few-shot"); None = its own
     )
+    unlikelihood: float = (
+        0.0  # weight of −log(1 − p(d|x)) per recorded distractor d; 0 = the likelihood alone
+    )
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -74,6 +88,8 @@ class TrainSettings:
             raise ValueError(f"prompt must be one of {', '.join(PROMPT_STYLES)}, got {self.prompt!r}")
         if self.lr is not None and not 0 < self.lr < 1:
             raise ValueError(f"learning rate must be between 0 and 1, got {self.lr!r}")
+        if not 0 <= self.unlikelihood < float("inf"):
+            raise ValueError(f"the unlikelihood weight must be 0 or more, got {self.unlikelihood!r}")
         return self
 
     def to_dict(self) -> dict:
@@ -116,6 +132,7 @@ class Run:
     index: PassageIndex
     questions: list[EvalQuestion]
     answers: list[list[int]]  # gold answer token ids, one list a question
+    distractors: list[list[list[int]]]  # each question's distractors' token ids ([] when the term is off)
     settings: TrainSettings
     scale: float
     adapted: lora.Adapted | None = None  # the generator's adapters, when it trains
@@ -140,6 +157,12 @@ class Run:
         return self.adapted.parameters()
 
 
+def distractor_ids(gen, q: EvalQuestion) -> list[list[int]]:
+    """The token ids of q's distractors, leaving out any that reads as one of its gold answers."""
+    gold = [gen.encode_answer(a) for a in q.answers]
+    return [ids for ids in (gen.encode_answer(d) for d in q.distractors) if ids not in gold]
+
+
 def start_run(
     models: Models,
     index: PassageIndex,
@@ -162,6 +185,7 @@ def start_run(
         index,
         list(questions),
         [gen.encode_answer(q.answers[0]) for q in questions],
+        [distractor_ids(gen, q) if settings.unlikelihood else [] for q in questions],
         settings,
         float(settings.scale if settings.scale is not None else models.encoder.default_scale),
         indexes=dict(indexes or {}),
@@ -173,17 +197,18 @@ def start_run(
     return run
 
 
-def conditionals(run: Run, qi: int, passages) -> torch.Tensor:
-    """(K, T) log p(y_i|x,z,y_<i) of question qi's answer; with a graph when the generator trains.
+def conditionals(run: Run, qi: int, passages, answer: list[int] | None = None) -> torch.Tensor:
+    """(K, T) log p(y_i|x,z,y_<i) of question qi's answer (or of `answer`, one of its distractors);
+    with a graph when the generator trains.
 
     A frozen generator's numbers are remembered per (question, top-K list): one batched pass when
     the list changes, none while it stays. Keyed by the whole list, not per passage, so the numbers
     never depend on which passages happened to share a batch earlier, and a resumed run repeats an
     uninterrupted one to the last bit."""
-    q, ans = run.questions[qi], run.answers[qi]
+    q, ans = run.questions[qi], run.answers[qi] if answer is None else answer
     if run.adapted is not None:
         return answer_token_logp(run.models.generator, q.question, passages, ans)  # (K, T)
-    key = (qi, tuple(p.id for p in passages))
+    key = (qi, tuple(p.id for p in passages)) + (() if answer is None else (tuple(answer),))
     if key not in run.remembered:
         with torch.no_grad():
             run.remembered[key] = answer_token_logp(run.models.generator, q.question, passages, ans)  # (K, T)
@@ -194,11 +219,12 @@ def conditionals(run: Run, qi: int, passages) -> torch.Tensor:
 class Terms:
     """One question's piece of the loss, and what its gradients are made from."""
 
-    loss: torch.Tensor  # () −log p(y|x)
+    loss: torch.Tensor  # () −log p(y|x), plus the weighted unlikelihood of the distractors
     q: torch.Tensor  # (D,) q(x), with a graph when the query encoder trains
     d: torch.Tensor  # (K, D) d(z) of the retrieved passages (frozen)
     log_pz: torch.Tensor  # (K,) log p(z|x), detached from q
     token_logp: torch.Tensor  # (K, T) log p(y_i|x,z,y_<i), with a graph when the generator trains
+    distractor_logp: list[torch.Tensor] = field(default_factory=list)  # (K, T_d) per distractor d
 
 
 def question_terms(run: Run, qi: int) -> Terms:
@@ -211,20 +237,35 @@ def question_terms(run: Run, qi: int) -> Terms:
     rows = rows[0][rows[0] >= 0]  # (K,)
     d = doc_vectors(index, rows)  # (K, D)
     log_pz = marginals.log_prior(d @ q.detach().cpu().double(), run.scale)  # (K,)
-    token_logp = conditionals(run, qi, [index.passages[int(r)] for r in rows])  # (K, T)
-    return Terms(nll(s.marginal, log_pz, token_logp), q, d, log_pz, token_logp)
+    passages = [index.passages[int(r)] for r in rows]
+    token_logp = conditionals(run, qi, passages)  # (K, T)
+    loss = nll(s.marginal, log_pz, token_logp)  # ()
+    others = [conditionals(run, qi, passages, ids) for ids in run.distractors[qi]]  # (K, T_d) each
+    for other in others:
+        loss = loss + s.unlikelihood * unlikelihood(s.marginal, log_pz, other)  # ()
+    return Terms(loss, q, d, log_pz, token_logp, others)
+
+
+def retriever_gradient(run: Run, t: Terms) -> torch.Tensor:
+    """−∂ loss / ∂q(x) (the direction the query moves): the likelihood's pull, less each
+    distractor's pull weighted by its unlikelihood weight p/(1 − p): (D,)."""
+    s = run.settings
+    grad = query_gradient(bracket(s.marginal, t.log_pz, t.token_logp.detach()), t.d, run.scale)  # (D,)
+    for other in t.distractor_logp:
+        other = other.detach()  # (K, T_d)
+        pull = query_gradient(bracket(s.marginal, t.log_pz, other), t.d, run.scale)  # (D,)
+        grad = grad - s.unlikelihood * unlikelihood_weight(s.marginal, t.log_pz, other) * pull  # (D,)
+    return grad
 
 
 def question_loss(run: Run, qi: int, weight: float) -> float:
-    """−log p(y|x) of one question; its gradients (times `weight`) are added to every training part."""
+    """One question's loss; its gradients (times `weight`) are added to every training part."""
     t = question_terms(run, qi)
     if run.adapted is not None:
         (weight * t.loss).backward()
     if "query" in run.settings.parts:
-        grad = query_gradient(
-            bracket(run.settings.marginal, t.log_pz, t.token_logp.detach()), t.d, run.scale
-        )  # (D,)
-        t.q.backward((-weight * grad).to(t.q.device, t.q.dtype))  # the loss is −log p: descend along −grad
+        grad = retriever_gradient(run, t)  # (D,)
+        t.q.backward((-weight * grad).to(t.q.device, t.q.dtype))  # descend: the loss falls along grad
     return float(t.loss.detach())
 
 
@@ -265,8 +306,9 @@ def snapshot(run: Run) -> checkpoint.Checkpoint:
 
 def settings_mismatch(saved: dict, settings: TrainSettings) -> str | None:
     """Why a run made with `saved` settings cannot be continued under `settings` (None: it can)."""
-    ours = settings.to_dict()
-    differ = [k for k in ours if k not in RESUMABLE and saved.get(k) != ours[k]]
+    ours, defaults = settings.to_dict(), TrainSettings().to_dict()
+    # a setting the saved run predates was at its default then
+    differ = [k for k in ours if k not in RESUMABLE and saved.get(k, defaults[k]) != ours[k]]
     if not differ:
         return None
     k = differ[0]
