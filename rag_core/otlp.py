@@ -88,12 +88,14 @@ def _reading(trace: Trace, decoding: str) -> dict | None:
     c = trace.answer(decoding)
     if c is None:
         return None
-    settings = {k: trace.settings.get(k) for k in ("beams", "max_new_tokens", "length_penalty", "rescore")}
+    settings = {
+        k: getattr(trace.settings, k) for k in ("beams", "max_new_tokens", "length_penalty", "rescore")
+    }
     attrs = {
         Attr.OPENINFERENCE_SPAN_KIND: Kind.LLM.value,
         Attr.INPUT_VALUE: trace.question,
         Attr.OUTPUT_VALUE: c.answer,
-        Attr.LLM_MODEL_NAME: str(trace.settings.get("generator", "")),
+        Attr.LLM_MODEL_NAME: str(trace.settings.generator or ""),
         Attr.LLM_INVOCATION_PARAMETERS: json.dumps(settings),
         PREFIX + "decoding": decoding,
         PREFIX + "p": prob(log_p_under(c, decoding, trace.log_prior)),
@@ -139,7 +141,7 @@ def spans_of(trace: Trace, readings: Sequence[str] = (*DECODINGS, STUFFED)) -> l
                 {
                     Attr.OPENINFERENCE_SPAN_KIND: Kind.RETRIEVER.value,
                     Attr.INPUT_VALUE: trace.question,
-                    Attr.EMBEDDING_MODEL_NAME: str(trace.settings.get("encoder") or ""),
+                    Attr.EMBEDDING_MODEL_NAME: str(trace.settings.encoder or ""),
                     PREFIX + "prior": [float(p) for p in trace.prior],
                     **_documents(trace, cited),
                 }

@@ -140,7 +140,8 @@ DECODE_SETTINGS = tuple(name for name in ANSWER_SETTINGS if name != "scale")
 def trace_config(base: Config, trace: Trace) -> Config:
     """The config a trace was decoded with (its recorded settings over `base`), so a follow-up
     search (closed-book, a rerun) searches the same way."""
-    return base.with_(**{name: trace.settings[name] for name in DECODE_SETTINGS if name in trace.settings})
+    recorded = trace.settings.to_dict()
+    return base.with_(**{name: recorded[name] for name in DECODE_SETTINGS if name in recorded})
 
 
 @dataclass

@@ -34,8 +34,6 @@ from rag_core.models.sources import ModelSourceError, model_type, pick_device, r
 from rag_core.storage import caches
 from rag_core.training.output import GENERATOR, QUESTION_ENCODER, read_manifest
 
-MODEL_FIELDS = ("question_encoder", "ctx_encoder", "generator")
-
 
 def models_of(cfg: Config) -> dict:
     """The three model ids of a config, the passage encoder spelt out (None = the query encoder)."""

@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 
 from rag_core import marginals
-from rag_core.config import ANSWER_SETTINGS, RAG_TOKEN, STUFFED
+from rag_core.config import ANSWER_SETTINGS, RAG_TOKEN, STUFFED, TraceSettings
 from rag_core.corpus import Passage
 
 COLUMNS = [
@@ -142,7 +142,7 @@ class Trace:
     log_prior: torch.Tensor  # (K,) log p(z|x)
     scale: float
     candidates: list[Candidate]
-    settings: dict = field(default_factory=dict)
+    settings: TraceSettings = field(default_factory=TraceSettings)
     closed_book: str | None = None
     model_calls: int = 0  # generator forward passes spent on this trace
     stuffed: StuffedReading | None = None  # the third reading, when it was asked for
@@ -175,18 +175,18 @@ class Trace:
 def answer_settings_of(trace: Trace) -> dict:
     """The settings the trace's answers depend on (config.ANSWER_SETTINGS), as recorded with it:
     K is its number of passages, the scale the one it used (rounded: a cache key, not a number shown)."""
-    recorded = {name: trace.settings.get(name) for name in ANSWER_SETTINGS}
+    recorded = {name: getattr(trace.settings, name, None) for name in ANSWER_SETTINGS}
     return recorded | {"k": trace.k, "scale": round(float(trace.scale), 6)}
 
 
 def settings_row(trace: Trace) -> dict:
     """The settings and models a trace was decoded with, as its export's SETTING_COLUMNS write them
     (None where the trace did not record one, e.g. a toy's beams)."""
-    recorded = {name: trace.settings.get(name) for name in SETTING_COLUMNS}
+    recorded = {name: getattr(trace.settings, name, None) for name in SETTING_COLUMNS}
     return recorded | {
         "k": trace.k,
         "scale": float(trace.scale),
-        "prompt_fingerprint": trace.settings.get("prompt"),
+        "prompt_fingerprint": trace.settings.prompt,
     }
 
 
@@ -330,7 +330,7 @@ def trace_to_dict(trace: Trace) -> dict:
         "query": trace.question,
         "index": trace.index,
         "scale": trace.scale,
-        "settings": trace.settings,
+        "settings": trace.settings.to_dict(),
         "closed_book": trace.closed_book,
         "model_calls": trace.model_calls,
         "hits": [{"rank": h.rank, "score": h.score, "passage": h.passage.to_dict()} for h in trace.hits],
@@ -385,7 +385,7 @@ def trace_from_dict(d: dict) -> Trace:
         torch.tensor(d["log_prior"], dtype=torch.float64),
         d["scale"],
         [cand(c) for c in d["candidates"]],
-        d["settings"],
+        TraceSettings.from_dict(d["settings"]),
         d["closed_book"],
         d["model_calls"],
         stuffed,

@@ -123,7 +123,7 @@ def test_beam_search_under_a_changed_prior_needs_a_model_call_and_the_call_remov
     assert cf.answers["rag-token"].needs_model_call and "beam search" in cf.answers["rag-token"].note
     full = counterfactual.rerun(toy_pipe(gen, cfg), trace, drop_ranks=[2])
     again = rerun(gen, trace, cf.keep, 1.0, cfg)
-    assert [h.rank for h in full.hits] == [1, 3] and full.settings["beams"] == 2
+    assert [h.rank for h in full.hits] == [1, 3] and full.settings.beams == 2
     assert full.answer("rag-token").answer == again.answer("rag-token").answer
     assert full.log_prior.exp().tolist() == pytest.approx(again.log_prior.exp().tolist(), abs=1e-12)
 

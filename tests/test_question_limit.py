@@ -62,7 +62,7 @@ class FakeIndex:
 def trace_of(k: int) -> Trace:
     hits = [Hit(i + 1, Passage(f"d{i}", f"D{i}", "nothing here", "toy"), 1.0 - 0.01 * i) for i in range(k)]
     log_pz = marginals.log_prior(torch.tensor([h.score for h in hits]), 1.0)  # (K,)
-    return Trace("q?", "toy", hits, log_pz, 1.0, {})
+    return Trace("q?", "toy", hits, log_pz, 1.0, [])
 
 
 def test_a_retrieval_miss_names_the_passages_it_really_searched():

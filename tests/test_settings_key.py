@@ -4,13 +4,15 @@ A cache keyed on fewer settings than the answer depends on hands back an answer 
 (the Diagnose panel once left out the length penalty, so with beams > 1 its checks outlived a change
 of the penalty)."""
 
+from dataclasses import fields
+
 import pytest
 import torch
 
 from app import state
 from app.ask import diagnose_panel
 from rag_core.analysis.evaluation import eval_checkpoint
-from rag_core.config import ANSWER_SETTINGS, Config
+from rag_core.config import ANSWER_SETTINGS, AnswerSettings, Config, StackSpec, TraceSettings
 from rag_core.index_swap import store
 from rag_core.trace import Trace
 
@@ -32,7 +34,9 @@ def test_every_setting_an_answer_depends_on_has_a_changed_value_here():
 
 
 def _trace(cfg: Config) -> Trace:
-    settings = {name: getattr(cfg, name) for name in ANSWER_SETTINGS if name not in ("k", "scale")}
+    settings = TraceSettings(
+        **{name: getattr(cfg, name) for name in ANSWER_SETTINGS if name not in ("k", "scale")}
+    )
     return Trace(
         "q?", "toy", [None] * cfg.k, torch.zeros(cfg.k, dtype=torch.float64), cfg.scale or 20.0, [], settings
     )
@@ -85,3 +89,16 @@ def test_an_eval_checkpoint_key_changes_with_each_setting(name, monkeypatch):
 
     key = lambda cfg: eval_checkpoint.run_key(Pipe, [], cfg, True)  # noqa: E731
     assert key(Config().with_(**{name: CHANGED[name]})) != key(Config())
+
+
+def test_a_config_is_a_stack_with_the_answer_settings_of_a_question():
+    """Every Config field belongs to the stack (what is loaded) or to the answer settings (how one
+    question is answered), save the corpus file (an index to build) and the UI's alternatives."""
+    stack, answer = {f.name for f in fields(StackSpec)}, {f.name for f in fields(AnswerSettings)}
+    assert not stack & answer
+    assert {f.name for f in fields(Config)} - stack - answer == {"corpus", "top_alternatives"}
+    cfg = Config(
+        k=3, beams=2, scale=7.0, index="2016", generator="g", question_encoder="q", threads=1, device="cpu"
+    )
+    assert StackSpec.of(cfg).config(AnswerSettings.of(cfg)) == cfg
+    assert StackSpec.of(cfg).config() == Config(generator="g", question_encoder="q", threads=1, device="cpu")

@@ -30,7 +30,7 @@ from rag_core.loupe.training import (
     run_folder,
     run_state,
 )
-from rag_core.loupe.vocabulary import ASSETS, Config, first_line
+from rag_core.loupe.vocabulary import ASSETS, AnswerSettings, Config, StackSpec, first_line
 
 TRAIN_FILE = ASSETS / "train" / "questions.jsonl"
 # A run started here is measured on dev, the split for choosing; test stays for reporting.
@@ -254,9 +254,7 @@ def fine_tune_panel(cfg: Config) -> None:
     settings = TrainSettings(part=part, marginal=marginal, k=cfg.k, steps=steps, scale=cfg.scale)
     # a run trains the session's model stack (the models the user is looking at),
     # nothing else of the sidebar's
-    base = Config(
-        index=cfg.index, k=cfg.k, scale=cfg.scale, **{f: getattr(cfg, f) for f in stack.STACK_FIELDS}
-    )
+    base = StackSpec.of(cfg).config(AnswerSettings(index=cfg.index, k=cfg.k, scale=cfg.scale))
     out = run_folder(caches.folder("training"), settings, file_sha256(questions), base)
     now, job = run_state(out), jobs.get(JOB)
     if job is not None and job.running:

@@ -180,10 +180,10 @@ def about(trace: Trace) -> None:
     """One line naming what the page shows (the session's question, as the engine read it): the
     question, the index and the decoding settings; then what the engine cut from the question, as it
     recorded it with the trace (the question is cleaned once, by the engine)."""
-    beams = int(trace.settings.get("beams", 1))
+    beams = trace.settings.beams or 1
     decoding = "greedy" if beams == 1 else f"{beams} beams"
     about_query(trace.question, trace.index, f"K={trace.k} · {decoding} · scale {trace.scale:g}", notes=False)
-    show_cuts(question_box.sentences(trace.settings.get("notices", [])))
+    show_cuts(question_box.sentences(trace.settings.notices or ()))
 
 
 def about_query(question: str, index: str, settings: str, raw: str | None = None, notes: bool = True) -> None:

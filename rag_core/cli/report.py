@@ -29,7 +29,7 @@ def ask_json(trace: Trace, confidence: dict[str, Confidence] | None = None) -> d
         "index": trace.index,
         "k": trace.k,
         "scale": trace.scale,
-        "settings": trace.settings,
+        "settings": trace.settings.to_dict(),
         "closed_book": trace.closed_book,
         "answers": answers,
         "passages": [
@@ -96,9 +96,9 @@ def ask_text(trace: Trace, confidence: dict[str, Confidence] | None = None) -> s
     lines = [
         f"Q: {trace.question}",
         f"index {trace.index} · K={trace.k} · scale {trace.scale:g} · "
-        f"{trace.settings.get('rescore', '')} rescoring · beams {trace.settings.get('beams', 1)}",
+        f"{trace.settings.rescore or ''} rescoring · beams {trace.settings.beams or 1}",
     ]
-    for notice in trace.settings.get("notices", []):
+    for notice in trace.settings.notices or ():
         lines.append(f"note: {notice}")
     posts = {}
     for decoding in (RAG_TOKEN, RAG_SEQUENCE):

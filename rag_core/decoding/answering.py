@@ -15,7 +15,15 @@ from functools import cache, partial
 import torch
 
 from rag_core import marginals
-from rag_core.config import DECODE_NAMES, MARGINAL_DECODE, RAG_SEQUENCE, RAG_TOKEN, STUFFED, Config
+from rag_core.config import (
+    DECODE_NAMES,
+    MARGINAL_DECODE,
+    RAG_SEQUENCE,
+    RAG_TOKEN,
+    STUFFED,
+    Config,
+    TraceSettings,
+)
 from rag_core.decoding.decode import DecodeJob, Scored, SearchSettings, decode_jobs, score_answers
 from rag_core.decoding.stuffed import leave_one_out, stuffed_decode, stuffed_state
 from rag_core.generators import Generator
@@ -68,21 +76,26 @@ def trace_of(
     calls: int,
     single: Callable[[], GenState] | None = None,
     explain: bool = True,
+    notices: Sequence[str] | None = None,
+    encoder: str | None = None,
 ) -> Trace:
-    """The trace of one question's decoded answers (RAG-Token hypotheses, RAG-Sequence hypotheses)."""
+    """The trace of one question's decoded answers (RAG-Token hypotheses, RAG-Sequence hypotheses);
+    `notices` (how the question was cut or cleaned) and the query `encoder` are recorded with it."""
     token_scored, seq = decoded
     candidates = to_candidates(gen, RAG_TOKEN, token_scored) + to_candidates(gen, RAG_SEQUENCE, seq)
-    settings = {
-        "k": len(hits),
-        "beams": cfg.beams,
-        "rescore": cfg.rescore,
-        "decode": cfg.decode,
-        "max_new_tokens": cfg.max_new_tokens,
-        "length_penalty": cfg.length_penalty,
-        "early_stopping": cfg.early_stopping,
-        "generator": gen.id,
-        "prompt": prompt_fingerprint(gen.id),
-    }
+    settings = TraceSettings(
+        k=len(hits),
+        beams=cfg.beams,
+        rescore=cfg.rescore,
+        decode=cfg.decode,
+        max_new_tokens=cfg.max_new_tokens,
+        length_penalty=cfg.length_penalty,
+        early_stopping=cfg.early_stopping,
+        generator=gen.id,
+        prompt=prompt_fingerprint(gen.id),
+        notices=notices,
+        encoder=encoder,
+    )
     wanted = STUFFED in DECODE_NAMES[cfg.decode]
     stuffed = stuffed_reading(gen, question, hits, cfg, single, explain, candidates) if wanted else None
     return Trace(
@@ -234,9 +247,19 @@ def decode_queries(
         hits = q.hits[: cfg.k]
         own_state = cache(partial(rows_of_state, gen, state, own_rows))  # this run's K rows, once
         trace = trace_of(
-            gen, q.question, hits, log_pz, cfg, q.index_name, scale, result, state.calls, own_state, explain
+            gen,
+            q.question,
+            hits,
+            log_pz,
+            cfg,
+            q.index_name,
+            scale,
+            result,
+            state.calls,
+            own_state,
+            explain,
+            notices=q.notices,
+            encoder=q.encoder,
         )
-        trace.settings["notices"] = q.notices
-        trace.settings["encoder"] = q.encoder
         out[id(q)].append(PreparedRun(trace, own_state() if keep_state else None))
     return [out[id(q)] for q in queries]

@@ -44,7 +44,7 @@ def trace_key(trace: Trace) -> tuple:
     """What a trace's numbers depend on: its question, index, passages with their scores (a query
     moved on the Map retrieves the same passages with other scores) and recorded settings."""
     hits = tuple((h.passage.id, h.score) for h in trace.hits)
-    settings = json.dumps(trace.settings, sort_keys=True, default=str)
+    settings = json.dumps(trace.settings.to_dict(), sort_keys=True, default=str)
     return trace.question, trace.index, hits, trace.scale, settings
 
 

@@ -18,6 +18,7 @@ from rag_core.config import (
     AnswerSettings,
     Config,
     Progress,
+    StackSpec,
 )
 from rag_core.corpus import CorpusError, Passage
 from rag_core.errors import first_line
@@ -46,6 +47,7 @@ __all__ = [
     "Passage",
     "Progress",
     "QuestionError",
+    "StackSpec",
     "Trace",
     "answer_settings_of",
     "citation",

@@ -146,7 +146,7 @@ def _own(trace: Trace, decoding: str, note: str, computed: bool = False) -> CfAn
 
 def _token_answer(trace: Trace, tok: Candidate, lpz: torch.Tensor) -> CfAnswer:
     """RAG-Token under a changed prior: the stored path where it is certified, else no answer."""
-    if int(trace.settings.get("beams", 1)) != 1:
+    if (trace.settings.beams or 1) != 1:
         return CfAnswer(
             RAG_TOKEN,
             None,

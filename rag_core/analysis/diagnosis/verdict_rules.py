@@ -348,7 +348,7 @@ def check_search_error(
         "expected": best.text,
         "p_expected": prob(lp_exp),
         "p_produced": prob(lp_prod),
-        "beams": trace.settings.get("beams", 1),
+        "beams": trace.settings.beams or 1,
     }
     if lp_exp <= lp_prod:
         return Verdict(

@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from rag_core.analysis.evaluation.runs import EvalRun
-from rag_core.config import ASSETS, Config, answer_settings
+from rag_core.config import ASSETS, Config, StackSpec, answer_settings
 from rag_core.corpus import passage_checksum
 from rag_core.decoding.decode import DECODER_VERSION
 from rag_core.generators.fingerprint import prompt_fingerprint
@@ -30,7 +30,7 @@ from rag_core.retrieval.catalog import NAMED, default_index_name, named_passages
 from rag_core.storage.files import write_text_atomic
 
 SHIPPED_RUNS = ASSETS / "eval" / "runs"
-MODEL_FIELDS = ("question_encoder", "ctx_encoder", "generator")  # the stack a shipped run was made with
+MODEL_FIELDS = StackSpec.MODELS  # the stack a shipped run was made with
 SHIPPABLE_PRESETS = ("default", "base")  # the stacks whose reference runs ship (named `base-...` for base)
 EVAL_VERSION = 1  # bump when exact match, the verdicts or a stored field of a run change meaning
 
