@@ -35,11 +35,19 @@ def test_the_runner_up_is_shown_but_never_flags(p_runner):
 
 
 def test_another_reading_with_another_answer_flags_it():
-    got = cf.assess(0.98, disagree={"stuffed": "Moby", "rag-token": "Ahab"})
+    p = (cf.P_GUESS + min(cf.P_TRUST, 1.0)) / 2  # no guess, and below the trusted level
+    got = cf.assess(p, disagree={"stuffed": "Moby", "rag-token": "Ahab"})
     assert got.codes == (cf.DISAGREE,)
     assert got.summary() == "the readings disagree: Stuffed says “Moby”; RAG-Token says “Ahab”"
     assert got.to_json()["disagree"] == {"stuffed": "Moby", "rag-token": "Ahab"}
-    assert not cf.assess(0.98, disagree={}).low
+    assert not cf.assess(p, disagree={}).low
+
+
+def test_a_disagreement_flags_only_below_p_trust(monkeypatch):
+    monkeypatch.setattr(cf, "P_TRUST", 0.9)
+    sure = cf.assess(0.95, support=3.0, disagree={"stuffed": "Moby"})
+    assert not sure.low and sure.to_json()["disagree"] == {"stuffed": "Moby"}  # shown, not flagged
+    assert cf.assess(0.85, support=3.0, disagree={"stuffed": "Moby"}).codes == (cf.DISAGREE,)
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_core.analysis.diagnosis.confidence import AGREE_READINGS, P_GUESS
+from rag_core.analysis.diagnosis.confidence import AGREE_READINGS, P_GUESS, P_TRUST
 from rag_core.analysis.evaluation import rule_choice
 from rag_core.analysis.evaluation.eval_summary import confidence_split
 from rag_core.analysis.evaluation.question_result import ModeResult, QuestionResult
@@ -21,7 +21,7 @@ def shipped_run() -> EvalRun:
 
 
 def test_the_shipped_rule_recomputed_flags_what_the_engine_flagged(shipped_run):
-    rule = rule_choice.Rule(P_GUESS, tuple(AGREE_READINGS))
+    rule = rule_choice.Rule(P_GUESS, tuple(AGREE_READINGS), P_TRUST)
     seen = 0
     for r in shipped_run.results:
         for mode in rule_choice.READINGS:
@@ -34,7 +34,9 @@ def test_the_shipped_rule_recomputed_flags_what_the_engine_flagged(shipped_run):
 
 
 def test_the_shares_equal_the_runs_own_summary(shipped_run):
-    shares = rule_choice.flagged_shares(shipped_run.results, rule_choice.Rule(P_GUESS, tuple(AGREE_READINGS)))
+    shares = rule_choice.flagged_shares(
+        shipped_run.results, rule_choice.Rule(P_GUESS, tuple(AGREE_READINGS), P_TRUST)
+    )
     for mode, (wrong, right, _) in shares.items():
         split = confidence_split(shipped_run.results, mode)  # the Eval page's and eval's figures
         assert wrong == pytest.approx(split["wrong_flagged"]), mode
@@ -65,3 +67,18 @@ def test_an_unsupported_answer_stays_flagged_whatever_the_threshold():
             "q", ["Canberra"], "", dict.fromkeys(rule_choice.READINGS, mode_result), True, 1
         )
         assert rule_choice.flags(result, "rag-token", rule_choice.Rule(0.1, rule_choice.READINGS)) is flagged
+
+
+def test_a_disagreement_flags_only_below_p_trust():
+    """Stuffed says otherwise at p = 0.85: flagged when P_TRUST is 0.9 or unbounded, not at 0.8."""
+    marg = ModeResult("Melville", True, True, p_tok=0.85, p_seq=0.85, low_confidence=[])
+    stuffed = ModeResult("Hawthorne", False, False, p_stuffed=0.6, low_confidence=[])
+    modes = {"rag-token": marg, "rag-sequence": marg, "stuffed": stuffed}
+    result = QuestionResult("q", ["Melville"], "", modes, True, 1)
+    for trust, flagged in ((0.8, False), (0.9, True), (float("inf"), True)):
+        assert (
+            rule_choice.flags(result, "rag-token", rule_choice.Rule(0.1, rule_choice.READINGS, trust))
+            is flagged
+        )
+    rules = rule_choice.candidates()
+    assert all(r.p_trust > r.p_guess for r in rules) and len(rules) == len(set(rules))

@@ -110,6 +110,8 @@ def test_make_adapter_expands_to_the_manifest_settings(manifest, tmp_path):
     ):
         assert flag in train_line + " ", (flag, train_line)
     assert float(re.search(r"--lr (\S+)", train_line).group(1)) == settings["lr"]
+    weight = re.search(r"--unlikelihood (\S+)", train_line)  # absent: the marginal likelihood alone
+    assert (float(weight.group(1)) if weight else 0.0) == settings.get("unlikelihood", 0.0)
 
 
 def test_assets_stay_small():

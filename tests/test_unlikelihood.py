@@ -103,7 +103,8 @@ def test_the_loops_loss_adds_the_weighted_term_for_each_recorded_distractor(stac
             float(t.loss),
             float(expected),
         )
-    off = start_run(models, index, qs, TrainSettings(part="generator", k=3))
+    fresh, _, _ = misled(stack)  # its own generator: adapters attach once to a model
+    off = start_run(fresh, index, qs, TrainSettings(part="generator", k=3))
     with torch.no_grad():
         assert off.distractors[0] == [] and question_terms(off, 0).distractor_logp == []
         assert float(question_terms(off, 0).loss) < float(question_terms(run, 0).loss) - 1e-6

@@ -3,6 +3,7 @@ passage held the answer, the tokens that came from the weights, and two runs com
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -56,8 +57,10 @@ STUFFED_WIDTHS = {
 }
 RULE_CAPTION = (
     "The rule every page applies to an answer card (and `ask --json`): low confidence when p < "
-    f"{certainty.P_GUESS:g}, when another reading of the same passages gave a different answer, or when no "
-    f"passage makes the answer more likely than the model alone and p < {certainty.P_SURE:g}. Its threshold "
+    f"{certainty.P_GUESS:g}, when another reading of the same passages gave a different answer"
+    + (f" and p < {certainty.P_TRUST:g}" if math.isfinite(certainty.P_TRUST) else "")
+    + ", or when no "
+    f"passage makes the answer more likely than the model alone and p < {certainty.P_SURE:g}. Its thresholds "
     "and the readings it compares were chosen on the dev split."
 )
 QUESTION_WIDTHS = {  # at 1280 px the columns fit in the main area (tests/test_browser_layout.py)

@@ -1,7 +1,7 @@
-"""`python -m rag_core eval --choose-rule RUN`: the low-confidence rule's threshold and compared
+"""`python -m rag_core eval --choose-rule RUN`: the low-confidence rule's thresholds and compared
 readings chosen on a saved evaluation run (`analysis.rule_choice`), from the stored answers alone
-(no model loads). Run it on a dev run made with `--stuffed`; the chosen values are P_GUESS and
-AGREE_READINGS in `analysis.confidence`.
+(no model loads). Run it on a dev run made with `--stuffed`; the chosen values are P_GUESS,
+P_TRUST and AGREE_READINGS in `analysis.confidence`.
 """
 
 from __future__ import annotations
@@ -23,16 +23,17 @@ def run_choose_rule(args: argparse.Namespace) -> int:
     print(describe(run))
     wrong = " · ".join(f"{READING_LABELS[m]} {table[0][1][m][2]}" for m in modes)
     print(f"wrong answers: {wrong}\n")
-    print(f"{'rule':<62}" + "".join(f"{READING_LABELS[m]:>24}" for m in modes))
-    print(f"{'':<62}" + "".join(f"{'wrong / right flagged':>24}" for _ in modes))
+    print(f"{'rule':<80}" + "".join(f"{READING_LABELS[m]:>24}" for m in modes))
+    print(f"{'':<80}" + "".join(f"{'wrong / right flagged':>24}" for _ in modes))
     for rule, shares in table:
         mark = " <- chosen" if rule == chosen else ""
         cells = "".join(f"{100 * shares[m][0]:>16.0f}% / {100 * shares[m][1]:>3.0f}%" for m in modes)
-        print(f"{rule.words():<62}{cells}{mark}")
+        print(f"{rule.words():<80}{cells}{mark}")
     if chosen is None:
         print(f"\nno rule flags {100 * WRONG_GOAL:.0f}% of the wrong answers under both marginals")
     else:
         print(
-            f"\nchosen: {chosen.words()} (P_GUESS = {chosen.p_guess:g}, AGREE_READINGS = {chosen.compared})"
+            f"\nchosen: {chosen.words()} (P_GUESS = {chosen.p_guess:g}, P_TRUST = {chosen.p_trust:g}, "
+            f"AGREE_READINGS = {chosen.compared})"
         )
     return 0

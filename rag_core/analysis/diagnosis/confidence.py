@@ -22,11 +22,13 @@ The evidence about the chosen answer y of one reading, all exact:
 The answer is **low confidence** when any of these holds (each adds its reason):
 
 1. unlikely: p < P_GUESS;
-2. the readings disagree: another reading of the same passages gave a different answer;
+2. the readings disagree: another reading of the same passages gave a different answer, and
+   p < P_TRUST (an answer its own reading is this sure of is not flagged by a disagreeing one; the
+   disagreement is still shown);
 3. unsupported: support ≤ 0 (no retrieved passage makes the whole answer more likely than the
    model alone does) *and* p < P_SURE = 0.5: an unsupported answer below even odds.
 
-P_GUESS and the readings compared were chosen on the dev split (docs/results.md, "A flag that
+P_GUESS, P_TRUST and the readings compared were chosen on the dev split (docs/results.md, "A flag that
 catches wrong answers"); P_SURE is a round number fixed in advance. An unknown support (no
 closed-book row) leaves rule 3 out. An answer card and `ask` always compare all three readings;
 an `eval` run compares the stuffed reading only when made with `--stuffed`; where the stuffed
@@ -58,10 +60,11 @@ from rag_core.config import READING_LABELS, READINGS, STUFFED
 from rag_core.marginals import p_text, prob
 from rag_core.trace import Candidate, Trace, log_p_under
 
-# P_GUESS and AGREE_READINGS were chosen on dev: of the rules that flag at least 60% of the wrong
+# P_GUESS, P_TRUST and AGREE_READINGS were chosen on dev: of the rules that flag at least 60% of the wrong
 # answers under both marginals, the one that flags the fewest right ones (docs/results.md).
 P_GUESS = 0.1  # below it the model is guessing
 P_SURE = 0.5  # an answer no passage supports is trusted from even odds up
+P_TRUST = math.inf  # a disagreeing reading flags an answer only below it (inf: always)
 SUPPORT_MIN = 0.0  # a passage supports the answer when it makes it more likely than closed-book (nats)
 AGREE_READINGS = READINGS  # the readings an answer is compared with
 GUESSING, DISAGREE, UNSUPPORTED = "guessing", "readings-disagree", "unsupported"
@@ -122,7 +125,7 @@ def assess(
     if p < P_GUESS:
         codes.append(GUESSING)
         reasons.append(f"the model is unlikely to be right: p = {p_text(p)}")
-    if disagree:
+    if disagree and p < P_TRUST:
         codes.append(DISAGREE)
         others = "; ".join(f"{READING_LABELS.get(r, r)} says “{a}”" for r, a in disagree.items())
         reasons.append(f"the readings disagree: {others}")

@@ -1,13 +1,14 @@
 """Choosing the low-confidence rule's free settings on a saved evaluation run (run it on dev).
 
 The rule (`confidence`) flags an answer when p < P_GUESS, when another of the compared readings
-answered otherwise, or when no passage supports it at p < P_SURE. Two of its settings are free:
-the threshold P_GUESS and which readings are compared (`AGREE_READINGS`). For every candidate pair
+answered otherwise while p < P_TRUST, or when no passage supports it at p < P_SURE. Three of its
+settings are free: the thresholds P_GUESS and P_TRUST and which readings are compared
+(`AGREE_READINGS`). For every candidate
 this module recomputes, from the run's stored answers alone, the share of wrong and of right
 answers each reading's rule would flag, and picks one: of the candidates that flag at least
 `WRONG_GOAL` of the wrong answers under both marginals, the one flagging the fewest right ones
 (the worse of the two marginals counts; a tie goes to the one flagging more wrong answers, then to
-the earlier candidate). The unsupported code does not depend on either setting: it is read from
+the earlier candidate). The unsupported code does not depend on these settings: it is read from
 the run's stored codes.
 
 >>> from rag_core.analysis.evaluation.question_result import ModeResult, QuestionResult
@@ -25,6 +26,7 @@ the run's stored codes.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from rag_core.analysis.diagnosis.confidence import UNSUPPORTED
@@ -37,19 +39,22 @@ MARGINALS = DECODINGS  # the goal is judged under both
 WRONG_GOAL = 0.6  # the share of wrong answers a chosen rule must flag under both marginals
 THRESHOLDS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 COMPARED = ((), MARGINALS, READINGS)  # no comparison, the two marginals, all three readings
+TRUSTS = (0.5, 0.6, 0.7, 0.8, 0.9, math.inf)  # P_TRUST: a disagreement flags only below it
 
 
 @dataclass(frozen=True)
 class Rule:
     p_guess: float  # flag when p < p_guess
-    compared: tuple[str, ...]  # flag when one of these readings answered otherwise
+    compared: tuple[str, ...]  # flag when one of these readings answered otherwise ...
+    p_trust: float = math.inf  # ... and p < p_trust
 
     def words(self) -> str:
-        """'p < 0.1 or any of RAG-Token / RAG-Sequence / stuffed disagrees'."""
+        """'p < 0.1 or any of RAG-Token / RAG-Sequence / stuffed disagrees (at p < 0.8)'."""
         if not self.compared:
             return f"p < {self.p_guess:g} alone"
         names = " / ".join(READING_LABELS.get(r, r) for r in self.compared)
-        return f"p < {self.p_guess:g} or any of {names} disagrees"
+        below = f" (at p < {self.p_trust:g})" if math.isfinite(self.p_trust) else ""
+        return f"p < {self.p_guess:g} or any of {names} disagrees{below}"
 
 
 def own_p(mode: str, m: ModeResult) -> float | None:
@@ -68,7 +73,8 @@ def flags(result: QuestionResult, mode: str, rule: Rule) -> bool | None:
         for r in rule.compared
         if r != mode and r in result.modes
     )
-    return own_p(mode, m) < rule.p_guess or disagree or UNSUPPORTED in m.low_confidence
+    p = own_p(mode, m)
+    return p < rule.p_guess or (disagree and p < rule.p_trust) or UNSUPPORTED in m.low_confidence
 
 
 def flagged_shares(results: list[QuestionResult], rule: Rule) -> dict[str, tuple[float, float, int]]:
@@ -90,7 +96,11 @@ def flagged_shares(results: list[QuestionResult], rule: Rule) -> dict[str, tuple
 
 
 def candidates() -> list[Rule]:
-    return [Rule(p, c) for p in THRESHOLDS for c in COMPARED]
+    """Every threshold with every choice of compared readings and, where readings are compared,
+    every P_TRUST above the threshold (below it the disagreement could flag nothing new)."""
+    return [
+        Rule(p, c, t) for p in THRESHOLDS for c in COMPARED for t in (TRUSTS if c else (math.inf,)) if t > p
+    ]
 
 
 def choose(results: list[QuestionResult]) -> tuple[Rule | None, list[tuple[Rule, dict]]]:
