@@ -139,9 +139,11 @@ DECODE_SETTINGS = tuple(name for name in ANSWER_SETTINGS if name != "scale")
 
 def trace_config(base: Config, trace: Trace) -> Config:
     """The config a trace was decoded with (its recorded settings over `base`), so a follow-up
-    search (closed-book, a rerun) searches the same way."""
+    search (closed-book, a rerun) searches the same way: `base` itself when it holds them already
+    (the door's pipeline of the trace's own settings), so no second Config is built."""
     recorded = trace.settings.to_dict()
-    return base.with_(**{name: recorded[name] for name in DECODE_SETTINGS if name in recorded})
+    changes = {name: recorded[name] for name in DECODE_SETTINGS if name in recorded}
+    return base if all(getattr(base, k) == v for k, v in changes.items()) else base.with_(**changes)
 
 
 @dataclass
@@ -263,8 +265,8 @@ class Pipeline:
     def closed_book_scores(self, question: str, answers: list[list[int]]) -> torch.Tensor:
         """Teacher-forced closed-book log p(y_i | x, y_<i) of each answer (token ids): the generator
         with no passage, the same prefixes, in one batched pass: (N, T), NaN past each answer's end.
-        Set beside a trace's per-passage rows it says which tokens reading the passages raised."""
-        question, _ = clean_question(question)
+        Set beside a trace's per-passage rows it says which tokens reading the passages raised.
+        `question` as a trace records it (cleaned once, when it was answered)."""
         gen = self.models.generator
         with self.models.lock:
             lp, _, _, _ = score_answers(gen, gen.prepare(question, None), answers, 1)  # (N, 1, T)
