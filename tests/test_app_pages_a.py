@@ -331,22 +331,47 @@ def test_the_stuffed_reading_on_token_vs_sequence_and_citations_is_the_engines(a
 
 
 # ------------------------------------------------------------ one question, counted
+UNASKED_MAX_TOKENS = 23  # a sidebar value no other test answers with
+
+
 @pytest.mark.slow
-def test_one_question_asked_on_ask_is_cleaned_once(at, monkeypatch):
+def test_one_question_asked_on_ask_is_cleaned_once_and_its_config_built_once(at, monkeypatch):
     """The app's own path from a question to its cards on Ask (the answer, the stuffed reading, the
-    confidence and token sources the cards draw): the engine cleans the question once; every later
-    step reads the question as the trace recorded it."""
+    confidence and token sources the cards draw): the engine cleans the question once and builds the
+    one Config it runs under once; every later step reads the question as the trace recorded it and
+    reuses that Config."""
     from app import state
     from rag_core import pipeline as pipeline_module
+    from rag_core.config import AnswerSettings
 
-    cleaned = []
-    real_clean = pipeline_module.clean_question
+    cleaned, built = [], []
+    real_clean, real_config, real_trace_config = (
+        pipeline_module.clean_question,
+        AnswerSettings.config,
+        pipeline_module.trace_config,
+    )
+
+    def counted_config(self, stack):  # a question's settings made into the Config it runs under
+        built.append(self.max_new_tokens)
+        return real_config(self, stack)
+
+    def counted_trace_config(base, trace):  # a follow-up that needs another Config than its pipeline's
+        cfg = real_trace_config(base, trace)
+        if cfg is not base:
+            built.append(cfg.max_new_tokens)
+        return cfg
+
     visit(at, "ask.py")  # the default question's page, drawn and cached
     monkeypatch.setattr(pipeline_module, "clean_question", lambda q: cleaned.append(q) or real_clean(q))
+    monkeypatch.setattr(AnswerSettings, "config", counted_config)
+    monkeypatch.setattr(pipeline_module, "trace_config", counted_trace_config)
     at.session_state["question"] = "Who composed the opera Carmen?"  # asked nowhere else in the suite
+    at.session_state["max_new_tokens"] = UNASKED_MAX_TOKENS  # settings no answer has used: a new Config
     visit(at, "ask.py")
     try:
         assert {m.label for m in at.metric} >= {"RAG-Token", "RAG-Sequence"}  # the cards were drawn
         assert cleaned == ["Who composed the opera Carmen?"]
+        assert built == [UNASKED_MAX_TOKENS]  # the one Config: the answer's, reused by what follows
     finally:
+        at.session_state["max_new_tokens"] = state.DEFAULTS.max_new_tokens
         at.session_state["question"] = state.DEFAULT_QUESTION  # the module's other tests read it

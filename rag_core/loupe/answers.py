@@ -30,7 +30,7 @@ from rag_core.loupe.memo import Memo
 from rag_core.loupe.stack_holder import StackHolder
 from rag_core.models.sources import ModelSourceError
 from rag_core.otlp import trace_otlp
-from rag_core.pipeline import Models, Pipeline, QuestionError, device_batch, open_index
+from rag_core.pipeline import DECODE_SETTINGS, Models, Pipeline, QuestionError, device_batch, open_index
 from rag_core.retrieval.catalog import available_indexes, default_index_name, resolve_index
 from rag_core.retrieval.index import IndexLoadError, PassageIndex
 from rag_core.trace import Candidate, Trace
@@ -48,6 +48,13 @@ def trace_key(trace: Trace) -> tuple:
     return trace.question, trace.index, hits, trace.scale, settings
 
 
+def settings_of(trace: Trace) -> AnswerSettings:
+    """The AnswerSettings a trace was decoded with: its index and the decode settings it recorded
+    (the scale is left at the stack's own: a follow-up reads the trace's priors, never re-scores)."""
+    recorded = trace.settings.to_dict()
+    return AnswerSettings(index=trace.index, **{k: recorded[k] for k in DECODE_SETTINGS if k in recorded})
+
+
 class Loupe:
     """The engine as the app sees it: the held stack, its indexes, and every answer asked of it.
 
@@ -63,6 +70,7 @@ class Loupe:
         self._batch = batch_size
         self.line = AnswerQueue(self._answer_together, self.batch_size)  # every session's questions, in order
         self._indexes = Memo(8)  # (passage encoder id, index name) -> PassageIndex
+        self._configs = Memo(64)  # (stack, AnswerSettings) -> the one Config they run under
         self._traces = Memo(256, USER_ERRORS)  # (stack, question, AnswerSettings) -> Trace
         self._results = Memo(256)  # (stack, trace_key) -> Result
         self._closed = Memo(256, USER_ERRORS)  # (stack, question, answers) -> closed-book rows by answer
@@ -98,7 +106,9 @@ class Loupe:
         `settings`."""
         models = self.models(stack)
         name = settings.index or default_index_name()
-        return Pipeline(models, name, self.index_for(models.encoder, name), settings.config(stack.cfg))
+        settings = dataclasses.replace(settings, index=name)
+        cfg = self._configs.get((stacks.fingerprint(stack.cfg), settings), lambda: settings.config(stack.cfg))
+        return Pipeline(models, name, self.index_for(models.encoder, name), cfg)
 
     # --- answers ---------------------------------------------------------------------------------
 
@@ -200,7 +210,9 @@ class Result:
         self._parts = Memo(64, USER_ERRORS)
 
     def _pipeline(self) -> Pipeline:
-        return self._loupe.pipeline(self._stack, AnswerSettings(index=self.trace.index))
+        """The stack on the trace's index under the settings the trace recorded: for an answer the
+        door computed, its own pipeline's Config (built once per stack and settings)."""
+        return self._loupe.pipeline(self._stack, settings_of(self.trace))
 
     def with_stuffed(self) -> Trace:
         """The trace with the stuffed reading of its own passages, question and settings."""
