@@ -237,3 +237,23 @@ def served(tmp_path_factory):
 @pytest.fixture(scope="session")
 def server(served):
     return served[0]
+
+
+@pytest.fixture(scope="session")
+def tiny_served(tmp_path_factory):
+    """(URL, tiny stack paths) of a Streamlit server of the app on the tiny random DPR + BART stack
+    (`toys.tiny_models`) and its own small corpus, on a throw-away cache, one per test worker: for
+    the browser tests of what a page does with any text (markup, the stack named), which need no
+    trained model and so not its minutes."""
+    from rag_core.toys.tiny_models import build_tiny_stack
+
+    import browser_kit
+
+    tiny = build_tiny_stack(tmp_path_factory.mktemp("tiny-browser"))
+    flags = (
+        *("--question-encoder", str(tiny["dpr_q"]), "--ctx-encoder", str(tiny["dpr_ctx"])),
+        *("--generator", str(tiny["bart"]), "--corpus", str(tiny["corpus"])),
+    )
+    cache = browser_kit.throwaway_cache(tmp_path_factory.mktemp("tiny-cache"))
+    with browser_kit.running_server(cache, "server-tiny.log", flags) as (url, _):
+        yield url, tiny

@@ -3,8 +3,9 @@ images, HTML tags, formula-like cells, right-to-left and zero-width characters a
 words is uploaded on the Corpus page, built into an index, asked about, and every page is opened.
 The DOM must hold none of that markup as live elements, and nothing may overflow its column.
 
-The server runs on a throw-away cache (models and the shipped indexes shared with the real one),
-so the uploaded index never reaches a user's cache.
+The server is the worker's tiny-stack server (`tiny_served` in conftest: random DPR + BART, on a
+throw-away cache, so the uploaded index never reaches a user's cache): what a page does with text
+does not depend on a trained model, and the tiny one answers in a blink.
 """
 
 import csv
@@ -19,11 +20,9 @@ from browser_kit import (
     charts_drawn,
     new_browser,
     ready,
-    running_server,
     selected,
     settled,
     showing,
-    throwaway_cache,
     wait_for,
 )
 
@@ -112,12 +111,8 @@ def corpus_files(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def throwaway_server(tmp_path_factory):
-    with running_server(throwaway_cache(tmp_path_factory.mktemp("markup-cache")), "server-markup.log") as (
-        url,
-        _,
-    ):
-        yield url
+def throwaway_server(tiny_served):
+    return tiny_served[0]
 
 
 def check_page(driver, name: str) -> None:
