@@ -88,9 +88,10 @@ def _shown(compute, message: str):
 
 
 def with_own_stuffed(trace: Trace) -> Trace:
-    """`trace` with the stuffed reading of its own passages, question and settings (for the
-    low-confidence rule, which compares all three readings); a stuffed prompt too long for the
-    generator leaves it without one, and then the rule compares the two marginals."""
+    """`trace` with the stuffed reading's answers for its own passages, question and settings (for
+    the low-confidence rule, which compares all three readings; what each passage is worth is made
+    only where a page draws it); a stuffed prompt too long for the generator leaves it without one,
+    and then the rule compares the two marginals."""
     if trace.stuffed is not None:
         return trace
     with st.spinner(f"Reading the {trace.k} passages together in one prompt…"):
@@ -205,6 +206,17 @@ def with_stuffed(trace: Trace) -> Trace:
         return trace
     with st.spinner(f"Reading the {trace.k} passages together in one prompt…"):
         found = _shown(lambda: result(trace).with_stuffed(), "the stuffed reading did not work")
+    return trace if found is None else found
+
+
+def with_stuffed_answers(trace: Trace) -> Trace:
+    """`trace` with the stuffed reading's answers alone, for a page that draws its card but not what
+    each passage is worth (Index swap); after a user error the message is shown and the trace comes
+    back as it was."""
+    if trace.stuffed is not None:
+        return trace
+    with st.spinner(f"Reading the {trace.k} passages together in one prompt…"):
+        found = _shown(lambda: result(trace).stuffed_answers(), "the stuffed reading did not work")
     return trace if found is None else found
 
 

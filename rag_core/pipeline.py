@@ -210,17 +210,24 @@ class Pipeline:
             queries = [self.query(q, cfgs) for q in questions]
             return decode_queries(self.models.generator, queries, self.scale_for, keep_state)
 
-    def with_stuffed(self, trace: Trace) -> Trace:
+    def with_stuffed(self, trace: Trace, explain: bool = True) -> Trace:
         """The trace with its stuffed reading (`decoding/stuffed.py`) added, read from the same
         passages and searched with the settings the trace recorded: what the same question decoded
         with `decode="all"` gives, for a trace decoded without it (a page that shows the stuffed
-        reading asks for it only when it is drawn). A trace that has one is returned as it is."""
+        reading asks for it only when it is drawn). A trace that has one is returned as it is.
+        `explain=False`: its answers alone, without what each passage is worth (what the
+        low-confidence rule compares; the same answers, a third of the model's work)."""
         if trace.stuffed is not None:
             return trace
         cfg = trace_config(self.cfg, trace)
         with self.models.lock:
             reading = stuffed_reading(
-                self.models.generator, trace.question, trace.hits, cfg, known=trace.candidates
+                self.models.generator,
+                trace.question,
+                trace.hits,
+                cfg,
+                explain=explain,
+                known=trace.candidates,
             )  # a marginal's candidate with the same answer already holds its rows under each passage
         return dataclasses.replace(trace, stuffed=reading)  # its settings stay the keys it is cached by
 

@@ -8,6 +8,7 @@ import time
 import weakref
 
 import pytest
+import torch
 
 from rag_core import pipeline as pipeline_module
 from rag_core.config import AnswerSettings, Config
@@ -115,6 +116,38 @@ def test_each_part_of_a_result_is_computed_once(door, stack, settings, monkeypat
         result.token_sources("rag-token")
         result.export("csv", stuffed=True)
     assert calls == {"with_stuffed": 1, "closed_book_scores": 1, "run": 0}
+
+
+def test_the_rule_reads_the_stuffed_answers_alone_and_the_worth_is_made_only_when_drawn(
+    door, stack, settings, tiny, monkeypatch
+):
+    """A card's badge compares the stuffed reading's answer, not what each passage is worth: a page
+    that draws cards alone (Index swap) makes no leave-one-out. The badges equal those judged after
+    the full reading, whose answers are the same numbers, and once that is made the rule reads it."""
+    made = []  # one entry per stuffed reading computed: whether it explained the answer
+    real = pipeline_module.Pipeline.with_stuffed
+    monkeypatch.setattr(
+        pipeline_module.Pipeline,
+        "with_stuffed",
+        lambda self, trace, explain=True: made.append(explain) or real(self, trace, explain),
+    )
+    result = door.answer(stack, QUESTION, settings)
+    best = [c for c in result.trace.candidates if c.rank == 0]
+    badges = [result.confidence(c) for c in best]
+    assert made == [False]
+    alone = result.stuffed_answers()
+    assert alone.stuffed.leave_one_out is None and alone.answer("stuffed") is not None
+    full = result.with_stuffed()
+    assert made == [False, True] and full.stuffed.leave_one_out is not None
+    assert result.stuffed_answers() is full
+    ours, theirs = alone.answer("stuffed"), full.answer("stuffed")
+    assert ours.token_ids == theirs.token_ids and torch.equal(ours.token_logp, theirs.token_logp)
+    # another server that draws the full reading first judges every card the same
+    other = Loupe(StackHolder(), corpus=str(tiny["corpus"]))
+    first_full = other.answer(stack, QUESTION, settings)
+    first_full.with_stuffed()
+    assert [first_full.confidence(c) for c in best] == badges
+    assert made == [False, True, True]
 
 
 def test_a_user_error_is_one_message_kept_like_a_value(door, stack, settings, monkeypatch):

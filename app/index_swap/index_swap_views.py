@@ -132,7 +132,7 @@ def answer_on_both(question: str, holders: dict[str, tuple[str, str]], reading: 
             traces[year] = trace = state.trace_for(question, index_name=year)
             if trace is not None:
                 if reading == "stuffed":
-                    trace = state.with_stuffed(trace)
+                    trace = state.with_stuffed_answers(trace)  # its card only: no passage's worth
                 answers_on(trace, year, known, reading)
     if all(traces.values()):
         st.caption(difference_note(traces))

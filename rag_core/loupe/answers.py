@@ -193,7 +193,7 @@ class Loupe:
             with self.holder.borrowed(other) as models:
                 index = self.index_for(models.encoder, settings.index)
                 pipe = Pipeline(models, settings.index, index, settings.config(other.cfg))
-                trace = pipe.with_stuffed(pipe.run(question))  # the rule compares all three readings
+                trace = pipe.with_stuffed(pipe.run(question), explain=False)  # the rule compares all three
                 return trace, certainty.answer_confidences(pipe, trace)
 
         return self._compared.get((stacks.fingerprint(other.cfg), question, settings), compute)
@@ -220,11 +220,24 @@ class Result:
             return self.trace
         return self._parts.get("stuffed", lambda: self._pipeline().with_stuffed(self.trace))
 
-    def with_stuffed_if_it_fits(self) -> Trace:
-        """`with_stuffed`, or the trace as it is when the K passages make a prompt longer than the
-        generator reads (the confidence rule then compares the two marginals)."""
-        try:
+    def stuffed_answers(self) -> Trace:
+        """The trace with the stuffed reading's answers alone, without what each passage is worth:
+        what the low-confidence rule compares, at a third of the full reading's model work (its
+        leave-one-out is K prompts more). The same answers as `with_stuffed`, which is returned
+        instead once it has been made."""
+        if self.trace.stuffed is not None:
+            return self.trace
+        if "stuffed" in self._parts:
             return self.with_stuffed()
+        return self._parts.get(
+            "stuffed answers", lambda: self._pipeline().with_stuffed(self.trace, explain=False)
+        )
+
+    def with_stuffed_if_it_fits(self) -> Trace:
+        """`stuffed_answers`, or the trace as it is when the K passages make a prompt longer than
+        the generator reads (the confidence rule then compares the two marginals)."""
+        try:
+            return self.stuffed_answers()
         except USER_ERRORS:
             return self.trace
 
