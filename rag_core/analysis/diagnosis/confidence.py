@@ -64,7 +64,7 @@ from rag_core.trace import Candidate, Trace, log_p_under
 # answers under both marginals, the one that flags the fewest right ones (docs/results.md).
 P_GUESS = 0.1  # below it the model is guessing
 P_SURE = 0.5  # an answer no passage supports is trusted from even odds up
-P_TRUST = math.inf  # a disagreeing reading flags an answer only below it (inf: always)
+P_TRUST = 0.9  # a disagreeing reading flags an answer only below it (inf: always)
 SUPPORT_MIN = 0.0  # a passage supports the answer when it makes it more likely than closed-book (nats)
 AGREE_READINGS = READINGS  # the readings an answer is compared with
 GUESSING, DISAGREE, UNSUPPORTED = "guessing", "readings-disagree", "unsupported"
