@@ -43,8 +43,10 @@ prompt is too long for the generator, only the marginals are compared.
 True
 >>> assess(0.97, support=3.0, runner_up="Moby", p_runner_up=0.02).low
 False
->>> assess(0.97, support=3.0, disagree={"stuffed": "Moby"}).codes
+>>> assess(0.62, support=3.0, disagree={"stuffed": "Moby"}).codes
 ('readings-disagree',)
+>>> assess(0.97, support=3.0, disagree={"stuffed": "Moby"}).codes  # sure enough: shown, not flagged
+()
 """
 
 from __future__ import annotations
