@@ -42,10 +42,13 @@ FOLLOWS = ("yes: each index's own holder", "no")
 
 class Engine(Protocol):
     """What a live figure reads: the trace of a question on an index (the session's index when
-    None), with its stuffed reading when `stuffed` (only the figures that read it pay for it), and
-    the pipeline that answered it."""
+    None), with the stuffed reading's answers when `stuffed` and with what each passage is worth to
+    them when `worth` (only the figures that read them pay for them), and the pipeline that
+    answered it."""
 
-    def trace(self, question: str, index: str | None = None, stuffed: bool = False) -> Trace: ...
+    def trace(
+        self, question: str, index: str | None = None, stuffed: bool = False, worth: bool = False
+    ) -> Trace: ...
 
     def pipeline(self, index: str | None = None) -> Pipeline: ...
 
@@ -185,7 +188,7 @@ def p_without(engine: Engine, p: dict) -> Reveal:
 
 def stuffed_leans(engine: Engine, p: dict) -> Reveal:
     """The passage whose removal costs the stuffed reading's answer most (exact leave-one-out)."""
-    trace = engine.trace(p["question"], p.get("index"), stuffed=True)
+    trace = engine.trace(p["question"], p.get("index"), worth=True)
     worth = stuffed_worth.of(trace)
     if worth is None:
         raise ValueError("the stuffed reading gave no answer to this question")

@@ -34,8 +34,8 @@ __all__ = [
 
 class LoupeEngine:
     """A live figure's engine: questions answered by the Loupe under `settings` (the session's),
-    on the index an exercise names or the settings' own (with the stuffed reading when asked);
-    every session asking the same shares one computation."""
+    on the index an exercise names or the settings' own (with the stuffed reading's answers, or its
+    whole reading, when asked); every session asking the same shares one computation."""
 
     def __init__(self, loupe: Loupe, stack: stacks.Stack, settings: AnswerSettings) -> None:
         self.loupe, self.stack, self.settings = loupe, stack, settings
@@ -43,9 +43,13 @@ class LoupeEngine:
     def _settings(self, index: str | None) -> AnswerSettings:
         return dataclasses.replace(self.settings, index=index or self.settings.index)
 
-    def trace(self, question: str, index: str | None = None, stuffed: bool = False) -> Trace:
+    def trace(
+        self, question: str, index: str | None = None, stuffed: bool = False, worth: bool = False
+    ) -> Trace:
         result = self.loupe.answer(self.stack, question, self._settings(index))
-        return result.with_stuffed() if stuffed else result.trace
+        if worth:
+            return result.with_stuffed()  # the stuffed reading with its leave-one-out
+        return result.stuffed_answers() if stuffed else result.trace
 
     def pipeline(self, index: str | None = None) -> Pipeline:
         return self.loupe.pipeline(self.stack, self._settings(index))
