@@ -200,23 +200,24 @@ def stuffed_orders(trace: Trace) -> list | None:
 
 def with_stuffed(trace: Trace) -> Trace:
     """`trace` with its stuffed reading (the K passages in one prompt and its exact leave-one-out),
-    computed once when a page first draws it. After a user error (a stuffed prompt longer than the
-    generator reads) the message is shown and the trace comes back as it was."""
-    if trace.stuffed is not None:
-        return trace
-    with st.spinner(f"Reading the {trace.k} passages together in one prompt…"):
-        found = _shown(lambda: result(trace).with_stuffed(), "the stuffed reading did not work")
-    return trace if found is None else found
+    computed once when a page first draws it."""
+    return _stuffed(trace, lambda: result(trace).with_stuffed())
 
 
 def with_stuffed_answers(trace: Trace) -> Trace:
     """`trace` with the stuffed reading's answers alone, for a page that draws its card but not what
-    each passage is worth (Index swap); after a user error the message is shown and the trace comes
-    back as it was."""
+    each passage is worth (Index swap)."""
+    return _stuffed(trace, lambda: result(trace).stuffed_answers())
+
+
+def _stuffed(trace: Trace, compute) -> Trace:
+    """`compute()` with its spinner, for a trace without a stuffed reading. After a user error (a
+    stuffed prompt longer than the generator reads) the message is shown and the trace comes back
+    as it was."""
     if trace.stuffed is not None:
         return trace
     with st.spinner(f"Reading the {trace.k} passages together in one prompt…"):
-        found = _shown(lambda: result(trace).stuffed_answers(), "the stuffed reading did not work")
+        found = _shown(compute, "the stuffed reading did not work")
     return trace if found is None else found
 
 
