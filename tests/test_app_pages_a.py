@@ -281,9 +281,12 @@ def test_citations_shows_each_sentences_delta_for_the_cited_passage(at, wiki_pip
 
 # ------------------------------------------------------------ the stuffed reading on the pages
 @pytest.mark.slow
-def test_the_stuffed_reading_on_token_vs_sequence_and_citations_is_the_engines(at, wiki_pipeline):
+def test_the_stuffed_reading_on_token_vs_sequence_and_citations_is_the_engines(at, trace, wiki_pipeline):
     """The third card, the stepped stuffed answer and the worth table are those of a fresh trace
-    decoded with decode="all" (its own leave-one-out and its answer under each passage alone)."""
+    decoded with decode="all" (its own leave-one-out and its answer under each passage alone). The
+    other orders are the ones the door computed for the page (`Pipeline.stuffed_orders`, which
+    tests/test_stuffed.py checks against each order read alone): read back, not computed again."""
+    from app import state
     from app.ui.stuffed_views import agreement_line
     from rag_core.analysis.attribution import stuffed_worth
 
@@ -319,7 +322,8 @@ def test_the_stuffed_reading_on_token_vs_sequence_and_citations_is_the_engines(a
     at.toggle(key="cit_orders").set_value(True).run()
     assert not at.exception
     orders = table_with(at, "its answer")
-    got = wiki_pipeline.stuffed_orders(fresh)
+    got = state.stuffed_orders(trace)  # what the page read, from the door's cache
+    assert state.with_stuffed(trace).answer("stuffed").token_ids == w.answer.token_ids  # of this answer
     assert len(got) == 2 * fresh.k - 1
     assert list(orders["its answer"]) == [w.answer.answer] + [o.answer for o in got]
     p_answer = list(orders[f"p(“{w.answer.answer}”)"])

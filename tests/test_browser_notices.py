@@ -146,14 +146,17 @@ def cut_notice_shown(text: str) -> str:
     )
 
 
-def test_a_long_paste_is_kept_whole_and_the_answer_says_where_it_was_cut(server, browser):
+def test_a_long_paste_is_kept_whole_and_the_answer_says_where_it_was_cut(tiny_served, browser):
     """Issue 36, item 3: a paragraph of 2,500 characters with its question at the end is pasted into
     Ask's field. Before, the field (limit 2,000) dropped the paste whole and stayed empty, with no
-    message; typed text stopped at 2,000 while only 1,000 were read. Index swap's field the same."""
+    message; typed text stopped at 2,000 while only 1,000 were read. Index swap's field the same.
+    What is checked is the field and the notice, not the answer: on the worker's tiny-stack server,
+    where a thousand-character question costs the trained model's minutes nothing."""
+    server = tiny_served[0]
     browser.get(server + "/")
     wait_for(
         browser,
-        lambda: "Herman Melville" in body_text(browser) and settled(browser),
+        lambda: showing(browser, "Ask") and settled(browser) and "Question:" in body_text(browser),
         300,
         "the default answer",
     )
