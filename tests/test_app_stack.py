@@ -10,6 +10,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
+from app.ui.safe_text import md_text
 from rag_core import stacks
 from rag_core.marginals import p_text
 from rag_core.toys.tiny_models import build_tiny_stack
@@ -71,6 +72,9 @@ def app_with(monkeypatch, flags: list[str]) -> AppTest:
     return at
 
 
+DEFAULT_LINE = f"**Model:** {md_text('MiniLM-L6 retriever · SmolLM2-135M + RAG adapter')}"  # in words
+
+
 def model_line(at) -> str:
     lines = [c.value for c in at.caption if c.value.startswith("**Model:**")]
     assert len(lines) == 1, [c.value for c in at.caption][:5]
@@ -85,7 +89,10 @@ def test_every_page_renders_on_the_stack_of_the_command_line_and_names_it(monkey
     for page in PAGES:
         visit(at, page)
         line = model_line(at)
-        assert "command line" in line and "dpr\\_q" in line and "bart" in line, (page, line)
+        assert line.endswith(md_text("(command line)")) and "dpr\\_q retriever" in line and "bart" in line, (
+            page,
+            line,
+        )
     assert at.selectbox(key="stack").value == "cli"
 
 
@@ -141,7 +148,7 @@ def test_a_command_line_that_cannot_be_used_says_so_once_and_the_default_stack_o
         logged
     )  # the server log
     assert at.session_state["stack"] == "default"
-    assert model_line(at).endswith("default")
+    assert model_line(at) == DEFAULT_LINE
     assert [m for m in at.metric if m.label == "RAG-Token"]  # the default stack answered
 
 
@@ -187,7 +194,9 @@ def test_switching_stacks_five_times_frees_the_other_and_shows_only_its_own_numb
         at.selectbox(key="stack").select(target).run()
         assert not at.exception, [e.value for e in at.exception]
         assert not at.error, [e.value for e in at.error]
-        assert model_line(at).endswith("default") == (target == "default")
+        named = model_line(at)  # the stack in words: the trained default, or the tiny one by its folders
+        assert (named == DEFAULT_LINE) == (target == "default"), named
+        assert named.endswith(md_text("(command line)")) == (target == "cli"), named
         cards = answer_cards(at)
         assert cards == seen.setdefault(target, cards), (
             target,

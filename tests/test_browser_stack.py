@@ -38,7 +38,7 @@ def test_the_pages_name_the_stack_of_the_command_line(tiny_server):
             300,
             "the tiny stack's answer",
         )
-        named = "Model: command line: question encoder: "
+        named = "Model: tiny-browser0/dpr_q retriever · tiny-browser0/bart (command line)"  # in words
         for path, title in [("", "Ask")] + [p for p in PAGES if p[0] in SEEN]:
             if path:
                 driver.find_element(
@@ -48,7 +48,7 @@ def test_the_pages_name_the_stack_of_the_command_line(tiny_server):
                 drawn(driver, f"the charts of {title}", 60)
             main = driver.find_element(By.CSS_SELECTOR, '[data-testid="stMain"]')
             first = main.text.strip().splitlines()[0]
-            assert first.startswith(named) and "tiny-browser0/bart" in first, (title, first)
+            assert first == named, (title, first)
             errors = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')
             assert not errors, f"{title}: {errors[0].text[:300]}"
             driver.save_screenshot(str(ARTIFACTS / f"tiny-{path or 'ask'}.png"))

@@ -1,12 +1,12 @@
 """What every page shows of the model stack: the sidebar's Model choice, the first line naming the
-stack (its full ids on hover), and the one message of a command line or a stack that could not be
+stack in words (its full ids on hover), and the one message of a command line or a stack that could not be
 used. Names and paths are a user's text: escaped, never read as Markdown."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from app import stack
+from app import stack, state
 from app.ui.safe_text import md_text
 
 
@@ -39,6 +39,9 @@ def notices() -> None:
 
 
 def stack_line() -> None:
-    """The page's first line: the stack it shows, with its full ids on hover."""
+    """The page's first line: the stack it shows in words, retriever then generator, with its full
+    ids on hover; a stack the user opened (the command line's, a training run) also by the name the
+    sidebar gives it."""
     now = stack.current()
-    st.caption(f"**Model:** {md_text(now.name)}", help=md_text(now.details()))
+    named = {"preset": "", "cli": " (command line)"}.get(now.kind, f" ({now.name})")
+    st.caption(f"**Model:** {md_text(state.stack_words() + named)}", help=md_text(now.details()))

@@ -190,10 +190,7 @@ def about_query(question: str, index: str, settings: str, raw: str | None = None
     """The first line of a page about one question: what it asks, on which index, with which settings;
     then (`notes`) what was cut from the question as typed (`raw`, default `question`)."""
     detour_notice()
-    st.markdown(
-        f"**Question:** “{md_text(question)}” · **index** {md_text(index)} · {md_text(settings)} · "
-        f"**stack** {md_text(state.stack_words())}"
-    )
+    st.markdown(f"**Question:** “{md_text(question)}” · **index** {md_text(index)} · {md_text(settings)}")
     if notes:
         question_notes(question if raw is None else raw)
 
