@@ -216,10 +216,10 @@ def _live_by_hand(item: sheets.Exercise, default_pipeline):
         return figures.FOLLOWS[0 if judge(a16, h16, h18)[0] and judge(a18, h16, h18)[1] else 1]
     if item.figure == "query_step":
         return _titles(trace)[_one_step_gain(pipe, trace, seq)]
-    stuffed = pipe.with_stuffed(trace)
-    if item.figure == "readings_agree":
-        other = stuffed.answer(p.get("reading", RAG_TOKEN)).answer
+    if item.figure == "readings_agree":  # answers alone: what each passage is worth is not read
+        other = pipe.with_stuffed(trace, explain=False).answer(p.get("reading", RAG_TOKEN)).answer
         return figures.SAME[0 if normalize_answer(other) == normalize_answer(seq.answer) else 1]
+    stuffed = pipe.with_stuffed(trace)
     if item.figure == "stuffed_leans":  # the exact leave-one-out: log p(y|x, all) − log p(y|x, all but z)
         whole = float(stuffed.stuffed.candidates[0].token_logp[0].double().sum())
         worth = [whole - float(row.double().sum()) for row in stuffed.stuffed.leave_one_out]  # (K,)

@@ -220,11 +220,12 @@ def answer_confidences(pipe, trace: Trace) -> dict[str, Confidence]:
     """The rule for each reading's chosen answer of `trace`, with `pipe` (the trace's stack) making
     each answer's closed-book row in a teacher-forced pass of its own. (The app and an eval run
     batch several answers' rows in one pass: the same numbers to float32 rounding.) The rule
-    compares the three readings, so a trace without its stuffed reading gets it first
-    (`pipe.with_stuffed`); the confidences of the readings the trace was decoded with are returned."""
+    compares the three readings, so a trace without its stuffed reading gets its answers first
+    (`pipe.with_stuffed`, without what each passage is worth: the rule never reads it); the
+    confidences of the readings the trace was decoded with are returned."""
     asked = [d for d in READINGS if trace.answer(d) is not None]
     try:
-        trace = pipe.with_stuffed(trace)
+        trace = pipe.with_stuffed(trace, explain=False)
     except ValueError:  # the K passages make a prompt longer than the generator reads: not compared
         pass
     rows: dict[tuple[int, ...], torch.Tensor] = {}
