@@ -56,11 +56,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def throwaway_cache(folder: Path) -> Path:
-    """A cache folder for a test server: the converted models, the shipped indexes, the index-swap
-    rows and the maps are shared with the real cache (links), so nothing is rebuilt; what a test
-    writes (user indexes, eval runs) stays in `folder` and never reaches a user's cache."""
-    return cache_sharing(folder, SHARED_CACHES)
+def throwaway_cache(folder: Path, source: Path | None = None) -> Path:
+    """A cache folder for a test server: the converted models, the built indexes and the map fits
+    that `source` (by default the real cache) holds are shared (a link each), so nothing is rebuilt;
+    what a test writes (a tiny stack's index, a user index, a map fit, an eval run) stays in
+    `folder` and never reaches a user's cache."""
+    return cache_sharing(folder, SHARED_CACHES, source)
 
 
 @contextlib.contextmanager

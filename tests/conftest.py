@@ -140,15 +140,27 @@ def tiny_pipeline(folder: Path, cfg=None):
     return Pipeline(models, "tiny", index, cfg or Config(k=3)), stack
 
 
-def cache_sharing(folder: Path, kinds=("models",)) -> Path:
-    """A throw-away cache folder whose `kinds` are links to the real cache's (by default the
-    converted models, so a test on an empty cache does not convert the generator again)."""
+def cache_sharing(folder: Path, kinds=("models",), source: Path | None = None) -> Path:
+    """A throw-away cache folder whose `kinds` hold a link to each entry `source` (by default the
+    real cache) has of them now: by default the converted models, so a test on an empty cache does
+    not convert the generator again. What a test builds afterwards (a tiny stack's index, an
+    uploaded corpus's, a map fit) lands in `folder`, never in the user's cache.
+
+    >>> real, mine = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp())
+    >>> (real / "indexes" / "wiki").mkdir(parents=True)
+    >>> shared = cache_sharing(mine, ("indexes",), real) / "indexes"
+    >>> (shared / "wiki").is_symlink(), (shared / "tiny").mkdir(), (real / "indexes" / "tiny").exists()
+    (True, None, False)
+    """
     from rag_core.config import cache_dir
 
-    folder.mkdir(parents=True, exist_ok=True)
+    source = cache_dir() if source is None else source
     for kind in kinds:
-        (cache_dir() / kind).mkdir(parents=True, exist_ok=True)
-        (folder / kind).symlink_to(cache_dir() / kind, target_is_directory=True)
+        (folder / kind).mkdir(parents=True, exist_ok=True)
+        shared = source / kind
+        for entry in sorted(shared.iterdir()) if shared.is_dir() else []:
+            if not entry.name.startswith("."):  # a build in progress is no entry yet
+                (folder / kind / entry.name).symlink_to(entry.resolve(), target_is_directory=entry.is_dir())
     return folder
 
 
@@ -219,7 +231,15 @@ def visit(at, page: str, errors_allowed: bool = False):
 
 
 @pytest.fixture(scope="session")
-def served(tmp_path_factory):
+def served_cache(tmp_path_factory):
+    """The throw-away cache folder of the worker's shared server (`served`)."""
+    import browser_kit
+
+    return browser_kit.throwaway_cache(tmp_path_factory.mktemp("browser-cache"))
+
+
+@pytest.fixture(scope="session")
+def served(served_cache):
     """(URL, process) of a Streamlit server of the app on a throw-away cache, one per test worker
     and shared by every browser module it runs: the model loads once a worker, and what one module
     computed is there for the next (each module's browser is a session of its own). A module that
@@ -229,8 +249,7 @@ def served(tmp_path_factory):
     (or, in CI, fails) without Chromium."""
     import browser_kit
 
-    cache = browser_kit.throwaway_cache(tmp_path_factory.mktemp("browser-cache"))
-    with browser_kit.running_server(cache) as found:
+    with browser_kit.running_server(served_cache) as found:
         yield found
 
 

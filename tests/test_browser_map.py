@@ -5,9 +5,6 @@ page after such a click still starts from the question's own query unless asked,
 chart drawing a negligible change as a flat line. Screenshots go under test-artifacts/browser/.
 (On the test worker's shared server, `served` in conftest.)"""
 
-import tempfile
-from pathlib import Path
-
 import pytest
 
 from browser_kit import (  # noqa: F401
@@ -115,10 +112,11 @@ def test_rank_numbers_stay_clear_of_the_question_with_the_zoom_on(server, browse
         assert not outside, f"{question}: rank numbers {outside} cut off by the zoom: {labels}, plot {plot}"
 
 
-def test_the_status_names_the_layout_and_what_was_done(server, browser):
+def test_the_status_names_the_layout_and_what_was_done(server, served_cache, browser, tmp_path):
     """The map's status line says which layout it shows (PCA is not called UMAP) and what happened:
     the `wiki` index's UMAP map is "the shipped base layout" (never "fitted in 0.0 s"), its PCA map is
-    made once, and a new server process on the same cache finds it there: "loaded from the cache".
+    made once, and a new server process on a cache that shares the first one's finds it there:
+    "loaded from the cache".
     The line shows while a map is prepared, so the test opens maps no other test of the module
     opens."""
     browser.get(server + "/map")
@@ -135,7 +133,9 @@ def test_the_status_names_the_layout_and_what_was_done(server, browser):
     assert "UMAP map of" not in body_text(browser)
 
     # A new process has none of the first one's memory: the PCA map comes from the cache folder.
-    with running_server(throwaway_cache(Path(tempfile.mkdtemp(prefix="browser-cache-"))), "server-2.log") as (
+    # it shares what the first server's cache holds now, the PCA fit just made among it
+    second_cache = throwaway_cache(tmp_path / "second-cache", served_cache)
+    with running_server(second_cache, "server-2.log") as (
         url,
         _,
     ):
