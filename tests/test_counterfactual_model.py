@@ -1,8 +1,8 @@
 """Counterfactuals on the real default stack: with nothing changed, the Diagnose panel's
 counterfactual is the trace itself (same tokens, same probability) for both decodings under greedy
-and beam search, over the Ask page's example questions and over an uploaded corpus; and the model
-call of a counterfactual is the pipeline's own run of the question with fewer passages or another
-scale. (Toy models: tests/test_counterfactual.py.)"""
+and beam search, over the Ask page's example questions and over an uploaded corpus (four beams on
+the corpus questions); and the model call of a counterfactual is the pipeline's own run of the
+question with fewer passages or another scale. (Toy models: tests/test_counterfactual.py.)"""
 
 import json
 
@@ -62,6 +62,10 @@ ROBOTICS = [
 ]
 CORPUS_QUESTIONS = ["Who wrote Moby-Dick?", "Who founded Nimbleworks Robotics?", "Who designed the grippers?"]
 SETTINGS = [Config(), Config(beams=2, rescore="fast"), Config(beams=4)]  # greedy, beams; both rescorings
+# The example questions under greedy and two beams; four beams with the thorough rescoring (the
+# costliest search, its check the same) on the corpus questions, where the stored top tokens are
+# least able to prove the greedy choice.
+EXAMPLE_SETTINGS = SETTINGS[:2]
 EXAMPLES = ASSETS / "examples" / "questions.json"
 LOG_P = {"rag-token": marginals.rag_token, "rag-sequence": marginals.rag_sequence}
 
@@ -83,13 +87,16 @@ def corpus_pipeline(default_pipeline):
 
 @pytest.fixture(scope="module")
 def traces(default_pipeline, corpus_pipeline):
-    """(pipeline, settings, trace) for every example question and corpus question under SETTINGS
-    (one retrieval and one prompt pass per question)."""
+    """(pipeline, settings, trace) for every example question under EXAMPLE_SETTINGS and every
+    corpus question under SETTINGS (one retrieval and one prompt pass per question)."""
     examples = [e["question"] for e in json.loads(EXAMPLES.read_text("utf-8"))]
     out = []
-    for pipe, questions in ((default_pipeline, examples), (corpus_pipeline, CORPUS_QUESTIONS)):
+    for pipe, questions, settings in (
+        (default_pipeline, examples, EXAMPLE_SETTINGS),
+        (corpus_pipeline, CORPUS_QUESTIONS, SETTINGS),
+    ):
         for q in questions:
-            out += [(pipe, cfg, run.trace) for cfg, run in zip(SETTINGS, pipe.run_settings(q, SETTINGS))]
+            out += [(pipe, cfg, run.trace) for cfg, run in zip(settings, pipe.run_settings(q, settings))]
     return out
 
 

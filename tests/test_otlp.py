@@ -34,7 +34,7 @@ def attributes(span: dict) -> dict:
 @pytest.mark.slow  # over 5 s on 2 cores
 def test_ask_writes_the_query_as_openinference_spans(tmp_path):
     path = tmp_path / "t.json"
-    out = run_cli("ask", QUESTION, "--decode", "all", "--json", "--otlp", str(path))
+    out = run_cli("ask", QUESTION, "--decode", "all", "-k", "3", "--json", "--otlp", str(path))  # K: any
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
     data = json.loads(path.read_text(encoding="utf-8"))
@@ -103,7 +103,7 @@ def test_eval_writes_one_otlp_file_per_question(tmp_path):
     out_dir, rows = tmp_path / "otlp", tmp_path / "rows.csv"
     run = run_cli(
         "eval", str(questions), "--stuffed", "--otlp", str(out_dir), "--csv", str(rows), "--no-save",
-        "--no-diagnose", "--restart",
+        "--no-diagnose", "--restart", "-k", "3",
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert sorted(p.name for p in out_dir.iterdir()) == ["0000.json", "0001.json"]

@@ -63,8 +63,7 @@ def test_strange_questions_get_answers_not_crashes(default_pipeline):
         assert trace.k == 3 and trace.candidates
         frame = trace.to_frame()
         assert np.isfinite(frame["prior"]).all()
-    long_trace = default_pipeline.run("x" * 100_000, Config(k=2, max_new_tokens=4))
-    assert long_trace.settings.notices
+    assert trace.settings.notices  # the last, 100,000 characters long, says it was cut
 
 
 def test_k_larger_than_the_index(tmp_path):
