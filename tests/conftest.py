@@ -140,6 +140,52 @@ def tiny_pipeline(folder: Path, cfg=None):
     return Pipeline(models, "tiny", index, cfg or Config(k=3)), stack
 
 
+def build_tiny_generator(folder: Path) -> Path:
+    """A tiny random Llama (two layers, width 32, a fixed seed) saved as a generator folder with the
+    default generator's own tokenizer, for `--generator FOLDER`: with the default retriever it reads
+    the real indexes and the real prompts, as the default stack does, at a hundredth of its model
+    work. For tests of what a page shows of any answer, not of what the trained model answers."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from rag_core.generators.loading import smollm_folder
+
+    tok = AutoTokenizer.from_pretrained(smollm_folder())
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=8192,
+        initializer_range=0.2,  # peaked next-token distributions, so passages differ in what they give
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=True,
+    )
+    LlamaForCausalLM(config).eval().save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_generator(tmp_path_factory) -> Path:
+    """`build_tiny_generator` in a folder of the run's, built once a worker."""
+    return build_tiny_generator(tmp_path_factory.mktemp("tiny-generator"))
+
+
+@pytest.fixture(scope="module")
+def on_tiny_generator(tiny_generator):
+    """For a module's AppTests: the app's command line names `tiny_generator` (`streamlit run
+    app/main.py -- --generator FOLDER`) while the module runs, its tests included."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", [str(ROOT / "app/main.py"), "--generator", str(tiny_generator)])
+        yield tiny_generator
+
+
 def cache_sharing(folder: Path, kinds=("models",), source: Path | None = None) -> Path:
     """A throw-away cache folder whose `kinds` hold a link to each entry `source` (by default the
     real cache) has of them now: by default the converted models, so a test on an empty cache does

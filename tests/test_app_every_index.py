@@ -1,7 +1,10 @@
 """Every page on the two year indexes (the wiki index and a user index are covered in
 test_app_pages_a/b): no exception, no error box, the page's own elements, and the passages the
-page works on come from the chosen year."""
+page works on come from the chosen year. The stack is the default retriever with a tiny random
+generator (`tiny_generator` in conftest): what is checked is the pages and the passages the real
+retriever finds, not what the trained model answers."""
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,11 +29,14 @@ QUESTION = "Who is the President of France?"
 
 @pytest.mark.slow
 @pytest.mark.parametrize("year", ["2016", "2018"])
-def test_every_page_on_a_year_index(year):
+def test_every_page_on_a_year_index(year, tiny_generator, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [str(ROOT / "app/main.py"), "--generator", str(tiny_generator)])
     at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
     at.session_state["index_name"] = year
     at.session_state["question"] = QUESTION
     at.session_state["map_method"] = "PCA"  # the UMAP layout of the year indexes is tested in test_projection
+    at.run()
+    assert at.session_state["stack"] == "cli", [e.value for e in at.error]  # the tiny generator's stack
     for page in PAGES:
         at.switch_page(str(ROOT / "pages" / page))
         at.run()

@@ -1,5 +1,7 @@
 """What is on screen is what the user chose: an example picked is the question answered, a typed
-question is no longer the example, every trace page names its question and index."""
+question is no longer the example, every trace page names its question and index. The stack is the
+default retriever with a tiny random generator (`on_tiny_generator` in conftest): what the pages
+show of a question does not depend on the model that answers it."""
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -8,6 +10,16 @@ from app.ui.safe_text import md_text
 from rag_core.config import Config
 
 from conftest import ROOT, visit
+
+pytestmark = pytest.mark.usefixtures("on_tiny_generator")
+
+
+@pytest.fixture(scope="module")
+def same_stack(on_tiny_generator):
+    """The pages' stack loaded afresh, for recomputing what they show."""
+    from rag_core.pipeline import load_pipeline
+
+    return load_pipeline(Config(generator=str(on_tiny_generator)))
 
 
 def ask_app() -> AppTest:
@@ -29,17 +41,18 @@ def about_line(at) -> str:
 
 
 @pytest.mark.slow
-def test_picking_an_example_answers_it_and_typing_leaves_the_example(default_pipeline):
+def test_picking_an_example_answers_it_and_typing_leaves_the_example(same_stack, on_tiny_generator):
     at = ask_app()
     assert "Moby" in about_line(at)
-    words = md_text("MiniLM-L6 retriever · SmolLM2-135M + RAG adapter")  # the stack in words, escaped
+    folder = f"{on_tiny_generator.parent.name}/{on_tiny_generator.name}"  # the stack in words, escaped
+    words = md_text(f"MiniLM-L6 retriever · {folder} (command line)")
     assert [c.value for c in at.caption if c.value.startswith("**Model:**")] == [f"**Model:** {words}"]
     before = shown_answers(at)
     at.selectbox(key="example").set_value("In which city is the Taj Mahal?").run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["question"] == "In which city is the Taj Mahal?"
     assert "Taj Mahal" in about_line(at) and "Moby" not in about_line(at)  # no stale answer
-    want = default_pipeline.run("In which city is the Taj Mahal?", Config(max_new_tokens=8))
+    want = same_stack.run("In which city is the Taj Mahal?", Config(max_new_tokens=8))
     assert (
         shown_answers(at) == [want.answer("rag-token").answer, want.answer("rag-sequence").answer] != before
     )
@@ -125,7 +138,7 @@ def test_a_stuffed_failure_is_explained_on_citations():
     assert "tvs_answer" not in at.session_state
 
 
-@pytest.mark.slow  # the Ask page on the real model
+@pytest.mark.slow  # the Ask page
 def test_the_stacks_on_offer_are_read_once_a_page_run(monkeypatch):
     """Every state function asks for the session's stack; reading the training cache and the
     command line each time held a class's server for long. Once per full page run now (a page may

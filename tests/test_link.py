@@ -1,6 +1,7 @@
 """A link is a question: a link's question and settings open the same answer the engine gives them,
 the address bar is written back as the link to what is shown, a reload of that link shows equal
-numbers, and a bad or unknown value is left out and named."""
+numbers, and a bad or unknown value is left out and named. The stack is the default retriever with a
+tiny random generator (`on_tiny_generator` in conftest): a link works the same for any model."""
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -12,6 +13,15 @@ from rag_core.config import Config
 from conftest import ROOT
 
 QUESTION = "Who painted the Mona Lisa?"
+pytestmark = pytest.mark.usefixtures("on_tiny_generator")
+
+
+@pytest.fixture(scope="module")
+def same_stack(on_tiny_generator):
+    """The app's stack loaded afresh, for recomputing what it shows."""
+    from rag_core.pipeline import load_pipeline
+
+    return load_pipeline(Config(generator=str(on_tiny_generator)))
 
 
 def opened(params: dict) -> AppTest:
@@ -51,18 +61,19 @@ def plain(params) -> dict:
 
 
 @pytest.mark.slow
-def test_a_link_opens_its_question_and_a_reload_shows_equal_numbers(default_pipeline):
+def test_a_link_opens_its_question_and_a_reload_shows_equal_numbers(same_stack):
     params = {"q": QUESTION, "k": "3", "max_new_tokens": "8"}
     at = opened(params)
     assert at.session_state["question"] == QUESTION
     assert at.slider(key="k").value == 3
-    want = default_pipeline.run(QUESTION, Config(k=3, max_new_tokens=8))
+    want = same_stack.run(QUESTION, Config(k=3, max_new_tokens=8))
     shown = cards(at)
     assert [a for a, _ in shown] == [md_text(want.answer(d).answer) for d in ("rag-token", "rag-sequence")]
     written = dict(at.query_params)
-    assert {
-        k: (v[0] if isinstance(v, list) else v) for k, v in written.items()
-    } == params  # defaults left out
+    assert {k: (v[0] if isinstance(v, list) else v) for k, v in written.items()} == {
+        **params,
+        "stack": "cli",
+    }  # defaults left out; the stack shown (the command line's) named
     again = opened(params)  # a reload, or the link opened in another browser
     assert cards(again) == shown
     assert not again.warning or all("link" not in w.value for w in again.warning)
@@ -70,10 +81,11 @@ def test_a_link_opens_its_question_and_a_reload_shows_equal_numbers(default_pipe
 
 @pytest.mark.slow  # over 5 s on 2 cores
 def test_a_bad_or_unknown_value_is_named_and_the_default_used():
-    at = opened({"k": "99", "colour": "red", "beams": "2"})
+    at = opened({"k": "99", "colour": "red", "max_new_tokens": "4"})  # a short answer: a cheap one
     (warning,) = [w.value for w in at.warning if "link" in w.value]
-    assert "k=99" in warning and "colour=red" in warning and "beams" not in warning
-    assert at.slider(key="k").value == 5 and at.slider(key="beams").value == 2
+    assert "k=99" in warning and "colour=red" in warning and "max_new_tokens" not in warning
+    assert at.slider(key="k").value == 5 and at.session_state["max_new_tokens"] == 4
     assert plain(at.query_params) == {
-        "beams": "2"
-    }  # the link as it is now: the value used, the bad ones gone
+        "max_new_tokens": "4",
+        "stack": "cli",
+    }  # the link as it is now: the value used (and the stack shown), the bad ones gone
