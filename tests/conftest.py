@@ -140,33 +140,40 @@ def tiny_pipeline(folder: Path, cfg=None):
     return Pipeline(models, "tiny", index, cfg or Config(k=3)), stack
 
 
-def build_tiny_generator(folder: Path) -> Path:
-    """A tiny random Llama (two layers, width 32, a fixed seed) saved as a generator folder with the
-    default generator's own tokenizer, for `--generator FOLDER`: with the default retriever it reads
-    the real indexes and the real prompts, as the default stack does, at a hundredth of its model
-    work. For tests of what a page shows of any answer, not of what the trained model answers."""
+def tiny_llama(vocab_size: int, bos: int, eos: int, pad: int, width: int = 32):
+    """A tiny random Llama (two layers, a fixed seed), its next-token distributions peaked
+    (initializer range 0.2), so that passages differ in what they give."""
     import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaConfig, LlamaForCausalLM
 
-    from rag_core.generators.loading import smollm_folder
-
-    tok = AutoTokenizer.from_pretrained(smollm_folder())
     torch.manual_seed(0)
     config = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
+        vocab_size=vocab_size,
+        hidden_size=width,
+        intermediate_size=2 * width,
         num_hidden_layers=2,
         num_attention_heads=2,
         num_key_value_heads=1,
         max_position_embeddings=8192,
-        initializer_range=0.2,  # peaked next-token distributions, so passages differ in what they give
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-        tie_word_embeddings=True,
+        initializer_range=0.2,
+        bos_token_id=bos,
+        eos_token_id=eos,
+        pad_token_id=pad,
     )
-    LlamaForCausalLM(config).eval().save_pretrained(folder)
+    return LlamaForCausalLM(config).eval()
+
+
+def build_tiny_generator(folder: Path) -> Path:
+    """`tiny_llama` saved as a generator folder with the default generator's own tokenizer, for
+    `--generator FOLDER`: with the default retriever it reads the real indexes and the real prompts,
+    as the default stack does, at a hundredth of its model work. For tests of what a page shows of
+    any answer, not of what the trained model answers."""
+    from transformers import AutoTokenizer
+
+    from rag_core.generators.loading import smollm_folder
+
+    tok = AutoTokenizer.from_pretrained(smollm_folder())
+    tiny_llama(len(tok), tok.bos_token_id, tok.eos_token_id, tok.pad_token_id).save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
 

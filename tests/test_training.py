@@ -35,6 +35,8 @@ from rag_core.training.loop import (
 from rag_core.training.output import save_outputs
 from rag_core.training.query import query_model, query_tensor
 
+from conftest import tiny_llama
+
 CPU = torch.device("cpu")
 
 
@@ -135,26 +137,8 @@ def test_the_differentiable_query_vector_equals_the_encoders(stack):
 
 def tiny_causal(stack) -> CausalGenerator:
     """A tiny random Llama reading the generator's real few-shot prompt (byte-level BPE tokenizer)."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     tok = bart_tokenizer([p.text for p in read_corpus_file(str(stack["corpus"])).passages] * 3)
-    torch.manual_seed(0)
-    model = LlamaForCausalLM(
-        LlamaConfig(
-            vocab_size=len(tok),
-            hidden_size=16,
-            intermediate_size=32,
-            num_hidden_layers=2,
-            num_attention_heads=2,
-            num_key_value_heads=1,
-            max_position_embeddings=8192,
-            initializer_range=0.2,
-            pad_token_id=1,
-            eos_token_id=2,
-            bos_token_id=0,
-        )
-    ).eval()
-    return CausalGenerator(model, tok, "tiny-llama", CPU)
+    return CausalGenerator(tiny_llama(len(tok), bos=0, eos=2, pad=1, width=16), tok, "tiny-llama", CPU)
 
 
 def test_the_differentiable_conditionals_equal_teacher_forcing(stack):
