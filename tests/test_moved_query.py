@@ -1,7 +1,10 @@
 """Moving the query by hand on the Map: `PassageMap.lift` against a brute-force loop, a passage's own
 map point lifting back to (nearly) its own vector, and the Map page's moved-query panel and rings against
 a fresh retrieval with the lifted vector (and its answer against the pipeline run from that vector); the
-Train page's start (the question's own query unless the user asks for the moved one)."""
+Train page's start (the question's own query unless the user asks for the moved one). The pages run
+on the default retriever with a tiny random generator (`on_tiny_generator` in conftest), and their
+answers and walks are recomputed with the app's own models: none of it depends on what the trained
+model answers."""
 
 import json
 import math
@@ -60,7 +63,7 @@ def test_a_passage_point_lifts_to_a_query_that_retrieves_that_passage(default_pi
 
 
 @pytest.fixture(scope="module")
-def moved_map():
+def moved_map(on_tiny_generator):
     at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=600)
     at.session_state["index_name"] = "wiki"
     at.session_state["question"] = QUESTION
