@@ -233,23 +233,32 @@ def default_pipeline():
     return load_pipeline(Config())
 
 
+def on_generator(pipe, generator: str):
+    """`pipe` with another generator, sharing its encoder and index (no second copy of either)."""
+    import torch
+
+    from rag_core.generators.loading import load_generator
+    from rag_core.pipeline import Models, Pipeline
+
+    models = Models(pipe.models.encoder, load_generator(generator, torch.device("cpu")), pipe.models.device)
+    return Pipeline(models, pipe.index_name, pipe.index, pipe.cfg.with_(generator=generator))
+
+
 @pytest.fixture(scope="session")
 def base_pipeline(default_pipeline):
     """The untrained packaged stack (`--preset base`: the few-shot prompt) on the default index,
     sharing the default pipeline's encoder and index; for tests of that model's own behaviour."""
-    import torch
-
     from rag_core.config import BASE_GENERATOR
-    from rag_core.generators.loading import load_generator
-    from rag_core.pipeline import Models, Pipeline
 
-    cfg = default_pipeline.cfg.with_(generator=BASE_GENERATOR)
-    models = Models(
-        default_pipeline.models.encoder,
-        load_generator(BASE_GENERATOR, torch.device("cpu")),
-        default_pipeline.models.device,
-    )
-    return Pipeline(models, default_pipeline.index_name, default_pipeline.index, cfg)
+    return on_generator(default_pipeline, BASE_GENERATOR)
+
+
+@pytest.fixture(scope="session")
+def tiny_llama_pipeline(default_pipeline, tiny_generator):
+    """The default retriever and index with `tiny_generator` as the generator: for the engine's
+    exactness oracles (a batch against separate calls, a cache against a plain forward), which hold
+    for any model of the default's architecture and tokenizer, at a hundredth of the work."""
+    return on_generator(default_pipeline, str(tiny_generator))
 
 
 def check_trace_invariants(frame):

@@ -1,8 +1,8 @@
 """The stuffed reading (rag_core/decoding/stuffed.py): the K passages in one prompt, decoded by the
 marginals' search, and its exact leave-one-passage-out. Each number against another way to get it:
-the toy's tables by hand, a loop of separate generator calls (one per passage left out), and the
-default model itself through transformers (`generate()` on the same prompt, a plain forward over
-prompt + answer)."""
+the toy's tables by hand, a loop of separate generator calls (one per passage left out, on the
+question's real passages and prompts read by the tiny Llama), and the trained default itself through
+transformers (`generate()` on the same prompt, a plain forward over prompt + answer)."""
 
 from __future__ import annotations
 
@@ -144,19 +144,23 @@ def test_ask_refuses_what_the_stuffed_reading_cannot_do_before_loading_a_model()
     )
 
 
-# ----------------------------------------------------------------------------- the default model
+# ------------------------------------------------------- the default model, and the tiny Llama
+def retrieved(pipe):
+    return pipe, [h.passage for h in pipe.retrieve(QUESTION, 5)]
+
+
 @pytest.fixture(scope="module")
-def read(default_pipeline):
-    pipe = default_pipeline
-    hits = pipe.retrieve(QUESTION, 5)
-    return pipe, [h.passage for h in hits]
+def read(tiny_llama_pipeline):
+    """The question's real passages and prompts, read by the tiny Llama: a batch against separate
+    calls holds for any model, and the trained one costs a hundred times more."""
+    return retrieved(tiny_llama_pipeline)
 
 
 @pytest.mark.slow  # over 5 s on 2 cores
-def test_the_stuffed_answer_is_generate_on_the_same_prompt(read):
+def test_the_stuffed_answer_is_generate_on_the_same_prompt(default_pipeline):
     """Greedy on the one stuffed row is transformers' `generate()` on the stuffed prompt, token for
-    token, and its table is a plain forward over prompt + answer."""
-    pipe, passages = read
+    token, and its table is a plain forward over prompt + answer (on the trained default)."""
+    pipe, passages = retrieved(default_pipeline)
     gen = pipe.models.generator
     best = stuffed_decode(gen, QUESTION, passages, SearchSettings(max_new_tokens=16))[0]
     prompt = causal.rag_prompt(QUESTION, Stuffed(tuple(passages)), gen.prompt_style)
@@ -177,8 +181,7 @@ def test_the_stuffed_answer_is_generate_on_the_same_prompt(read):
     assert torch.allclose(best.token_logp[0], plain, atol=TOL), (best.token_logp[0], plain)
 
 
-@pytest.mark.slow
-def test_leave_one_out_on_the_default_model_is_k_separate_calls(read, monkeypatch):
+def test_leave_one_out_on_real_prompts_is_k_separate_calls(read, monkeypatch):
     pipe, passages = read
     gen = pipe.models.generator
     tokens = stuffed_decode(gen, QUESTION, passages, SearchSettings())[0].tokens
@@ -204,8 +207,7 @@ def test_leave_one_out_on_the_default_model_is_k_separate_calls(read, monkeypatc
     assert torch.allclose(split, shared, atol=TOL)
 
 
-@pytest.mark.slow
-def test_order_sensitivity_on_the_default_model_is_separate_calls(read):
+def test_order_sensitivity_on_real_prompts_is_separate_calls(read):
     pipe, passages = read
     gen = pipe.models.generator
     settings = SearchSettings(max_new_tokens=16)
@@ -223,8 +225,8 @@ def test_order_sensitivity_on_the_default_model_is_separate_calls(read):
 
 
 def test_a_stuffed_prompt_longer_than_the_model_reads_is_refused_not_cut(read):
-    """100 passages make more tokens than SmolLM2's 8,192 positions: a cut would drop the question at
-    the end, so the generator refuses before any forward pass."""
+    """100 passages make more tokens than SmolLM2's 8,192 positions (the tiny Llama has as many): a
+    cut would drop the question at the end, so the generator refuses before any forward pass."""
     pipe, passages = read
     gen = pipe.models.generator
     calls = ForwardCounter.count
@@ -233,10 +235,11 @@ def test_a_stuffed_prompt_longer_than_the_model_reads_is_refused_not_cut(read):
     assert ForwardCounter.count == calls
 
 
-@pytest.mark.slow
 def test_the_trace_carries_the_stuffed_reading_and_reads_it_back(read):
     pipe, _ = read
-    trace = pipe.run(QUESTION, Config(decode="all"))
+    # Two answer tokens: the tiny Llama's stuffed answer is then also a marginal's (its long answers
+    # drift apart), so both ways of getting the one-passage rows are exercised below.
+    trace = pipe.run(QUESTION, Config(decode="all", max_new_tokens=2))
     assert trace.answer("rag-token") is not None
     assert trace.answer("rag-sequence") is not None
     best = trace.answer("stuffed")
@@ -246,7 +249,7 @@ def test_the_trace_carries_the_stuffed_reading_and_reads_it_back(read):
     back = trace_from_dict(json.loads(json.dumps(trace_to_dict(trace))))
     assert back.answer("stuffed").answer == best.answer
     assert torch.equal(back.stuffed.leave_one_out, trace.stuffed.leave_one_out)
-    only = pipe.run(QUESTION, Config(decode="stuffed"))
+    only = pipe.run(QUESTION, Config(decode="stuffed", max_new_tokens=2))
     assert not only.candidates  # stuffed alone: no marginal decoded
     assert only.answer("stuffed").token_ids == best.token_ids
     # the answer under each passage alone (the mixture's rows of the same answer): separate calls
@@ -256,7 +259,7 @@ def test_the_trace_carries_the_stuffed_reading_and_reads_it_back(read):
         single = score_answers(gen, gen.prepare(QUESTION, [hit.passage]), [best.token_ids])[0][0, 0]  # (T,)
         assert torch.allclose(trace.stuffed.alone[z], single, atol=TOL), (z, trace.stuffed.alone[z], single)
     # added afterwards to a trace decoded without it (what a page asks for): the same reading
-    later = pipe.with_stuffed(pipe.run(QUESTION, Config(decode="both")))
+    later = pipe.with_stuffed(pipe.run(QUESTION, Config(decode="both", max_new_tokens=2)))
     assert later.answer("stuffed").token_ids == best.token_ids
     assert torch.allclose(later.stuffed.leave_one_out, trace.stuffed.leave_one_out, atol=TOL)
     assert torch.allclose(later.stuffed.alone, trace.stuffed.alone, atol=TOL)
@@ -268,7 +271,6 @@ def test_the_trace_carries_the_stuffed_reading_and_reads_it_back(read):
     assert torch.allclose(only.stuffed.alone, trace.stuffed.alone, atol=TOL)
 
 
-@pytest.mark.slow  # over 5 s on 2 cores
 def test_the_confidence_rule_judges_the_stuffed_answer_by_its_one_row(read):
     """p is p(y|x, all passages) and support log p(y|x, all) − log p_closed(y|x): the stuffed
     answer's one row is never masked by the marginals' K passages."""
