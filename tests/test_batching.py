@@ -1,5 +1,7 @@
 """Several questions decoded as one batch must give what each question gives alone: every column
-of every trace, the closed-book answers, the eval results and the index-swap rows."""
+of every trace, the closed-book answers, the eval results and the index-swap rows. The real
+questions, passages and prompts, read by the tiny Llama (a batch equals separate calls for any
+model); the eval batch, whose verdicts need real answers, on the trained default."""
 
 import numpy as np
 import pandas as pd
@@ -38,23 +40,22 @@ def assert_same_frames(batched: pd.DataFrame, alone: pd.DataFrame) -> None:
             assert a.tolist() == b.tolist(), col
 
 
-@pytest.mark.slow
-def test_a_batch_gives_every_trace_column_each_question_gets_alone(default_pipeline, dev_sample):
+def test_a_batch_gives_every_trace_column_each_question_gets_alone(tiny_llama_pipeline, dev_sample):
     # two settings per question: a smaller K decodes from the first rows of the batch's state
     cfgs = [Config(), Config(k=3)]
-    batched = default_pipeline.run_many([q.question for q in dev_sample], cfgs)
+    batched = tiny_llama_pipeline.run_many([q.question for q in dev_sample], cfgs)
     for q, runs in zip(dev_sample, batched):
-        alone = default_pipeline.run_settings(q.question, cfgs)
+        alone = tiny_llama_pipeline.run_settings(q.question, cfgs)
         for b, a in zip(runs, alone):
             assert b.trace.settings == a.trace.settings
             assert [h.passage.id for h in b.trace.hits] == [h.passage.id for h in a.trace.hits]
             assert_same_frames(b.trace.to_frame(), a.trace.to_frame())
 
 
-def test_closed_book_answers_of_a_batch(default_pipeline, dev_sample):
+def test_closed_book_answers_of_a_batch(tiny_llama_pipeline, dev_sample):
     questions = [q.question for q in dev_sample]
-    assert default_pipeline.closed_book_many(questions) == [
-        default_pipeline.closed_book(q) for q in questions
+    assert tiny_llama_pipeline.closed_book_many(questions) == [
+        tiny_llama_pipeline.closed_book(q) for q in questions
     ]
 
 
@@ -80,9 +81,8 @@ def test_an_eval_batch_gives_the_results_of_one_question_at_a_time(default_pipel
         assert (b.recall, b.answer_rank, b.answer_ranks) == (a.recall, a.answer_rank, a.answer_ranks)
 
 
-@pytest.mark.slow
-def test_index_swap_rows_of_a_batch_equal_each_position_alone(default_pipeline):
-    pipes = index_swap_run.year_pipelines(lambda: default_pipeline)
+def test_index_swap_rows_of_a_batch_equal_each_position_alone(tiny_llama_pipeline):
+    pipes = index_swap_run.year_pipelines(lambda: tiny_llama_pipeline)
     leaders = leaders_frame().to_dict("records")[:2]
     cfgs = [index_swap_run.experiment_config()]
     batched = index_swap_run.positions_records(pipes, leaders, cfgs)
@@ -98,8 +98,8 @@ def test_index_swap_rows_of_a_batch_equal_each_position_alone(default_pipeline):
                 }
 
 
-def test_a_prompt_row_two_questions_share_is_prepared_once(default_pipeline, monkeypatch):
-    gen = default_pipeline.models.generator
+def test_a_prompt_row_two_questions_share_is_prepared_once(tiny_llama_pipeline, monkeypatch):
+    gen = tiny_llama_pipeline.models.generator
     seen = []
     real = type(gen).prepare_rows
 
@@ -109,7 +109,7 @@ def test_a_prompt_row_two_questions_share_is_prepared_once(default_pipeline, mon
 
     monkeypatch.setattr(type(gen), "prepare_rows", counting)
     cfg = Config(k=4)
-    query = default_pipeline.query("Who wrote Moby-Dick?", [cfg])
-    twice = decode_queries(gen, [query, query], default_pipeline.scale_for)
+    query = tiny_llama_pipeline.query("Who wrote Moby-Dick?", [cfg])
+    twice = decode_queries(gen, [query, query], tiny_llama_pipeline.scale_for)
     assert seen == [4]  # not 8
     assert_same_frames(twice[1][0].trace.to_frame(), twice[0][0].trace.to_frame())
