@@ -1,7 +1,8 @@
 """The causal generator's shared prefix: computed once, reused by every row and question, and giving
-the same numbers as a plain left-padded forward of the full prompts. Run on the untrained base,
-whose few-shot prefix is most of every prompt; the trained default's short plain prompt is checked
-against a plain forward too."""
+the same numbers as a plain left-padded forward of the full prompts. Run on the tiny Llama, which
+reads the untrained base's few-shot prompt (its shared prefix is most of every prompt) with the same
+architecture and tokenizer; the trained default's short plain prompt is checked against a plain
+forward too."""
 
 from types import SimpleNamespace
 
@@ -17,8 +18,8 @@ TOL = 1e-4  # docs/results.md's figure: the cached prefix changes log-probs by <
 
 
 @pytest.fixture(scope="module")
-def gen(base_pipeline):
-    return base_pipeline.models.generator
+def gen(tiny_llama_pipeline):
+    return tiny_llama_pipeline.models.generator
 
 
 def plain_forward(gen, prompts, answer_ids=None):
@@ -36,12 +37,11 @@ def plain_forward(gen, prompts, answer_ids=None):
     return logp[:, -1] if answer_ids is None else logp[:, -answer_ids.shape[1] :]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("stack", ["base", "default"])
+@pytest.mark.parametrize("stack", ["tiny_llama", pytest.param("default", marks=pytest.mark.slow)])
 def test_prepare_matches_a_plain_forward(request, stack):
     pipe = request.getfixturevalue(f"{stack}_pipeline")
     gen = pipe.models.generator
-    assert gen.prompt_style == ("few-shot" if stack == "base" else "plain")
+    assert gen.prompt_style == ("few-shot" if stack == "tiny_llama" else "plain")
     q = "Who wrote Moby-Dick?"
     passages = [h.passage for h in pipe.retrieve(q, 2)]
     passages.append(Passage("x", "A short one", "Tiny."))  # rows of very different lengths
@@ -62,9 +62,9 @@ def test_closed_book_matches_a_plain_forward(gen):
     assert (state.logprobs - plain_forward(gen, [causal.closed_book_prompt(q)])).abs().max() < TOL
 
 
-def test_the_prefix_is_computed_once(base_pipeline, gen):
+def test_the_prefix_is_computed_once(tiny_llama_pipeline, gen):
     q = "Who painted the Mona Lisa?"
-    passages = [h.passage for h in base_pipeline.retrieve(q, 3)]
+    passages = [h.passage for h in tiny_llama_pipeline.retrieve(q, 3)]
     gen.prepare(q, passages)
     before = dict(gen._prefix_store)
     start = causal.ForwardCounter.count
@@ -78,12 +78,11 @@ def test_the_prefix_is_computed_once(base_pipeline, gen):
     assert n_prefix > n_full / 2
 
 
-@pytest.mark.slow  # over 5 s on 2 cores
-def test_decoding_after_a_beam_reorder_matches_a_plain_forward(base_pipeline, gen):
+def test_decoding_after_a_beam_reorder_matches_a_plain_forward(tiny_llama_pipeline, gen):
     """The decode loop's own path: prompt pass, a beam reorder that drops and repeats rows, two
     steps. Rows keep only their own keys/values; the shared prefix is read, never copied."""
     q = "Who wrote Moby-Dick?"
-    passages = [h.passage for h in base_pipeline.retrieve(q, 3)]
+    passages = [h.passage for h in tiny_llama_pipeline.retrieve(q, 3)]
     state = gen.prepare(q, passages)
     idx = torch.tensor([2, 0, 0])  # row 1 dropped, row 0 twice
     state = gen.select(state, idx)
