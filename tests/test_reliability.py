@@ -51,15 +51,15 @@ def test_long_and_strange_questions_are_cleaned_with_a_notice():
     assert "\x00" not in q and "🐋" in q and notes == []
 
 
-@pytest.mark.slow
-def test_strange_questions_get_answers_not_crashes(default_pipeline):
+def test_strange_questions_get_answers_not_crashes(tiny_llama_pipeline):
+    """The real retriever and prompts, read by the tiny Llama (any model meets the same text)."""
     for text in [
         "من كتب موبي ديك؟",
         "Who wrote Moby-Dick? 🐋🐋",
         "Who\x00 wrote\x07 Moby-Dick?",
         "x" * 100_000,
     ]:
-        trace = default_pipeline.run(text, Config(k=3, max_new_tokens=6))
+        trace = tiny_llama_pipeline.run(text, Config(k=3, max_new_tokens=6))
         assert trace.k == 3 and trace.candidates
         frame = trace.to_frame()
         assert np.isfinite(frame["prior"]).all()
@@ -205,9 +205,9 @@ def test_a_save_that_fails_midway_changes_nothing(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- concurrency
 
 
-@pytest.mark.slow
-def test_concurrent_queries_each_get_their_own_trace(default_pipeline):
-    """Five threads ask at once (the eight browser sessions of test_browser.py do it through the app)."""
+def test_concurrent_queries_each_get_their_own_trace(tiny_llama_pipeline):
+    """Five threads ask at once, on the real retriever and prompts read by the tiny Llama (the
+    browser sessions of test_classroom.py do it through the app, on the trained default)."""
     questions = [
         "Who wrote Moby-Dick?",
         "Who painted the Mona Lisa?",
@@ -216,12 +216,12 @@ def test_concurrent_queries_each_get_their_own_trace(default_pipeline):
         "Who created the video game Tetris?",
     ]
     cfg = Config(k=3, max_new_tokens=8)
-    alone = {q: default_pipeline.run(q, cfg) for q in questions}
+    alone = {q: tiny_llama_pipeline.run(q, cfg) for q in questions}
     together, errors = {}, []
 
     def ask(q):
         try:
-            together[q] = default_pipeline.run(q, cfg)
+            together[q] = tiny_llama_pipeline.run(q, cfg)
         except Exception as e:  # noqa: BLE001 - any failure in a thread fails the test below
             errors.append(repr(e))
 
@@ -333,10 +333,9 @@ def test_every_per_query_cache_is_bounded():
     assert unbounded == []
 
 
-@pytest.mark.slow  # over 5 s on 2 cores
-def test_the_prompt_prefix_store_stays_small(default_pipeline):
-    gen = default_pipeline.models.generator
+def test_the_prompt_prefix_store_stays_small(tiny_llama_pipeline):
+    gen = tiny_llama_pipeline.models.generator
     for i, q in enumerate(["Who wrote Hamlet?", "What is the capital of Peru?", "Who painted Guernica?"]):
-        default_pipeline.run(q, Config(k=2 + i, max_new_tokens=4))
-        default_pipeline.closed_book(q, Config(max_new_tokens=4))
+        tiny_llama_pipeline.run(q, Config(k=2 + i, max_new_tokens=4))
+        tiny_llama_pipeline.closed_book(q, Config(max_new_tokens=4))
     assert 1 <= len(gen._prefix_store) <= 4  # one entry per distinct prompt prefix, not per question
