@@ -21,7 +21,6 @@ from rag_core.analysis.diagnosis.verdict_evidence import evidence_problems
 from rag_core.config import ASSETS, Config
 from rag_core.decoding.answering import analyse
 
-
 EXAMPLES = json.loads((ASSETS / "examples" / "questions.json").read_text(encoding="utf-8"))
 
 
