@@ -2,6 +2,7 @@
 ~/.cache/rag-loupe), so tests never write into the repository."""
 
 import contextlib
+import functools
 import io
 import os
 import subprocess
@@ -69,6 +70,18 @@ WARM_UP = [
     "for name in (Config().index, '2016', '2018'):\n"
     "    open_index(Config(index=name), encoder)\n",
 ]
+
+
+def _scan_components_once() -> None:
+    """Each new AppTest scans the metadata of every installed package for Streamlit components
+    (about 0.5 s on this environment's ~190 packages, once per AppTest); the packages do not change
+    during a run, so a process scans them once."""
+    from streamlit.components.v2 import manifest_scanner
+
+    manifest_scanner.scan_component_manifests = functools.cache(manifest_scanner.scan_component_manifests)
+
+
+_scan_components_once()
 
 
 def pytest_sessionstart(session):
