@@ -54,11 +54,13 @@ class OneAtATime:
         return guarded
 
 
-@pytest.mark.slow
-def test_eval_and_index_swap_from_several_threads(default_pipeline):
-    guard = OneAtATime(default_pipeline.models.generator)
-    models = Models(default_pipeline.models.encoder, guard, default_pipeline.models.device)
-    pipe = Pipeline(models, default_pipeline.index_name, default_pipeline.index, default_pipeline.cfg)
+def test_eval_and_index_swap_from_several_threads(tiny_llama_pipeline):
+    """The real retriever, indexes and prompts, read by the tiny Llama: which calls the lock guards
+    does not depend on the model's weights."""
+    on = tiny_llama_pipeline
+    guard = OneAtATime(on.models.generator)
+    models = Models(on.models.encoder, guard, on.models.device)
+    pipe = Pipeline(models, on.index_name, on.index, on.cfg)
     pipes = index_swap_run.year_pipelines(lambda: pipe)
     cfg = Config(k=2, max_new_tokens=4)
     questions = [
