@@ -9,8 +9,6 @@ of the gold answers (`teacher_force_packed`), and the decoding steps."""
 import threading
 import time
 
-import pytest
-
 from rag_core.analysis.evaluation.questions import EvalQuestion
 from rag_core.analysis.evaluation.runs import evaluate_question
 from rag_core.config import Config

@@ -91,10 +91,10 @@ def test_ask_writes_the_query_as_openinference_spans(tmp_path):
     assert message.resource_spans[0].scope_spans[0].spans[0].trace_id.hex() == root["traceId"]
 
 
-@pytest.mark.slow
-def test_eval_writes_one_otlp_file_per_question(tmp_path):
+def test_eval_writes_one_otlp_file_per_question(tmp_path, tiny_generator):
     """`eval --otlp DIR`: NNNN.json per question, in file order, each the query's spans with the
-    answers the run's own rows give (the stuffed reading's too, with --stuffed)."""
+    answers the run's own rows give (the stuffed reading's too, with --stuffed). On the tiny Llama:
+    the spans carry whatever the run answered."""
     questions = tmp_path / "q.jsonl"
     asked = [("Who wrote Moby-Dick?", "Herman Melville"), ("What is the capital of France?", "Paris")]
     questions.write_text(
@@ -103,7 +103,7 @@ def test_eval_writes_one_otlp_file_per_question(tmp_path):
     out_dir, rows = tmp_path / "otlp", tmp_path / "rows.csv"
     run = run_cli(
         "eval", str(questions), "--stuffed", "--otlp", str(out_dir), "--csv", str(rows), "--no-save",
-        "--no-diagnose", "--restart", "-k", "3",
+        "--no-diagnose", "--restart", "-k", "3", "--generator", str(tiny_generator),
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert sorted(p.name for p in out_dir.iterdir()) == ["0000.json", "0001.json"]

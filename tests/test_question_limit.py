@@ -4,7 +4,6 @@ names how deep it searched (item 9). No model, except the command line's test, w
 import json
 import math
 
-import pytest
 import torch
 
 from app.ui import question_box
@@ -80,9 +79,9 @@ def test_a_retrieval_miss_names_the_passages_it_really_searched():
     assert not math.isnan(exact.top_score)
 
 
-@pytest.mark.slow  # over 5 s on 2 cores
-def test_the_command_line_says_on_stderr_what_it_cut():
-    out = run_cli("ask", LONG, "-k", "1", "--decode", "token", "--max-new-tokens", "2", "--json")
+def test_the_command_line_says_on_stderr_what_it_cut(tiny_generator):
+    flags = ("-k", "1", "--decode", "token", "--max-new-tokens", "2", "--generator", str(tiny_generator))
+    out = run_cli("ask", LONG, *flags, "--json")
     assert out.returncode == 0, out.stderr[-1500:]
     notes = [line for line in out.stderr.splitlines() if line.startswith("note: ")]
     assert notes == [f"note: {clean_question(LONG)[1][0]}"], out.stderr[-1500:]
