@@ -341,12 +341,7 @@ def choose(driver, label: str, option: str, area: str = "main") -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    selector = f'{AREAS[area]}input[role="combobox"][aria-label="{label}"]'
-    # a page can report its run over a moment before its last part is drawn
-    wait_for(driver, lambda: driver.find_elements(By.CSS_SELECTOR, selector), 60, f"the select box {label!r}")
-    driver.find_element(By.CSS_SELECTOR, selector).click()
-    listbox = f'[role="listbox"][aria-label="{label}"] [role="option"]'
-    wait_for(driver, lambda: driver.find_elements(By.CSS_SELECTOR, listbox), 20, f"the options of {label}")
+    selector, listbox = open_list(driver, label, area)
     options = [o for o in driver.find_elements(By.CSS_SELECTOR, listbox) if o.text.strip().startswith(option)]
     assert options, f"{label}: no option starting {option!r}"
     options[0].click()
@@ -365,13 +360,33 @@ def options(driver, label: str, area: str = "main") -> list[str]:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    box = driver.find_element(By.CSS_SELECTOR, f'{AREAS[area]}input[role="combobox"][aria-label="{label}"]')
-    box.click()
-    listbox = f'[role="listbox"][aria-label="{label}"] [role="option"]'
-    wait_for(driver, lambda: driver.find_elements(By.CSS_SELECTOR, listbox), 20, f"the options of {label}")
+    combobox, listbox = open_list(driver, label, area)
     found = [o.text.strip() for o in driver.find_elements(By.CSS_SELECTOR, listbox)]
-    box.send_keys(Keys.ESCAPE)
+    driver.find_element(By.CSS_SELECTOR, combobox).send_keys(Keys.ESCAPE)
     return found
+
+
+def open_list(driver, label: str, area: str = "main") -> tuple[str, str]:
+    """Open the list of the select box labelled `label`; returns the CSS selectors of the box and of
+    its options. The box is clicked once it is drawn (a page can report its run over a moment before
+    its last part is), and again every 2 s while no list shows: a redraw of the page under load can
+    replace the box, or close the list a click had just opened."""
+    from selenium.webdriver.common.by import By
+
+    combobox = f'{AREAS[area]}input[role="combobox"][aria-label="{label}"]'
+    listbox = f'[role="listbox"][aria-label="{label}"] [role="option"]'
+    clicked = [0.0]
+
+    def opened() -> bool:
+        if driver.find_elements(By.CSS_SELECTOR, listbox):
+            return True
+        if time.time() - clicked[0] > 2:
+            driver.find_element(By.CSS_SELECTOR, combobox).click()  # raises while the box is not drawn
+            clicked[0] = time.time()
+        return False
+
+    wait_for(driver, opened, 60, f"the options of {label}")
+    return combobox, listbox
 
 
 def selected(driver, label: str, area: str = "main") -> str:
