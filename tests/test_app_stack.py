@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.ui.safe_text import md_text
 from rag_core import stacks
+from rag_core.config import Config
 from rag_core.marginals import p_text
 from rag_core.toys.tiny_models import build_tiny_stack
 
@@ -81,18 +82,17 @@ def model_line(at) -> str:
     return lines[0]
 
 
-@pytest.mark.slow
-def test_every_page_renders_on_the_stack_of_the_command_line_and_names_it(monkeypatch, tiny_flags, tiny):
-    at = app_with(monkeypatch, tiny_flags)
+def test_every_page_renders_on_the_stack_of_the_command_line_and_names_it(monkeypatch, tiny_generator):
+    """`--generator FOLDER` alone: the default retriever (whose year indexes are shipped, so the
+    Index swap page builds none) with the tiny Llama; every page names that stack."""
+    at = app_with(monkeypatch, ["--generator", str(tiny_generator)])
     assert not at.error, [e.value for e in at.error]
     assert at.session_state["stack"] == "cli"
+    named = stacks.in_words(Config(generator=str(tiny_generator)))
+    assert named.startswith("MiniLM-L6 retriever · ") and tiny_generator.name in named, named
     for page in PAGES:
         visit(at, page)
-        line = model_line(at)
-        assert line.endswith(md_text("(command line)")) and "dpr\\_q retriever" in line and "bart" in line, (
-            page,
-            line,
-        )
+        assert model_line(at) == f"**Model:** {md_text(named + ' (command line)')}", page
     assert at.selectbox(key="stack").value == "cli"
 
 
@@ -153,7 +153,6 @@ def test_a_command_line_that_cannot_be_used_says_so_once_and_the_default_stack_o
 
 
 def test_a_stack_is_keyed_by_the_content_of_its_folders(tiny, tmp_path):
-    from rag_core.config import Config
 
     cfg = Config(
         question_encoder=str(tiny["dpr_q"]), ctx_encoder=str(tiny["dpr_ctx"]), generator=str(tiny["bart"])
@@ -217,7 +216,6 @@ def train_page_run(tiny):
     from test_run_stack import make_run, nudged_copy
     from transformers import BartForConditionalGeneration
 
-    from rag_core.config import Config
     from rag_core.storage import caches
     from rag_core.training.loop import TrainSettings
     from rag_core.training.output import file_sha256, read_manifest, write_manifest
