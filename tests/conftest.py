@@ -334,20 +334,17 @@ def server(served):
 
 
 @pytest.fixture(scope="session")
-def tiny_served(tmp_path_factory):
-    """(URL, tiny stack paths) of a Streamlit server of the app on the tiny random DPR + BART stack
-    (`toys.tiny_models`) and its own small corpus, on a throw-away cache, one per test worker: for
-    the browser tests of what a page does with any text (markup, the stack named), which need no
-    trained model and so not its minutes."""
-    from rag_core.toys.tiny_models import build_tiny_stack
-
+def tiny_served(tmp_path_factory, tiny_generator):
+    """(URL, generator folder) of a Streamlit server of the app on the default retriever with the
+    tiny random Llama as its generator (`--generator`, `tiny_generator`), on a throw-away cache, one
+    per test worker: for the browser tests of what a page does with any text or link, which need no
+    trained model and so not its minutes. The retriever is the default one, so the indexes are the
+    real ones and the year indexes' shipped vectors spare Index swap a build."""
     import browser_kit
 
-    tiny = build_tiny_stack(tmp_path_factory.mktemp("tiny-browser"))
-    flags = (
-        *("--question-encoder", str(tiny["dpr_q"]), "--ctx-encoder", str(tiny["dpr_ctx"])),
-        *("--generator", str(tiny["bart"]), "--corpus", str(tiny["corpus"])),
-    )
     cache = browser_kit.throwaway_cache(tmp_path_factory.mktemp("tiny-cache"))
-    with browser_kit.running_server(cache, "server-tiny.log", flags) as (url, _):
-        yield url, tiny
+    with browser_kit.running_server(cache, "server-tiny.log", ("--generator", str(tiny_generator))) as (
+        url,
+        _,
+    ):
+        yield url, tiny_generator

@@ -1,6 +1,6 @@
 """A link is a question, in a real browser: a question asked on Ask is in the address bar and in the
 Copy link box; that link opened in a fresh browser (another session) shows the same question with
-equal numbers; a link with a bad value says which value it left out. On the worker's tiny-stack
+equal numbers; a link with a bad value says which value it left out. On the worker's tiny-generator
 server (`tiny_served`): what a link carries does not depend on the model that answers."""
 
 from urllib.parse import parse_qs, urlparse

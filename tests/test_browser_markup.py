@@ -3,9 +3,10 @@ images, HTML tags, formula-like cells, right-to-left and zero-width characters a
 words is uploaded on the Corpus page, built into an index, asked about, and every page is opened.
 The DOM must hold none of that markup as live elements, and nothing may overflow its column.
 
-The server is the worker's tiny-stack server (`tiny_served` in conftest: random DPR + BART, on a
-throw-away cache, so the uploaded index never reaches a user's cache): what a page does with text
-does not depend on a trained model, and the tiny one answers in a blink.
+The server is the worker's tiny-generator server (`tiny_served` in conftest: the default retriever
+with a tiny random Llama, on a throw-away cache, so the uploaded index never reaches a user's
+cache): what a page does with text does not depend on a trained model, and the tiny one answers in
+a blink.
 """
 
 import csv

@@ -150,7 +150,7 @@ def test_a_long_paste_is_kept_whole_and_the_answer_says_where_it_was_cut(tiny_se
     """Issue 36, item 3: a paragraph of 2,500 characters with its question at the end is pasted into
     Ask's field. Before, the field (limit 2,000) dropped the paste whole and stayed empty, with no
     message; typed text stopped at 2,000 while only 1,000 were read. Index swap's field the same.
-    What is checked is the field and the notice, not the answer: on the worker's tiny-stack server,
+    What is checked is the field and the notice, not the answer: on the worker's tiny-generator server,
     where a thousand-character question costs the trained model's minutes nothing."""
     server = tiny_served[0]
     browser.get(server + "/")

@@ -4,14 +4,18 @@ render with no exception and each names the stack in its first line, as a user r
 
 import pytest
 
+from rag_core.toys.tiny_models import build_tiny_stack
+
 from browser_kit import (
     ARTIFACTS,
     PAGES,
     body_text,
     drawn,
     new_browser,
+    running_server,
     settled,
     showing,
+    throwaway_cache,
     wait_for,
 )
 
@@ -22,8 +26,17 @@ SEEN = ("map", "token_vs_sequence", "citations")
 
 
 @pytest.fixture(scope="module")
-def tiny_server(tiny_served):
-    return tiny_served[0]
+def tiny_server(tmp_path_factory):
+    """A server of its own on the tiny random DPR + BART stack (`toys.tiny_models`) and its small
+    corpus, on a throw-away cache: the paper's code path behind the pages."""
+    tiny = build_tiny_stack(tmp_path_factory.mktemp("tiny-browser"))
+    flags = (
+        *("--question-encoder", str(tiny["dpr_q"]), "--ctx-encoder", str(tiny["dpr_ctx"])),
+        *("--generator", str(tiny["bart"]), "--corpus", str(tiny["corpus"])),
+    )
+    cache = throwaway_cache(tmp_path_factory.mktemp("tiny-stack-cache"))
+    with running_server(cache, "server-tiny-stack.log", flags) as (url, _):
+        yield url
 
 
 def test_the_pages_name_the_stack_of_the_command_line(tiny_server):
