@@ -214,15 +214,15 @@ return [...chart.querySelectorAll('.xtick text, .x2tick text')].map(t => {
 """
 
 
-def test_token_vs_sequence_and_citations_explain_every_symbol(server, browser):
+def test_token_vs_sequence_and_citations_explain_every_symbol(tiny_served, browser):
     """Token vs Sequence: the strip's colours have a key (one entry per passage, inside the chart),
     ↵, responsibility, prefix posterior and thorough/fast rescoring each have a plain sentence.
     Citations: no toolbar over the heatmap's token labels, and the two kinds of "remove a passage"
-    are told apart."""
-    browser.get(server + "/")
+    are told apart. What the pages say of any answer: on the worker's tiny-generator server."""
+    browser.get(tiny_served[0] + "/")
     wait_for(
         browser,
-        lambda: "Herman Melville" in body_text(browser) and settled(browser),
+        lambda: answered(browser, "Who wrote Moby-Dick?") and "RAG-Sequence" in body_text(browser),
         300,
         "the default answer",
     )
