@@ -25,33 +25,36 @@ ROOT = Path(__file__).resolve().parent.parent
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-# The modules that took longest (measured with --durations), slowest first but with the two long
-# browser modules apart: a browser test leaves part of the cores idle (pages render, servers
+# The modules that took longest (measured with --durations), slowest first, browser modules and
+# computing ones interleaved: a browser test leaves part of the cores idle (pages render, servers
 # start), which a computing module on the other worker fills. `make test` hands modules to the
 # workers in collection order (--no-loadscope-reorder), so these start first and a long one never
 # starts last while the other worker has nothing left to do.
 SLOWEST_FIRST = [
     "test_classroom.py",
-    "test_browser.py",
-    "test_index_swap.py",
-    "test_batching.py",
     "test_browser_journeys.py",
-    "test_example_questions.py",
-    "test_browser_map.py",
-    "test_reliability.py",
-    "test_browser_markup.py",
-    "test_cache_faults.py",
-    "test_ray_build.py",
-    "test_browser_stack.py",
+    "test_index_swap.py",
+    "test_browser_confidence.py",
+    "test_browser.py",
     "test_app_stack.py",
-    "test_app_every_index.py",
-    "test_kill.py",
-    "test_projection.py",
-    "test_app_pages_a.py",
-    "test_app_pages_b.py",
-    "test_trained_default.py",
-    "test_browser_replay.py",
+    "test_browser_map.py",
     "test_replay.py",
+    "test_browser_line.py",
+    "test_example_questions.py",
+    "test_browser_notices.py",
+    "test_ray_build.py",
+    "test_browser_counterfactual.py",
+    "test_cache_faults.py",
+    "test_browser_layout.py",
+    "test_stuffed.py",
+    "test_batching.py",
+    "test_browser_markup.py",
+    "test_app_pages_b.py",
+    "test_train_page.py",
+    "test_browser_link.py",
+    "test_browser_replay.py",
+    "test_decoding_reference.py",
+    "test_shipped_eval_runs.py",
 ]
 
 
