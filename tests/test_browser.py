@@ -49,7 +49,6 @@ return [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stExp
 
 def test_ask_and_visit_every_page(server, browser):
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     browser.get(server + "/")
@@ -60,10 +59,7 @@ def test_ask_and_visit_every_page(server, browser):
         300,
         "the default answer",
     )
-    box = browser.find_element(By.CSS_SELECTOR, 'input[aria-label="Question"]')
-    box.send_keys(Keys.CONTROL, "a")
-    box.send_keys("Who painted the Mona Lisa?")
-    box.send_keys(Keys.ENTER)
+    type_into(browser, "Question", "Who painted the Mona Lisa?")  # once the page has drawn the field
     wait_for(browser, lambda: "Leonardo" in body_text(browser) and settled(browser), 240, "the new answer")
     assert "Where each token came from" in body_text(browser)
     assert "␣ marks the space a token starts with; ↵, in a light grey box, is the line break" in body_text(
