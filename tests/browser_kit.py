@@ -211,22 +211,34 @@ def body_text(driver) -> str:
 
 
 def settled(driver) -> bool:
-    """The script run is over: the app root's script state is not running (nor a rerun pending),
-    no 'Running' status widget shows, and the page is not waiting for its question's turn in the
-    server's line (another session's question, or this one's previous, being answered). (The status
-    widget alone can be absent while a script still runs, which let screenshots catch pages half
-    drawn.) One script call: tests poll this four times a second, and three lookups through the
-    driver, one an XPath over the whole page, cost the browser a tenth of a core while it waited."""
-    return driver.execute_script(SETTLED, WAITING)
+    """The script run is over and drawn: the app root's script state is not running (nor a rerun
+    pending), no 'Running' status widget shows, the page is not waiting for its question's turn in
+    the server's line (another session's question, or this one's previous, being answered), and the
+    page has not changed for QUIET_MS. (The status widget alone can be absent while a script still
+    runs, which let screenshots catch pages half drawn; and the script state can say the run is over
+    while its last elements wait to be drawn, which under the full suite's load let a test read a
+    page without its last part.) One script call: tests poll this four times a second, and three
+    lookups through the driver, one an XPath over the whole page, cost the browser a tenth of a core
+    while it waited."""
+    return driver.execute_script(SETTLED, WAITING, QUIET_MS)
 
 
+QUIET_MS = 300  # the browser draws a run's elements in batches a few milliseconds apart
+
+# A MutationObserver (installed on the first call after a page load) notes when the page last changed.
 SETTLED = """
+if (!window.loupeLastChange) {
+  window.loupeLastChange = performance.now();
+  new MutationObserver(() => { window.loupeLastChange = performance.now(); })
+    .observe(document.body, {subtree: true, childList: true, characterData: true});
+}
 const root = document.querySelector('[data-testid="stApp"]');
 const state = root ? root.getAttribute('data-test-script-state') : 'initial';
 return !['initial', 'running', 'rerunRequested'].includes(state)
   && !document.querySelector('[data-testid="stStatusWidget"]')
   && ![...document.querySelectorAll('[data-testid="stAlert"]')]
-    .some(a => a.textContent.includes(arguments[0]));
+    .some(a => a.textContent.includes(arguments[0]))
+  && performance.now() - window.loupeLastChange > arguments[1];
 """
 
 
