@@ -385,7 +385,7 @@ def open_list(driver, label: str, area: str = "main") -> tuple[str, str]:
     replace the box, or close the list a click had just opened."""
     from selenium.webdriver.common.by import By
 
-    combobox = f'{AREAS[area]}input[role="combobox"][aria-label="{label}"]'
+    combobox = combobox_selector(label, area)
     listbox = f'[role="listbox"][aria-label="{label}"] [role="option"]'
     clicked = [0.0]
 
@@ -405,9 +405,12 @@ def selected(driver, label: str, area: str = "main") -> str:
     """The text a select box labelled `label` shows as chosen."""
     from selenium.webdriver.common.by import By
 
-    return driver.find_element(
-        By.CSS_SELECTOR, f'{AREAS[area]}input[role="combobox"][aria-label="{label}"]'
-    ).get_attribute("value")
+    return driver.find_element(By.CSS_SELECTOR, combobox_selector(label, area)).get_attribute("value")
+
+
+def combobox_selector(label: str, area: str = "main") -> str:
+    """The CSS selector of the select box labelled `label` in the page's main area or the sidebar."""
+    return f'{AREAS[area]}input[role="combobox"][aria-label="{label}"]'
 
 
 def chips(driver, label: str) -> list[str]:

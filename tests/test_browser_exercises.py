@@ -33,10 +33,18 @@ def answered(driver, n: int) -> bool:
     return f"{n} of {COUNT} answered" in body_text(driver)
 
 
+ENGINE_CARD = (
+    '//*[@data-testid="stMetric"][.//*[@data-testid="stMetricLabel"][normalize-space()="The engine"]]'
+    '//*[@data-testid="stMetricValue"]'
+)
+
+
 def revealed(driver, figure) -> bool:
-    """The page shows the engine's figure as it prints numbers, and the answer judged right."""
-    text = body_text(driver)
-    return p_text(figure.value) in text and "Right (within" in text
+    """The card "The engine" shows the engine's figure as the page prints numbers (not merely
+    somewhere on the page: the student's own answer is there too), and the answer is judged right."""
+    cards = driver.find_elements("xpath", ENGINE_CARD)
+    shown = cards[0].text.strip() if cards else ""
+    return shown == p_text(figure.value) and "Right (within" in body_text(driver)
 
 
 def kept_in_browser(driver) -> dict:
