@@ -25,6 +25,7 @@ def main():
         RAG_LOUPE_CLASS_REPORT=str(report),
         RAG_LOUPE_CLASS_SESSIONS=str(SESSIONS),
         RAG_LOUPE_REQUIRE_BROWSER="1",
+        RAG_LOUPE_CLASS_STACK="trained",  # the test runs the tiny generator unless told
     )
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_classroom.py"],

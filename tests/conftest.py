@@ -338,7 +338,7 @@ def server(served):
 
 @pytest.fixture(scope="session")
 def tiny_served(tmp_path_factory, tiny_generator):
-    """(URL, generator folder) of a Streamlit server of the app on the default retriever with the
+    """(URL, process) of a Streamlit server of the app on the default retriever with the
     tiny random Llama as its generator (`--generator`, `tiny_generator`), on a throw-away cache, one
     per test worker: for the browser tests of what a page does with any text or link, which need no
     trained model and so not its minutes. The retriever is the default one, so the indexes are the
@@ -346,8 +346,5 @@ def tiny_served(tmp_path_factory, tiny_generator):
     import browser_kit
 
     cache = browser_kit.throwaway_cache(tmp_path_factory.mktemp("tiny-cache"))
-    with browser_kit.running_server(cache, "server-tiny.log", ("--generator", str(tiny_generator))) as (
-        url,
-        _,
-    ):
-        yield url, tiny_generator
+    with browser_kit.running_server(cache, "server-tiny.log", ("--generator", str(tiny_generator))) as found:
+        yield found

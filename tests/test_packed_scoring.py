@@ -5,7 +5,7 @@ teacher-forces each (answer, passage) pair in a row of its own."""
 import pytest
 import torch
 
-from rag_core.decoding.decode import score_answers
+from rag_core.decoding.decode import answer_groups, score_answers
 from rag_core.generators.base import ForwardCounter
 from rag_core.generators.causal import CausalGenerator
 
@@ -13,12 +13,12 @@ from rag_core.generators.causal import CausalGenerator
 TOL = 2e-5
 
 
-def _plain(gen, state, answers, a):
+def _plain(gen, state, answers, a, **options):
     """The same call with packing switched off for this generator object only."""
     saved = CausalGenerator.teacher_force_packed
     try:
         del CausalGenerator.teacher_force_packed
-        return score_answers(gen, state, answers, a)
+        return score_answers(gen, state, answers, a, **options)
     finally:
         CausalGenerator.teacher_force_packed = saved
 
@@ -60,3 +60,25 @@ def test_each_answer_reads_only_its_own_tokens(prepared):
     real = ~torch.isnan(alone)
     width = alone.shape[-1]
     assert ((together[:, :width][real] - alone[real]).abs() <= TOL * alone[real].abs().clamp(min=1)).all()
+
+
+@pytest.mark.parametrize("packed", [True, False])
+def test_answers_scored_in_groups_under_a_memory_budget_give_the_one_pass_numbers(prepared, packed):
+    """Many long hypotheses under many passages would not fit in memory as one pass: under a budget
+    they are read in groups, each answer on its own, so every number is the one-pass one."""
+    gen, state, answers = prepared
+    k, vocab = state.logprobs.shape
+    budget = 2 * k * max(map(len, answers)) * vocab  # two of the longest answers a pass
+    groups = answer_groups([len(a) for a in answers], k, vocab, budget)
+    assert 1 < len(groups) < len(answers)  # several passes, some of several answers
+    score = score_answers if packed else _plain
+    before = ForwardCounter.count
+    grouped = score(gen, state, answers, 5, budget=budget)
+    assert ForwardCounter.count - before == len(groups)  # one pass a group
+    whole = score(gen, state, answers, 5)
+    assert torch.equal(grouped[1], whole[1])  # the masks
+    assert torch.equal(grouped[2], whole[2])  # the alternatives
+    for g, w in (grouped[0], whole[0]), (grouped[3], whole[3]):  # log-probs
+        assert torch.equal(torch.isnan(g), torch.isnan(w))
+        real = ~torch.isnan(w)
+        assert ((g[real] - w[real]).abs() <= TOL * w[real].abs().clamp(min=1)).all()

@@ -207,7 +207,7 @@ def test_a_save_that_fails_midway_changes_nothing(tmp_path, monkeypatch):
 
 def test_concurrent_queries_each_get_their_own_trace(tiny_llama_pipeline):
     """Five threads ask at once, on the real retriever and prompts read by the tiny Llama (the
-    browser sessions of test_classroom.py do it through the app, on the trained default)."""
+    browser sessions of test_classroom.py do it through the app)."""
     questions = [
         "Who wrote Moby-Dick?",
         "Who painted the Mona Lisa?",

@@ -132,15 +132,69 @@ def rag_sequence_beams(
     return [s.results() for s in searches]
 
 
+# Log-probs one teacher-forced pass may hold (K rows × answer tokens × vocabulary): 256 MB of floats.
+# RAG-Sequence's thorough rescoring reads every hypothesis under every passage, and with K = 20, four
+# beams and 48 tokens its hypotheses would need 15 GB at once; in groups under this budget the same
+# numbers take a bounded share of memory. An ordinary question (K = 5, a few short answers) is one group.
+LOGIT_BUDGET = 2**26
+
+
+def answer_groups(lengths: list[int], k: int, vocab: int, budget: int = LOGIT_BUDGET) -> list[list[int]]:
+    """Consecutive answers (their token counts `lengths`) in groups whose pass under `k` rows holds
+    at most `budget` log-probs over `vocab` tokens; an answer over the budget alone is a group.
+
+    >>> answer_groups([3, 3, 3], k=2, vocab=10, budget=120), answer_groups([9, 1], k=2, vocab=10, budget=120)
+    ([[0, 1], [2]], [[0], [1]])
+    """
+    groups: list[list[int]] = []
+    used = budget  # so that the first answer opens a group
+    for i, n in enumerate(lengths):
+        cost = k * max(n, 1) * vocab
+        if used + cost > budget:
+            groups.append([])
+            used = 0
+        groups[-1].append(i)
+        used += cost
+    return groups
+
+
 def score_answers(
-    gen: Generator, state0: GenState, answers: list[list[int]], top_alternatives: int = 5
+    gen: Generator,
+    state0: GenState,
+    answers: list[list[int]],
+    top_alternatives: int = 5,
+    budget: int = LOGIT_BUDGET,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Teacher-force N answers under all K passages in one batched pass.
+    """Teacher-force N answers under all K passages, in as few batched passes as `budget` allows
+    (`answer_groups`; each answer is read on its own, so the grouping changes no number).
 
     Returns token log-probs (N, K, T), mask (N, T), alternative ids and log-probs (N, K, T, A); the
     entries past an answer's end are NaN (log-probs) and 0 (ids). A generator that can pack
-    (`teacher_force_packed`) reads all N answers in one row per passage; any other reads N × K rows.
+    (`teacher_force_packed`) reads a group's answers in one row per passage; any other reads
+    (answers × K) rows.
     """
+    k, vocab = state0.logprobs.shape
+    groups = answer_groups([len(a) for a in answers], k, vocab, budget)
+    if len(groups) == 1:
+        return _score_group(gen, state0, answers, top_alternatives)
+    n, t = len(answers), max(1, max(len(a) for a in answers))
+    a = min(top_alternatives, vocab)
+    tok = torch.full((n, k, t), NAN)  # (N, K, T)
+    mask = torch.zeros((n, t), dtype=torch.bool)  # (N, T)
+    alt_ids = torch.zeros((n, k, t, a), dtype=torch.long)  # (N, K, T, A)
+    alt_lp = torch.full((n, k, t, a), NAN)  # (N, K, T, A)
+    for group in groups:
+        g_tok, g_mask, g_ids, g_lp = _score_group(gen, state0, [answers[i] for i in group], top_alternatives)
+        width = g_mask.shape[1]  # the group's longest answer
+        tok[group, :, :width], mask[group, :width] = g_tok, g_mask  # (G, K, Tg), (G, Tg)
+        alt_ids[group, :, :width], alt_lp[group, :, :width] = g_ids, g_lp  # (G, K, Tg, A)
+    return tok, mask, alt_ids, alt_lp
+
+
+def _score_group(
+    gen: Generator, state0: GenState, answers: list[list[int]], top_alternatives: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`score_answers` in one batched pass."""
     k = state0.logprobs.shape[0]
     n = len(answers)
     ids, mask = pad_answers(answers, getattr(gen, "pad_id", 0))  # (N, T), (N, T)
