@@ -141,20 +141,23 @@ LOGIT_BUDGET = 2**26
 
 def answer_groups(lengths: list[int], k: int, vocab: int, budget: int = LOGIT_BUDGET) -> list[list[int]]:
     """Consecutive answers (their token counts `lengths`) in groups whose pass under `k` rows holds
-    at most `budget` log-probs over `vocab` tokens; an answer over the budget alone is a group.
+    at most `budget` log-probs over `vocab` tokens, each answer counted at the group's longest
+    length (a pass that does not pack pads them to it); an answer over the budget alone is a group.
 
     >>> answer_groups([3, 3, 3], k=2, vocab=10, budget=120), answer_groups([9, 1], k=2, vocab=10, budget=120)
     ([[0, 1], [2]], [[0], [1]])
+    >>> answer_groups([1, 1, 4], k=2, vocab=10, budget=120)  # three padded to 4 would be 240
+    [[0, 1], [2]]
     """
-    groups: list[list[int]] = []
-    used = budget  # so that the first answer opens a group
+    groups: list[list[int]] = [[]]
+    longest = 0
     for i, n in enumerate(lengths):
-        cost = k * max(n, 1) * vocab
-        if used + cost > budget:
+        wider = max(longest, n, 1)
+        if groups[-1] and (len(groups[-1]) + 1) * wider * k * vocab > budget:
             groups.append([])
-            used = 0
+            wider = max(n, 1)
         groups[-1].append(i)
-        used += cost
+        longest = wider
     return groups
 
 
