@@ -117,7 +117,7 @@ def shipped_answers() -> list[dict]:
 
 
 def computed_answers(pipe, n: int) -> list[dict]:
-    """The answers of `pipe` (the served server's stack, at the app's default settings) to the first
+    """The answers of `pipe` (the class server's stack, at the app's default settings) to the first
     `n` test-split questions, computed by the eval path."""
     cfg = pipe.cfg
     assert (cfg.k, cfg.beams, cfg.rescore, pipe.index_name) == (5, 1, "thorough", "2018")
