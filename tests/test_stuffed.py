@@ -20,6 +20,7 @@ from streamlit.testing.v1 import AppTest
 from rag_core.analysis.diagnosis.confidence import candidate_confidence
 from rag_core.config import Config
 from rag_core.corpus import Passage, Stuffed
+from rag_core.decoding import stuffed as stuffed_module
 from rag_core.decoding.answering import analyse
 from rag_core.decoding.decode import SearchSettings, score_answers
 from rag_core.decoding.stuffed import (
@@ -222,6 +223,30 @@ def test_order_sensitivity_on_real_prompts_is_separate_calls(read):
         state = gen.prepare_rows([(QUESTION, Stuffed(tuple(ordered)))])
         forced = score_answers(gen, state, [tokens])[0][0, 0]  # (T,)
         assert o.logp_answer == pytest.approx(float(forced.double().sum()), abs=TOL * len(tokens))
+
+
+def test_the_other_orders_read_in_several_batches_give_the_one_batch_readings(read, monkeypatch):
+    """At a large K the 2K - 1 orders do not fit one batch (K = 20 took over 15 GB): read two rows a
+    batch, every order's answer, its table and the retrieved answer's p are the one batch's."""
+    pipe, passages = read
+    gen = pipe.models.generator
+    settings = SearchSettings(max_new_tokens=16)
+    tokens = stuffed_decode(gen, QUESTION, passages, settings)[0].tokens
+    whole = order_sensitivity(gen, QUESTION, passages, tokens, settings)
+    monkeypatch.setattr(stuffed_module, "ORDER_READINGS", 2 * len(passages))
+    prepared = []
+    real_prepare = type(gen).prepare_rows
+    monkeypatch.setattr(
+        type(gen), "prepare_rows", lambda g, rows: prepared.append(len(rows)) or real_prepare(g, rows)
+    )
+    batched = order_sensitivity(gen, QUESTION, passages, tokens, settings)
+    assert prepared == [2] * (len(whole) // 2) + [1] * (len(whole) % 2)  # two rows a batch
+    assert [(o.kind, o.moved, o.order, o.tokens) for o in batched] == [
+        (o.kind, o.moved, o.order, o.tokens) for o in whole
+    ]
+    for b, w in zip(batched, whole):
+        assert torch.allclose(b.token_logp, w.token_logp, atol=TOL)
+        assert b.logp_answer == pytest.approx(w.logp_answer, abs=TOL * len(tokens))
 
 
 def test_a_stuffed_prompt_longer_than_the_model_reads_is_refused_not_cut(read):

@@ -163,6 +163,11 @@ def orders(k: int) -> list[tuple[str, int | None, tuple[int, ...]]]:
     return out
 
 
+# Passages one batch of the other orders may read (rows × K): the K = 5 orders (9 rows) are one
+# batch; at K = 20 the 39 orders of ~3,000 tokens each, read at once, took over 15 GB.
+ORDER_READINGS = 100
+
+
 def order_sensitivity(
     gen: Generator,
     question: str,
@@ -170,18 +175,21 @@ def order_sensitivity(
     tokens: Sequence[int],
     settings: SearchSettings,
 ) -> list[OrderReading]:
-    """Every order of `orders(K)` read as one batch: one prompt pass over its R rows, one decode
-    loop (each row its own search, as `stuffed_decode` alone) and one teacher-forced pass of the
-    retrieved order's answer `tokens` under all of them."""
+    """Every order of `orders(K)` read in batches of at most ORDER_READINGS passages: a batch is
+    one prompt pass over its rows, one decode loop (each row its own search, as `stuffed_decode`
+    alone) and one teacher-forced pass of the retrieved order's answer `tokens` under all of them."""
     context = reading_of(passages)
     named = orders(len(context.passages))
     if not named:
         return []
     rows = [(question, context.reordered(order)) for _, _, order in named]
-    state = gen.prepare_rows(rows)  # R rows
-    jobs = [DecodeJob([r], torch.zeros(1), settings, "token") for r in range(len(rows))]
-    decoded = decode_jobs(gen, state, jobs)
-    forced = score_answers(gen, state, [list(tokens)], top_alternatives=1)[0][0]  # (R, T)
+    decoded, forced = [], []
+    per_pass = max(1, ORDER_READINGS // len(context.passages))
+    for start in range(0, len(rows), per_pass):
+        state = gen.prepare_rows(rows[start : start + per_pass])  # R' rows
+        jobs = [DecodeJob([r], torch.zeros(1), settings, "token") for r in range(state.logprobs.shape[0])]
+        decoded += decode_jobs(gen, state, jobs)
+        forced += list(score_answers(gen, state, [list(tokens)], top_alternatives=1)[0][0])  # R' × (T,)
     out = []
     for (kind, z, order), (best, _), row in zip(named, decoded, forced):
         top = best[0]  # this order's answer, its table (1, T')
