@@ -79,7 +79,7 @@ def stuffed_card(trace: Trace, key: str) -> None:
 def position_note(trace: Trace, key: str) -> None:
     """Where the stuffed reading leans most on the passage it reads first or last, say that this may
     be the place, not the passage, with the order-sensitivity figure beside it (on demand: the other
-    orders are one batch of 2K-odd prompts)."""
+    orders are 2K - 1 more prompts)."""
     w = stuffed_worth.of(trace)
     if w is None or trace.k < 2 or w.leans_on not in (0, trace.k - 1):
         return
