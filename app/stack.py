@@ -22,7 +22,15 @@ from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from rag_core.loupe.indexes import default_index_name
-from rag_core.loupe.model_stacks import LOAD_ERRORS, Loupe, Models, StackHolder, parse_stack_args, stacks
+from rag_core.loupe.model_stacks import (
+    LOAD_ERRORS,
+    AnswerStore,
+    Loupe,
+    Models,
+    StackHolder,
+    parse_stack_args,
+    stacks,
+)
 from rag_core.loupe.storage import caches
 from rag_core.loupe.vocabulary import Config, StackSpec, first_line
 
@@ -156,14 +164,14 @@ def key() -> str:
 
 def door() -> Loupe:
     """The server's one door into the engine: the held stack, its indexes and every answer, shared
-    by all sessions."""
+    by all sessions, and kept on disk (the `answers` cache) for the next start."""
     return _door(tuple(argv()))
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)  # keyed by the server's own argv: one entry
 def _door(flags: tuple[str, ...]) -> Loupe:
     _, corpus, _ = command_line(flags)
-    return Loupe(StackHolder(), corpus, _runtime(flags)["batch_questions"])
+    return Loupe(StackHolder(), corpus, _runtime(flags)["batch_questions"], AnswerStore())
 
 
 def session_alive(session: str) -> bool:

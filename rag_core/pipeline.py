@@ -210,6 +210,13 @@ class Pipeline:
             queries = [self.query(q, cfgs) for q in questions]
             return decode_queries(self.models.generator, queries, self.scale_for, keep_state)
 
+    def decode(self, queries: list[Query], keep_state: bool = False) -> list[list[PreparedRun]]:
+        """Questions already cleaned and retrieved (`query`), decoded as one batch: per query, one
+        run per config. For a caller that looks at the passages before it decodes (the door reads
+        an answer it has kept for the same passages instead)."""
+        with self.models.lock:
+            return decode_queries(self.models.generator, queries, self.scale_for, keep_state)
+
     def with_stuffed(self, trace: Trace, explain: bool = True) -> Trace:
         """The trace with its stuffed reading (`decoding/stuffed.py`) added, read from the same
         passages and searched with the settings the trace recorded: what the same question decoded

@@ -311,11 +311,40 @@ def visit(at, page: str, errors_allowed: bool = False):
 
 
 @pytest.fixture(scope="session")
-def served_cache(tmp_path_factory):
+def run_answers(tmp_path_factory) -> Path:
+    """One `answers` cache folder for the whole run, shared by every worker's servers: an answer
+    one server computed, another reads back (the store addresses answers by everything they depend
+    on, so a shared folder changes no number). New for each run, so a test that needs a question
+    computed (the line's waiting questions) never finds it answered by an earlier run."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "answers"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="session", autouse=True)
+def answers_of_this_run(run_answers):
+    """The app's answers computed in this process (AppTests) are kept in the run's own folder too,
+    never in the user's cache, whose answers an earlier run may have left."""
+    from rag_core.loupe import answer_store
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(answer_store, "default_folder", lambda: run_answers)
+        yield
+
+
+def sharing_answers(cache: Path, answers: Path) -> Path:
+    """`cache` with its `answers` folder the run's shared one (`run_answers`)."""
+    (cache / "answers").symlink_to(answers, target_is_directory=True)
+    return cache
+
+
+@pytest.fixture(scope="session")
+def served_cache(tmp_path_factory, run_answers):
     """The throw-away cache folder of the worker's shared server (`served`)."""
     import browser_kit
 
-    return browser_kit.throwaway_cache(tmp_path_factory.mktemp("browser-cache"))
+    return sharing_answers(browser_kit.throwaway_cache(tmp_path_factory.mktemp("browser-cache")), run_answers)
 
 
 @pytest.fixture(scope="session")
@@ -339,7 +368,7 @@ def server(served):
 
 
 @pytest.fixture(scope="session")
-def tiny_served(tmp_path_factory, tiny_generator):
+def tiny_served(tmp_path_factory, tiny_generator, run_answers):
     """(URL, process) of a Streamlit server of the app on the default retriever with the
     tiny random Llama as its generator (`--generator`, `tiny_generator`), on a throw-away cache, one
     per test worker: for the browser tests of what a page does with any text or link, which need no
@@ -347,6 +376,6 @@ def tiny_served(tmp_path_factory, tiny_generator):
     real ones and the year indexes' shipped vectors spare Index swap a build."""
     import browser_kit
 
-    cache = browser_kit.throwaway_cache(tmp_path_factory.mktemp("tiny-cache"))
+    cache = sharing_answers(browser_kit.throwaway_cache(tmp_path_factory.mktemp("tiny-cache")), run_answers)
     with browser_kit.running_server(cache, "server-tiny.log", ("--generator", str(tiny_generator))) as found:
         yield found

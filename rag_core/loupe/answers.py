@@ -2,7 +2,10 @@
 per server, and a Result that computes what the pages read from an answer lazily, once.
 
 Every session of a server shares the Loupe, so the second session to ask a question another has
-asked (or is asking) gets the same trace without a model call. A Result is cached with its trace:
+asked (or is asking) gets the same trace without a model call. With an AnswerStore, answers are also
+kept on disk: the same question asked after a restart, or of another server on the same cache, over
+the same passages under the same settings, is read back instead of decoded again (the stuffed
+reading and the closed-book rows likewise). A Result is cached with its trace:
 the stuffed reading, the closed-book rows, the confidence, the token sources, the sentence
 attributions, the other passage orders and the exports are each computed the first time a page
 reads them, and kept by the Result. Nothing here holds a stack's models: a Result asks the holder
@@ -23,9 +26,11 @@ from rag_core.analysis.attribution import sentences, token_sources
 from rag_core.analysis.diagnosis import confidence as certainty
 from rag_core.config import DECODINGS, STUFFED, AnswerSettings, Config
 from rag_core.corpus import CorpusError
+from rag_core.decoding.answering import Query
 from rag_core.exercises.grading import ClassTally
 from rag_core.exports import frame_bytes
 from rag_core.loupe.answer_queue import AnswerQueue, Ticket, answered
+from rag_core.loupe.answer_store import AnswerStore
 from rag_core.loupe.memo import Memo
 from rag_core.loupe.stack_holder import StackHolder
 from rag_core.models.sources import ModelSourceError
@@ -33,7 +38,7 @@ from rag_core.otlp import trace_otlp
 from rag_core.pipeline import DECODE_SETTINGS, Models, Pipeline, QuestionError, device_batch, open_index
 from rag_core.retrieval.catalog import available_indexes, default_index_name, resolve_index
 from rag_core.retrieval.index import IndexLoadError, PassageIndex
-from rag_core.trace import Candidate, Trace
+from rag_core.trace import Candidate, Trace, trace_from_dict, trace_to_dict
 
 # What a user can cause (a question, an index, a model folder, a setting): one message, never a trace.
 USER_ERRORS = (QuestionError, IndexLoadError, CorpusError, ModelSourceError, ValueError)
@@ -60,14 +65,20 @@ class Loupe:
 
     `corpus`: the command line's `--corpus FILE`, opened as an index named by its path.
     `batch_size`: how many waiting questions of one stack and settings are answered together; by
-    default the held models' device decides (`Pipeline.batch_size`: one at a time on a CPU)."""
+    default the held models' device decides (`Pipeline.batch_size`: one at a time on a CPU).
+    `store`: where answers are kept on disk beyond this process (none: in memory only)."""
 
     def __init__(
-        self, holder: StackHolder | None = None, corpus: str | None = None, batch_size: int | None = None
+        self,
+        holder: StackHolder | None = None,
+        corpus: str | None = None,
+        batch_size: int | None = None,
+        store: AnswerStore | None = None,
     ) -> None:
         self.holder = holder or StackHolder()
         self.corpus = corpus
         self._batch = batch_size
+        self.store = store
         self.line = AnswerQueue(self._answer_together, self.batch_size)  # every session's questions, in order
         self._indexes = Memo(8)  # (passage encoder id, index name) -> PassageIndex
         self._configs = Memo(64)  # (stack, AnswerSettings) -> the one Config they run under
@@ -146,21 +157,76 @@ class Loupe:
         return self.line.submit(session, key, work, group=(fp, settings), item=(stack, question), alive=alive)
 
     def _run(self, stack: stacks.Stack, question: str, settings: AnswerSettings) -> Trace:
-        pipe = self.pipeline(stack, settings)
-        return pipe.run(question)
+        return self._decode(stack, settings, [question])[0]
 
     def _answer_together(self, group: tuple, items: list) -> list[Trace]:
-        """Several waiting questions of one stack and settings in one batch (`Pipeline.run_many`:
-        one prompt pass, one decode loop), each kept as if it had been answered alone."""
+        """Several waiting questions of one stack and settings in one batch (one prompt pass, one
+        decode loop), each kept as if it had been answered alone."""
         fp, settings = group
-        stack = items[0][0]
-        pipe = self.pipeline(stack, settings)
-        runs = pipe.run_many([question for _, question in items], [pipe.cfg])  # [question][setting]
-        traces = [questions_runs[0].trace for questions_runs in runs]
+        traces = self._decode(items[0][0], settings, [question for _, question in items])
         return [
             self._traces.get((fp, question, settings), lambda t=trace: t)
             for (_, question), trace in zip(items, traces)
         ]
+
+    def _decode(self, stack: stacks.Stack, settings: AnswerSettings, questions: list[str]) -> list[Trace]:
+        """The questions cleaned and retrieved, then those the store holds no answer for (over the
+        same passages) decoded as one batch (`Pipeline.decode`) and stored."""
+        pipe = self.pipeline(stack, settings)
+        queries = [pipe.query(question, [pipe.cfg]) for question in questions]
+        keys = [self._query_key(stack, pipe, query) for query in queries]
+        traces = [self._stored(key, trace_from_dict) for key in keys]
+        missing = [i for i, trace in enumerate(traces) if trace is None]
+        if missing:
+            runs = pipe.decode([queries[i] for i in missing])  # [question][setting]
+            for i, runs_of_question in zip(missing, runs):
+                traces[i] = runs_of_question[0].trace
+                self._keep(keys[i], trace_to_dict(traces[i]))
+        return traces
+
+    # --- answers kept on disk --------------------------------------------------------------------
+
+    def _query_key(self, stack: stacks.Stack, pipe: Pipeline, query: Query) -> str | None:
+        """The store's address of a retrieved question's answer (None without a store)."""
+        if self.store is None:
+            return None
+        return self.store.key(
+            stacks.fingerprint(stack.cfg),
+            "trace",
+            question=query.question,
+            notices=query.notices,
+            index=query.index_name,
+            encoder=query.encoder,
+            hits=[(h.rank, h.passage.to_dict(), h.score) for h in query.hits],
+            scale=pipe.scale_for(pipe.cfg),
+            settings=AnswerSettings.of(pipe.cfg).key(),
+        )
+
+    def _trace_key(self, stack: stacks.Stack, trace: Trace, kind: str) -> str | None:
+        """The store's address of what `kind` computes from a trace (its stuffed reading): every
+        number of the trace it reads, by the trace's own key (`trace_key`) and passage texts."""
+        if self.store is None:
+            return None
+        texts = [h.passage.to_dict() for h in trace.hits]
+        return self.store.key(stacks.fingerprint(stack.cfg), kind, trace=trace_key(trace), passages=texts)
+
+    def _stored(self, key: str | None, read: Callable):
+        """The entry at `key` read back with `read`, or None (no store, no entry)."""
+        data = None if key is None else self.store.get(key)
+        return None if data is None else read(data)
+
+    def _keep(self, key: str | None, data) -> None:
+        if key is not None:
+            self.store.put(key, data)
+
+    def kept(self, key: str | None, compute: Callable, write: Callable, read: Callable):
+        """`compute()`'s value, read back from the store when it holds one at `key`, else computed
+        and written there (`write(value)` -> JSON data, `read(data)` -> value)."""
+        value = self._stored(key, read)
+        if value is None:
+            value = compute()
+            self._keep(key, write(value))
+        return value
 
     def result(self, stack: stacks.Stack, trace: Trace) -> Result:
         """The Result of any trace of `stack` (an answer, a counterfactual's rerun, a moved query):
@@ -178,7 +244,11 @@ class Loupe:
             rows = pipe.closed_book_scores(question, [list(a) for a in answers])  # (N, T)
             return dict(zip(answers, rows))
 
-        return self._closed.get((stacks.fingerprint(stack.cfg), question, answers), compute)
+        fp = stacks.fingerprint(stack.cfg)
+        key = None if self.store is None else self.store.key(fp, "closed", question=question, answers=answers)
+        return self._closed.get(
+            (fp, question, answers), lambda: self.kept(key, compute, _rows_to_data, _rows_from_data)
+        )
 
     def compare(
         self, other: stacks.Stack, question: str, settings: AnswerSettings
@@ -218,7 +288,13 @@ class Result:
         """The trace with the stuffed reading of its own passages, question and settings."""
         if self.trace.stuffed is not None:
             return self.trace
-        return self._parts.get("stuffed", lambda: self._pipeline().with_stuffed(self.trace))
+        return self._parts.get("stuffed", lambda: self._stuffed("stuffed", explain=True))
+
+    def _stuffed(self, kind: str, explain: bool) -> Trace:
+        """The stuffed reading computed (`Pipeline.with_stuffed`), or read back from the store."""
+        key = self._loupe._trace_key(self._stack, self.trace, kind)
+        compute = lambda: self._pipeline().with_stuffed(self.trace, explain=explain)  # noqa: E731
+        return self._loupe.kept(key, compute, trace_to_dict, trace_from_dict)
 
     def stuffed_answers(self) -> Trace:
         """The trace with the stuffed reading's answers alone, without what each passage is worth:
@@ -229,9 +305,7 @@ class Result:
             return self.trace
         if "stuffed" in self._parts:
             return self.with_stuffed()
-        return self._parts.get(
-            "stuffed answers", lambda: self._pipeline().with_stuffed(self.trace, explain=False)
-        )
+        return self._parts.get("stuffed answers", lambda: self._stuffed("stuffed answers", explain=False))
 
     def with_stuffed_if_it_fits(self) -> Trace:
         """`stuffed_answers`, or the trace as it is when the K passages make a prompt longer than
@@ -302,3 +376,16 @@ class Result:
             return trace_otlp(trace) if fmt == "otlp" else frame_bytes(trace.to_frame(), fmt, "trace")
 
         return self._parts.get(("export", fmt, stuffed), compute)
+
+
+def _rows_to_data(rows: dict) -> dict:
+    """Closed-book rows by answer as JSON data: the answers' token ids, their rows (JSON's doubles
+    hold float32 and float64 values exactly) and the rows' dtype."""
+    dtype = str(next(iter(rows.values())).dtype).removeprefix("torch.") if rows else "float32"
+    answers, values = [list(a) for a in rows], [row.tolist() for row in rows.values()]
+    return {"answers": answers, "rows": values, "dtype": dtype}
+
+
+def _rows_from_data(data: dict) -> dict:
+    dtype = getattr(torch, data["dtype"])
+    return {tuple(a): torch.tensor(row, dtype=dtype) for a, row in zip(data["answers"], data["rows"])}

@@ -5,6 +5,7 @@ can raise."""
 from rag_core import stacks
 from rag_core.corpus import CorpusError
 from rag_core.flags import FlagError, parse_stack_args
+from rag_core.loupe.answer_store import AnswerStore
 from rag_core.loupe.answers import Loupe
 from rag_core.loupe.stack_holder import StackHolder
 from rag_core.models.sources import ModelSourceError
@@ -14,4 +15,4 @@ from rag_core.retrieval.index import IndexLoadError
 # What opening a stack a user named can raise: one line each, then the default stack opens.
 LOAD_ERRORS = (FlagError, ModelSourceError, IndexLoadError, CorpusError, ValueError, OSError)
 
-__all__ = ["LOAD_ERRORS", "Loupe", "Models", "StackHolder", "parse_stack_args", "stacks"]
+__all__ = ["LOAD_ERRORS", "AnswerStore", "Loupe", "Models", "StackHolder", "parse_stack_args", "stacks"]

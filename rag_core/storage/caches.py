@@ -6,7 +6,7 @@ uploads) and `training` (fine-tuned models) are a user's own work and never part
 cleared only when named.
 
 >>> sorted(KINDS)[:3]
-['corpus-indexes', 'eval', 'indexes']
+['answers', 'corpus-indexes', 'eval']
 >>> "user-indexes" in REBUILT
 False
 """
@@ -31,11 +31,12 @@ KINDS = {  # folder under cache_dir() -> what it holds, for `cache list` and the
     "user-indexes": "indexes built from your uploads on the Corpus page (not rebuilt: cleared only by name)",
     "training": "fine-tuning runs started on the Train page, resumable (not rebuilt: cleared only by name)",
     "replay": "trace files given to the Replay page and their replayed results, resumable",
+    "answers": "answers the app computed, by everything they depend on (read back instead of recomputed)",
 }
 REBUILT = tuple(k for k in KINDS if k not in ("user-indexes", "training"))  # what "all" clears
 # The kinds that gain an entry per new input (a corpus file, an index's map, a settings key) keep only
 # their most recently written entries; an evicted one is rebuilt if it is asked for again.
-LIMITS = {"corpus-indexes": 8, "maps": 32, "leaders": 8}
+LIMITS = {"corpus-indexes": 8, "maps": 32, "leaders": 8, "answers": 2000}
 
 
 def folder(kind: str) -> Path:
@@ -89,13 +90,17 @@ def clear(kind: str) -> int:
     return freed
 
 
-def keep_newest(kind: str, keep: Path | None = None, limit: int | None = None) -> list[Path]:
-    """Bound a kind's folder to its `LIMITS` entries (or `limit`): the least recently written go,
-    never `keep` (the entry just written) nor a hidden temporary one; returns what was removed.
-    E.g. with a limit of 2 and maps m0..m3 written in that order, m0 and m1 go (`tests/test_caches.py`).
+def keep_newest(
+    kind: str, keep: Path | None = None, limit: int | None = None, within: Path | None = None
+) -> list[Path]:
+    """Bound a kind's folder (or the folder `within`, holding entries of that kind) to its `LIMITS`
+    entries (or `limit`): the least recently written go, never `keep` (the entry just written) nor
+    a hidden temporary one; returns what was removed. E.g. with a limit of 2 and maps m0..m3 written
+    in that order, m0 and m1 go (`tests/test_caches.py`).
     """
     limit = LIMITS[kind] if limit is None else limit
-    entries = [p for p in folder(kind).iterdir() if not p.name.startswith(".") and p != keep]
+    where = folder(kind) if within is None else within
+    entries = [p for p in where.iterdir() if not p.name.startswith(".") and p != keep]
     entries.sort(key=lambda p: p.stat().st_mtime, reverse=True)  # newest first
     gone = entries[max(0, limit - (keep is not None)) :]
     for p in gone:
