@@ -181,7 +181,8 @@ def wait_for(driver, predicate, timeout, what):
                 return
         except Exception:  # the page is still rendering: elements come and go
             pass
-        time.sleep(0.25)  # body_text costs ~15 ms: a quarter-second poll is cheap
+        # a quarter-second poll while a page draws; twice as slow once the wait is for the models
+        time.sleep(0.25 if time.time() - start < 5 else 0.5)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(ARTIFACTS / "timeout.png"))
     with contextlib.suppress(Exception):  # what the page showed, for the failure's reader
@@ -243,10 +244,24 @@ return !['initial', 'running', 'rerunRequested'].includes(state)
 
 
 def showing(driver, title: str) -> bool:
-    """The page's own title is `title` (the sidebar lists every title, so body text is not enough)."""
-    from selenium.webdriver.common.by import By
+    """The page's own title is `title` (the sidebar lists every title, so body text is not enough).
+    One script call: waits poll this, and WebDriver's element lookups and element text cost a round
+    trip each."""
+    return driver.execute_script(SHOWING, title)
 
-    return any(h.text.strip() == title for h in driver.find_elements(By.TAG_NAME, "h1"))
+
+SHOWING = """
+return [...document.querySelectorAll('h1')]
+  .some(h => h.getClientRects().length > 0 && h.innerText.trim() === arguments[0]);
+"""
+
+
+def text_of(driver, css: str) -> str:
+    """The text of the first element matching `css`, as `body_text` reads the page's ("" if none)."""
+    script = "const e = document.querySelector(arguments[0]); return e ? e.innerText : ''"
+    raw = driver.execute_script(script, css)
+    lines = (" ".join(line.replace("\u00a0", " ").split()) for line in raw.splitlines())
+    return "\n".join(line for line in lines if line)
 
 
 def ready(driver, path: str) -> bool:
@@ -336,11 +351,11 @@ def faint_sankey_labels(driver) -> list[str]:
 
 
 def charts_drawn(driver) -> bool:
-    """Every plotly chart on the page has drawn its SVG."""
-    from selenium.webdriver.common.by import By
-
-    charts = driver.find_elements(By.CSS_SELECTOR, '[data-testid="stPlotlyChart"]')
-    return all(c.find_elements(By.CSS_SELECTOR, "svg.main-svg") for c in charts)
+    """Every plotly chart on the page has drawn its SVG (one script call: waits poll this)."""
+    return driver.execute_script(
+        """return [...document.querySelectorAll('[data-testid="stPlotlyChart"]')]
+             .every(c => c.querySelector('svg.main-svg'));"""
+    )
 
 
 # --------------------------------------------------------------------------- widgets, as a user uses them

@@ -29,6 +29,7 @@ from browser_kit import (  # noqa: F401
     selected,
     settled,
     showing,
+    text_of,
     type_into,
     wait_for,
 )
@@ -481,7 +482,7 @@ def test_index_swap_live_run_goes_on_across_pages_and_cancels(server, browser):
     sidebar = '//section[@data-testid="stSidebar"]'
     wait_for(
         browser,
-        lambda: SWAP_PROGRESS in browser.find_element("xpath", sidebar).text,
+        lambda: SWAP_PROGRESS in text_of(browser, 'section[data-testid="stSidebar"]'),
         60,
         "the run in another page's sidebar",
     )

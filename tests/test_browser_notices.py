@@ -27,6 +27,7 @@ from browser_kit import (  # noqa: F401
     selected,
     settled,
     showing,
+    text_of,
     type_into,
     wait_for,
 )
@@ -52,7 +53,7 @@ NAV_LINK = '//a[@data-testid="stSidebarNavLink"][{}]'
 
 
 def sidebar_text(driver) -> str:
-    return driver.find_element("css selector", '[data-testid="stSidebar"]').text
+    return text_of(driver, '[data-testid="stSidebar"]')
 
 
 def rescoring(driver) -> str:
