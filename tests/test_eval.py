@@ -22,7 +22,7 @@ from rag_core.generators.toy import ToyGenerator
 from rag_core.pipeline import Models, Pipeline
 from rag_core.trace import Hit
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, cache_sharing, run_cli
 
 
 @pytest.mark.parametrize(
@@ -404,7 +404,7 @@ def test_the_eval_page_names_each_runs_decoding(tmp_path, monkeypatch):
 
     from conftest import visit
 
-    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(cache_sharing(tmp_path, ("models", "indexes"))))
     run = ev.run_eval(toy_pipe(), QUESTIONS, Config(k=2, max_new_tokens=6))
     run.settings["beams"] = 4
     run.settings["stack"] = stacks.fingerprint(Config())  # listed as a run of the stack the page shows
@@ -423,7 +423,7 @@ def test_the_eval_page_shows_how_far_p_can_be_trusted(tmp_path, monkeypatch):
 
     from conftest import visit
 
-    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(cache_sharing(tmp_path, ("models", "indexes"))))
     run = ev.run_eval(toy_pipe(), QUESTIONS, Config(k=2, max_new_tokens=6))
     run.settings["stack"] = stacks.fingerprint(Config())
     ev.save_run(run, "toy")
