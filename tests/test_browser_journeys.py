@@ -502,10 +502,12 @@ def test_index_swap_live_run_goes_on_across_pages_and_cancels(server, browser):
     assert "Resume the experiment" in body_text(browser)
 
 
-def test_index_swap_picker_follows_the_question_typed(server, browser):
+def test_index_swap_picker_follows_the_question_typed(tiny_served, browser):
     """Type a world-leader question into the box: the picker shows that position; type a question
-    of one's own: the picker says so, instead of still showing the old position."""
-    browser.get(server + "/index_swap")
+    of one's own: the picker says so, instead of still showing the old position. (The picker and
+    the holder line follow the question, whatever the answers: on the worker's tiny-generator
+    server.)"""
+    browser.get(tiny_served[0] + "/index_swap")
     wait_for(
         browser,
         lambda: showing(browser, "Index swap") and settled(browser) and ready(browser, "index_swap"),
@@ -547,35 +549,53 @@ def test_index_swap_picker_follows_the_question_typed(server, browser):
     browser.save_screenshot(str(ARTIFACTS / "journey-swap-own-question.png"))
 
 
-def test_a_background_fine_tune_cancelled_from_the_sidebar_offers_to_resume(server, browser):
+# The job's label on the tiny-generator server: "Fine-tuning <the stack's name> · <run folder>".
+JOB = "Fine-tuning command line: generator:"
+
+
+def test_a_background_fine_tune_cancelled_from_the_sidebar_offers_to_resume(tiny_served, browser):
     """Start fine-tuning on the Train page, leave for another page (the job goes on: every page's
     sidebar shows it), press the sidebar's Cancel, come back: the run stopped at a step boundary and
-    the page offers to resume it from its checkpoint."""
+    the page offers to resume it from its checkpoint. (The job's life, not what it learns: on the
+    worker's tiny-generator server.)"""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
 
-    browser.get(server + "/train")
+    browser.get(tiny_served[0] + "/train")
     wait_for(
         browser,
         lambda: showing(browser, "Train") and settled(browser) and ready(browser, "train"),
         300,
         "the Train page",
     )
-    press(browser, "Start fine-tuning")
+    # the tiny generator's steps are quick: enough of them to leave time to cancel
+    steps = '.st-key-ft_steps input[type="number"]'
+
+    def steps_shown() -> str:
+        return browser.find_element(By.CSS_SELECTOR, steps).get_attribute("value")
+
+    browser.find_element(By.CSS_SELECTOR, steps).send_keys(Keys.CONTROL, "a")
+    browser.find_element(By.CSS_SELECTOR, steps).send_keys("500", Keys.ENTER)
     wait_for(
-        browser, lambda: "Fine-tuning default ·" in body_text(browser), 120, "the job's progress on the page"
+        browser,
+        lambda: steps_shown() == "500" and settled(browser),
+        60,
+        "the steps set",
     )
+    press(browser, "Start fine-tuning")
+    wait_for(browser, lambda: JOB in body_text(browser), 120, "the job's progress on the page")
     browser.find_element(
         By.XPATH, '//a[@data-testid="stSidebarNavLink"][contains(@href, "/by_hand")]'
     ).click()
     wait_for(
         browser,
-        lambda: showing(browser, "By hand") and "Fine-tuning default ·" in body_text(browser),
+        lambda: showing(browser, "By hand") and JOB in body_text(browser),
         120,
         "the job in the sidebar of another page",
     )
     cancel = (
         '//section[@data-testid="stSidebar"]'
-        '//*[@data-testid="stProgress"][contains(., "Fine-tuning default ·")]'
+        f'//*[@data-testid="stProgress"][contains(., "{JOB}")]'
         '/following::button[.//p[normalize-space()="Cancel"]][1]'
     )
 
@@ -583,9 +603,9 @@ def test_a_background_fine_tune_cancelled_from_the_sidebar_offers_to_resume(serv
         """The sidebar says the run is cancelling, or the run has gone from it (seen twice)."""
         if "Cancelling at the next step" in body_text(browser):
             return True
-        gone = "Fine-tuning default ·" not in body_text(browser)
+        gone = JOB not in body_text(browser)
         time.sleep(1.0)
-        return gone and "Fine-tuning default ·" not in body_text(browser)
+        return gone and JOB not in body_text(browser)
 
     # The sidebar redraws its progress every second, and a click on a button being replaced can be
     # lost (as a user's can): click again when nothing changed.
@@ -605,5 +625,6 @@ def test_a_background_fine_tune_cancelled_from_the_sidebar_offers_to_resume(serv
         "the offer to resume",
     )
     browser.save_screenshot(str(ARTIFACTS / "journey-cancel.png"))
-    assert "Fine-tuning default ·" not in body_text(browser)  # nothing runs any more
+    assert steps_shown() == "500"  # the run's settings as the user left them: the run's own resume
+    assert JOB not in body_text(browser)  # nothing runs any more
     assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="stException"]')

@@ -18,6 +18,8 @@ from rag_core.index_swap import judge, results, store
 from rag_core.index_swap import run as index_swap_run
 from rag_core.retrieval.snapshots import load_leaders
 
+from conftest import cache_sharing
+
 ROOT = Path(__file__).resolve().parent.parent
 FAST = dict(k=3, max_new_tokens=8, decode="token")  # the test settings, shared by the toggle and CLI tests
 FAST_ARGS = ["-k", "3", "--max-new-tokens", "8", "--decode", "token"]
@@ -350,7 +352,9 @@ def test_index_swap_tables_are_drawn_before_any_model_is_asked(monkeypatch, tmp_
     monkeypatch.setattr(state, "trace_for", no_model)
     monkeypatch.setattr(state, "pipeline", no_model)
     monkeypatch.setattr(state, "index", no_model)
-    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))  # a first start: no live run in the cache
+    # a first start: no live run in the cache (the converted models linked, as the app's first page
+    # run has them loaded before this page runs)
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(cache_sharing(tmp_path)))
     at = AppTest.from_file(str(ROOT / "pages/index_swap.py"), default_timeout=120)
     at.run()
     assert [str(e.value) for e in at.exception if "no model in this test" in str(e.value)], (

@@ -13,7 +13,7 @@ from rag_core.analysis.evaluation.question_result import QuestionResult
 from rag_core.analysis.evaluation.questions import read_questions
 from rag_core.config import Config
 
-from conftest import ROOT, visit
+from conftest import ROOT, cache_sharing, visit
 
 NAMES = ("test-k5", "test-k1")
 TEST_FILE = ROOT / "assets" / "eval" / "test.jsonl"
@@ -100,7 +100,7 @@ def test_the_eval_page_opens_on_the_shipped_run_on_a_fresh_cache(tmp_path, monke
     """No local run: the page shows the shipped K=5 run's summary, and offers K=1 to compare."""
     from streamlit.testing.v1 import AppTest
 
-    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(cache_sharing(tmp_path)))  # no run; the models converted
     at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=300)
     at.session_state["index_name"] = "wiki"  # no model or index is needed to show a stored run
     visit(at, "eval.py")
@@ -164,7 +164,7 @@ def test_the_eval_page_shows_what_training_changed(tmp_path, monkeypatch):
     assert shipped_runs.before_after_pairs() == [
         (shipped_runs.SHIPPED_RUNS / "base-test-k5.json", shipped_runs.SHIPPED_RUNS / "test-k5.json")
     ]
-    monkeypatch.setenv("RAG_LOUPE_CACHE", str(tmp_path))
+    monkeypatch.setenv("RAG_LOUPE_CACHE", str(cache_sharing(tmp_path)))  # no run; the models converted
     at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=300)
     at.session_state["index_name"] = "wiki"
     visit(at, "eval.py")

@@ -12,6 +12,7 @@ import streamlit as st
 from app import stack, state
 from app.train import train_charts
 from app.ui import expected_answers, jobs, safe_text, views
+from app.ui.sidebar import KEEP
 from rag_core.loupe.evaluation import read_questions
 from rag_core.loupe.maps import projection
 from rag_core.loupe.model_stacks import stacks
@@ -233,15 +234,23 @@ def fine_tune_panel(cfg: Config) -> None:
         "the generator learns through LoRA adapters. "
         "It runs in the background on a copy of the models: the rest of the app stays usable."
     )
+    # The settings name the run's folder: kept across page visits, so that a user who started a
+    # run and looked at another page comes back to that run (its progress, or its resume offer).
     c1, c2, c3, c4 = st.columns(4)
-    part = c1.selectbox("What trains", PARTS, key="ft_part")
+    part = c1.selectbox("What trains", PARTS, key="ft_part", persist_state=KEEP)
     marginal = c2.selectbox(
-        "Marginal", ["sequence", "token"], key="ft_marginal", format_func=lambda m: f"RAG-{m.title()}"
+        "Marginal",
+        ["sequence", "token"],
+        key="ft_marginal",
+        format_func=lambda m: f"RAG-{m.title()}",
+        persist_state=KEEP,
     )
     steps = int(
-        c3.number_input("Steps", 1, 500, 20, key="ft_steps", help="optimiser steps of 4 questions each")
+        c3.number_input(
+            "Steps", 1, 500, 20, key="ft_steps", help="optimiser steps of 4 questions", persist_state=KEEP
+        )
     )
-    held = c4.selectbox("Held-out figures", list(HELD_OUT), key="ft_held")
+    held = c4.selectbox("Held-out figures", list(HELD_OUT), key="ft_held", persist_state=KEEP)
     shipped = sum(1 for line in TRAIN_FILE.read_text(encoding="utf-8").splitlines() if line.strip())
     upload = st.file_uploader(
         f"Questions JSONL (empty: the {shipped:,} shipped training questions)",
