@@ -59,9 +59,10 @@ def value_style(card) -> tuple[float, str]:
 
 
 def engine(pipeline, question: str, decoding: str):
-    """The rule and the token sources recomputed from a fresh trace (with its stuffed reading, which
-    the rule compares as the page does) and a fresh closed-book row."""
-    trace = pipeline.with_stuffed(pipeline.run(question, Config()))
+    """The rule and the token sources recomputed from a fresh trace (with its stuffed reading's
+    answers, which the rule compares as the page does; not what each passage is worth, which the
+    rule never reads) and a fresh closed-book row."""
+    trace = pipeline.with_stuffed(pipeline.run(question, Config()), explain=False)
     c = trace.answer(decoding)
     closed = pipeline.closed_book_scores(trace.question, [c.token_ids])[0]
     found = candidate_sources(trace.log_prior, c, closed, passage_texts(trace))

@@ -108,6 +108,7 @@ def traces(tiny_llama_pipeline):
     return out
 
 
+@pytest.mark.slow  # its fixture decodes every example under every setting: over 10 s
 def test_nothing_changed_is_the_trace_for_every_decoding_and_beam_setting(traces):
     undecided = 0
     for _, cfg, trace in traces:

@@ -30,6 +30,7 @@ def example_runs(default_pipeline):
     return [(ex, default_pipeline.run(ex["question"], keep_state=True)) for ex in EXAMPLES]
 
 
+@pytest.mark.slow  # over 5 s on 2 cores
 def test_every_decode_mode_gives_the_same_greedy_answers(tiny_llama_pipeline):
     pipe = tiny_llama_pipeline
     gen = pipe.models.generator

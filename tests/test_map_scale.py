@@ -49,6 +49,7 @@ def test_every_passage_gets_coordinates(sampled):
     assert np.array_equal(again.coords, m.coords) and np.array_equal(again.fitted, m.fitted)
 
 
+@pytest.mark.slow  # its fixture fits UMAP: over 15 s on 2 cores
 def test_sampled_passages_keep_the_fitted_umap_coordinates(sampled):
     idx, m, calls, _ = sampled
     x_fit, out = calls[0]
@@ -56,6 +57,7 @@ def test_sampled_passages_keep_the_fitted_umap_coordinates(sampled):
     np.testing.assert_array_equal(m.coords[m.fitted], out)  # and its coordinates are kept as they came
 
 
+@pytest.mark.slow  # its fixture fits UMAP: over 15 s on 2 cores
 def test_other_passages_land_where_a_query_with_their_vector_would(sampled):
     idx, m, _, _ = sampled
     x = np.asarray(idx.vectors, np.float32)

@@ -86,6 +86,7 @@ def test_weighted_placement_of_a_passage_lands_near_it(umap_pair):
     assert np.median(err) < 0.03 * extent and np.quantile(err, 0.95) < 0.1 * extent
 
 
+@pytest.mark.slow  # its fixture fits UMAP: over 20 s on 2 cores
 def test_umap_map_keeps_clusters_and_places_in_them(umap_pair):
     idx, m, _, _, _ = umap_pair
     assert m.method == "umap" and m.coords.shape == (len(idx), 2) and np.isfinite(m.coords).all()
@@ -102,6 +103,7 @@ def test_umap_map_keeps_clusters_and_places_in_them(umap_pair):
     assert np.linalg.norm(centroids - p, axis=1).argmin() == 3
 
 
+@pytest.mark.slow  # its fixture fits UMAP: over 20 s on 2 cores
 def test_cache_round_trip(umap_pair):
     idx, first, second, t_first, t_second = umap_pair
     assert first.loaded_from is None and second.loaded_from is not None
@@ -142,6 +144,7 @@ def test_small_index_falls_back_to_pca_and_bad_args_are_errors(cache):
         projection.fit_map(idx, "pca", 4)
 
 
+@pytest.mark.slow  # its fixture fits UMAP: over 20 s on 2 cores
 def test_placement_is_fast_and_never_touches_umap_transform(umap_pair, monkeypatch):
     import umap
 

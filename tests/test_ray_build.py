@@ -99,6 +99,7 @@ def test_a_ray_build_is_the_local_build(builds, queries):
     np.testing.assert_allclose(s_ray, s_local, atol=1e-5)
 
 
+@pytest.mark.slow  # its fixture starts Ray and builds twice: about a minute on 2 cores
 def test_an_ivf_build_on_ray_trains_once_and_merges_its_shards_in_passage_order(
     builds, encoder, queries, tmp_path, monkeypatch
 ):
