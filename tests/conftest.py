@@ -333,6 +333,34 @@ def answers_of_this_run(run_answers):
         yield
 
 
+@pytest.fixture(autouse=True)
+def converts_only_when_marked(request, monkeypatch):
+    """Under `make test` the warm-up has converted the packaged generator before any test starts,
+    so a test that converts it again (about 25 s of a core) does so because its cache folder is
+    empty: it links the converted models instead (`cache_sharing`), or says with
+    `@pytest.mark.converts` that the conversion is what it tests. Run alone, without workers, a
+    test may be the first to need the model, and converting it is then its due."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    from rag_core.generators import loading
+
+    seen = []
+    real = loading._gguf_parsed_once  # entered once a conversion, and only then
+
+    def counted():
+        seen.append(True)
+        return real()
+
+    monkeypatch.setattr(loading, "_gguf_parsed_once", counted)
+    yield
+    if seen and request.node.get_closest_marker("converts") is None:
+        pytest.fail(
+            f"converted the packaged generator {len(seen)} time(s) on an empty cache: link the "
+            "converted models with cache_sharing, or mark the test @pytest.mark.converts"
+        )
+
+
 def sharing_answers(cache: Path, answers: Path) -> Path:
     """`cache` with its `answers` folder the run's shared one (`run_answers`)."""
     (cache / "answers").symlink_to(answers, target_is_directory=True)

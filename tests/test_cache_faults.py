@@ -97,6 +97,7 @@ def test_a_damaged_saved_eval_run_reads_as_none(cache):
 
 
 @pytest.mark.slow
+@pytest.mark.converts
 def test_a_killed_or_damaged_generator_conversion_heals(cache, caplog, monkeypatch):
     """The packaged GGUF is converted to safetensors once (about 20 s). A conversion killed with
     SIGKILL while it writes leaves no converted model. A garbled safetensors file (here a copy of
