@@ -268,11 +268,13 @@ def test_the_ask_page_shows_the_token_sources_the_engine_computes(at, wiki_pipel
 
 @pytest.mark.slow  # over 5 s on 2 cores
 def test_citations_shows_each_sentences_delta_for_the_cited_passage(at, wiki_pipeline):
-    """By default the sentences of the passage the RAG-Token answer cites most, with the Δ log p
-    that leaving each out costs, recomputed here."""
+    """On demand (nothing is read before the toggle), the sentences of the passage the RAG-Token
+    answer cites most, with the Δ log p that leaving each out costs, recomputed here."""
     from rag_core.analysis.attribution.sentences import attribute
 
     visit(at, "citations.py")
+    assert not [d for d in at.dataframe if "delta_logp" in d.value.columns]  # not read yet
+    at.toggle(key="cit_sent_on").set_value(True).run()
     fresh = wiki_pipeline.run("Who wrote Moby-Dick?", Config(index="wiki"))
     c = fresh.answer("rag-token")
     z = int(marginals.citation(fresh.log_prior, c.token_logp).argmax())
@@ -316,6 +318,8 @@ def test_the_stuffed_reading_on_token_vs_sequence_and_citations_is_the_engines(a
     assert {"cit_worth", "cit_token_worth"} <= keys
     # which sentence of the passage it leans on carried the stuffed answer, inside the one prompt
     assert at.selectbox(key="cit_stuffed_sent_z").value == w.leans_on
+    at.toggle(key="cit_sent_on").set_value(True).run()
+    at.toggle(key="cit_stuffed_sent_on").set_value(True).run()
     from rag_core.analysis.attribution.sentences import attribute_stuffed
 
     passages = [h.passage for h in fresh.hits]

@@ -159,6 +159,10 @@ def sentence_section(trace: Trace, cand, key: str = "sent", stuffed: bool = Fals
     if not cand.token_ids:
         st.info("This answer is empty.")
         return
+    # On demand, as the other orders are: one more reading per sentence, seconds on a CPU, and
+    # the page's other parts need none of it (`ask --sentences` asks for it the same way).
+    if not st.toggle("Read it with each sentence left out (one batch)", key=f"{key}_on"):
+        return
     att = state.sentence_attribution(trace, cand, z)
     if att is None:
         return
