@@ -155,17 +155,17 @@ document.addEventListener('DOMContentLoaded', () => {
   document.head.appendChild(still);
 });
 """
-QUIET_MS = 400  # no change to the page for this long: what the browser draws after a script run is drawn
+DRAWN_MS = 400  # no change to the page for this long: what the browser draws after a script run is drawn
 
 
-def quiet(driver, ms: int = QUIET_MS) -> bool:
+def quiet(driver, ms: int = DRAWN_MS) -> bool:
     """The page has not changed for `ms` milliseconds (no element, attribute or text)."""
     return driver.execute_script(f"return Date.now() - (window.__changed || 0) >= {ms}")
 
 
 def drawn(driver, what: str = "the page to be drawn", timeout: float = 30) -> None:
     """Wait until the page's script has finished, its charts are drawn and nothing on it has changed
-    for QUIET_MS since now (what a rerun, a resize or a click sets off starts within that time):
+    for DRAWN_MS since now (what a rerun, a resize or a click sets off starts within that time):
     instead of a fixed sleep."""
     driver.execute_script("window.__changed = Date.now()")
     wait_for(driver, lambda: settled(driver) and charts_drawn(driver) and quiet(driver), timeout, what)
@@ -224,7 +224,7 @@ def settled(driver) -> bool:
     return driver.execute_script(SETTLED, WAITING, QUIET_MS)
 
 
-QUIET_MS = 300  # the browser draws a run's elements in batches a few milliseconds apart
+QUIET_MS = 300  # settled: the browser draws a run's elements in batches a few milliseconds apart
 
 # A MutationObserver (installed on the first call after a page load) notes when the page last changed.
 SETTLED = """
