@@ -247,7 +247,13 @@ def fine_tune_panel(cfg: Config) -> None:
     )
     steps = int(
         c3.number_input(
-            "Steps", 1, 500, 20, key="ft_steps", help="optimiser steps of 4 questions", persist_state=KEEP
+            "Steps",
+            1,
+            500,
+            20,
+            key="ft_steps",
+            help="optimiser steps of 4 questions each",
+            persist_state=KEEP,
         )
     )
     held = c4.selectbox("Held-out figures", list(HELD_OUT), key="ft_held", persist_state=KEEP)
