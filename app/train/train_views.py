@@ -225,17 +225,11 @@ def _questions_file(upload) -> Path | None:
         return None
 
 
-def fine_tune_panel(cfg: Config) -> None:
-    st.subheader("Fine-tune on a question file")
-    st.caption(
-        "The loop the paper trains with: for each question, retrieve the top K with the current query "
-        "encoder, then lower −log p(answer|question) under the chosen marginal. The query encoder learns "
-        "through the prior only (passage vectors and index frozen); "
-        "the generator learns through LoRA adapters. "
-        "It runs in the background on a copy of the models: the rest of the app stays usable."
-    )
-    # The settings name the run's folder: kept across page visits, so that a user who started a
-    # run and looked at another page comes back to that run (its progress, or its resume offer).
+def _run_settings() -> tuple[str, str, int, str]:
+    """What trains, the marginal, the steps and the held-out figures.
+
+    They name the run's folder, so they are kept across page visits: a user who started a run and
+    looked at another page comes back to that run (its progress, or its resume offer)."""
     c1, c2, c3, c4 = st.columns(4)
     part = c1.selectbox("What trains", PARTS, key="ft_part", persist_state=KEEP)
     marginal = c2.selectbox(
@@ -257,6 +251,19 @@ def fine_tune_panel(cfg: Config) -> None:
         )
     )
     held = c4.selectbox("Held-out figures", list(HELD_OUT), key="ft_held", persist_state=KEEP)
+    return part, marginal, steps, held
+
+
+def fine_tune_panel(cfg: Config) -> None:
+    st.subheader("Fine-tune on a question file")
+    st.caption(
+        "The loop the paper trains with: for each question, retrieve the top K with the current query "
+        "encoder, then lower −log p(answer|question) under the chosen marginal. The query encoder learns "
+        "through the prior only (passage vectors and index frozen); "
+        "the generator learns through LoRA adapters. "
+        "It runs in the background on a copy of the models: the rest of the app stays usable."
+    )
+    part, marginal, steps, held = _run_settings()
     shipped = sum(1 for line in TRAIN_FILE.read_text(encoding="utf-8").splitlines() if line.strip())
     upload = st.file_uploader(
         f"Questions JSONL (empty: the {shipped:,} shipped training questions)",
