@@ -618,7 +618,7 @@ def test_a_background_fine_tune_cancelled_from_the_sidebar_offers_to_resume(tiny
             break
     assert taken(), "the sidebar's Cancel was not taken"
     browser.find_element(By.XPATH, '//a[@data-testid="stSidebarNavLink"][contains(@href, "/train")]').click()
-    # The sidebar redraws its jobs every second: it may show the run cancelling for a moment after
+    # The sidebar redraws its jobs every 5 s: it may show the run cancelling for a moment after
     # the run stopped and the page offered to resume. Nothing may run once it has caught up.
     wait_for(
         browser,
