@@ -32,7 +32,7 @@ from rag_core.loupe.model_stacks import (
     stacks,
 )
 from rag_core.loupe.storage import caches
-from rag_core.loupe.vocabulary import Config, StackSpec, first_line
+from rag_core.loupe.vocabulary import AnswerSettings, StackSpec, first_line
 
 log = logging.getLogger("rag_loupe.app")
 OFFERED = "_stacks_offered"  # session_state: the stacks on offer, read once per page run
@@ -45,8 +45,8 @@ def command_line(argv: tuple[str, ...]) -> tuple[stacks.Stack | None, str | None
     if not argv:
         return None, None, None
     try:
-        cfg, index = parse_stack_args(list(argv))
-        stacks.check_available(cfg)
+        spec, asked, corpus = parse_stack_args(list(argv))
+        stacks.check_available(spec)
     except LOAD_ERRORS as e:
         log.error(
             "the command line %s could not be used: %s; opening the default stack",
@@ -54,11 +54,11 @@ def command_line(argv: tuple[str, ...]) -> tuple[stacks.Stack | None, str | None
             first_line(e),
         )
         return None, None, first_line(e)
-    cli = stacks.cli_stack(cfg)
-    if stacks.models_of(cfg) == stacks.models_of(Config()) and not (cfg.corpus or index):
+    cli = stacks.cli_stack(spec)
+    if stacks.models_of(spec) == stacks.models_of(StackSpec()) and not (corpus or asked.index):
         cli = None  # the default stack under another name would only be listed twice
     log.info("stack from the command line: %s (%s)", cli.name if cli else "default", " ".join(argv))
-    return cli, cfg.corpus or index, None
+    return cli, corpus or asked.index, None
 
 
 MAIN = Path(__file__).resolve().parent / "main.py"
@@ -86,16 +86,17 @@ def cli() -> tuple[stacks.Stack | None, str | None, str | None]:
 
 def runtime() -> dict:
     """Device, threads and downloads as the command line set them (defaults without one)."""
-    return _runtime(tuple(argv()))
+    return _flags(tuple(argv()))[0].runtime()
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)  # keyed by the server's own flags: one entry
-def _runtime(flags: tuple[str, ...]) -> dict:
+def _flags(flags: tuple[str, ...]) -> tuple[StackSpec, AnswerSettings]:
+    """The stack and settings the command line gives (the defaults without one, or when it failed:
+    `command_line` says why)."""
     _, _, error = command_line(flags)
-    cfg = (
-        Config() if error or not flags else parse_stack_args(list(flags))[0]
-    )  # it parsed: the check came after
-    return StackSpec.of(cfg).runtime()
+    if error or not flags:
+        return StackSpec(), AnswerSettings()
+    return parse_stack_args(list(flags))[:2]  # it parsed: the check came after
 
 
 def begin_run() -> None:
@@ -117,10 +118,10 @@ def offered() -> list[stacks.Stack]:
 def _offered() -> list[stacks.Stack]:
     extra = runtime()
     cs, _, _ = cli()
-    out = [stacks.Stack(s.key, s.name, s.cfg.with_(**extra), s.kind) for s in stacks.preset_stacks()]
+    out = [stacks.Stack(s.key, s.name, s.spec.with_(**extra), s.kind) for s in stacks.preset_stacks()]
     if cs:
         out.append(cs)
-    out += [stacks.Stack(s.key, s.name, s.cfg.with_(**extra), s.kind) for s in _runs(_runs_stamp())]
+    out += [stacks.Stack(s.key, s.name, s.spec.with_(**extra), s.kind) for s in _runs(_runs_stamp())]
     return out
 
 
@@ -159,7 +160,7 @@ def settle() -> None:
 
 def key() -> str:
     """The current stack's fingerprint: every stack-dependent cache takes it as an argument."""
-    return stacks.fingerprint(current().cfg)
+    return stacks.fingerprint(current().spec)
 
 
 def door() -> Loupe:
@@ -171,7 +172,7 @@ def door() -> Loupe:
 @st.cache_resource(show_spinner=False, max_entries=4)  # keyed by the server's own argv: one entry
 def _door(flags: tuple[str, ...]) -> Loupe:
     _, corpus, _ = command_line(flags)
-    return Loupe(StackHolder(), corpus, _runtime(flags)["batch_questions"], AnswerStore())
+    return Loupe(StackHolder(), corpus, _flags(flags)[0].batch_questions, AnswerStore())
 
 
 def session_alive(session: str) -> bool:
@@ -245,7 +246,7 @@ def extra_indexes() -> list[str]:
 def cli_scale() -> float | None:
     """The command line's --scale, for a session that opens on the command line's stack."""
     cs = cli()[0]
-    return cs.cfg.scale if cs and current().key == "cli" else None
+    return _flags(tuple(argv()))[1].scale if cs and current().key == "cli" else None
 
 
 def label(key: str) -> str:

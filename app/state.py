@@ -21,14 +21,15 @@ from rag_core.loupe.answers import USER_ERRORS, Result
 from rag_core.loupe.indexes import default_index_name
 from rag_core.loupe.model_stacks import stacks as engine_stacks
 from rag_core.loupe.stuffed_reading import orders
-from rag_core.loupe.vocabulary import AnswerSettings, Config, StackSpec, Trace, first_line
+from rag_core.loupe.vocabulary import AnswerSettings, StackSpec, Trace, first_line
 
 DEFAULT_QUESTION = "Who wrote Moby-Dick?"
 WAITING = "Your question is "  # the first words of the notice a session waiting in line sees
 # How often a waiting page redraws its place, by how far back it stands: near the front every 2 s,
 # further back less often, so thirty waiting sessions cost the server little.
 POLL_S = ((2, 2.0), (6, 4.0), (None, 8.0))  # (up to this place, seconds); None: any place
-DEFAULTS = AnswerSettings()  # the sidebar's first values: Config's defaults, the one place they live
+ASKED = "_answer_settings"  # session_state: (the sidebar's choices, the AnswerSettings built from them)
+DEFAULTS = AnswerSettings()  # the sidebar's first values: AnswerSettings' defaults, the one place they live
 
 
 def models():
@@ -69,8 +70,10 @@ def pipeline(name: str | None = None):
 
 
 def _on_index(asked: AnswerSettings, name: str | None) -> AnswerSettings:
-    """`asked` on index `name`, else on its own, else on the default index."""
-    return dataclasses.replace(asked, index=name or asked.index or default_index_name())
+    """`asked` on index `name`, else on its own, else on the default index (`asked` itself when it
+    names that index already: a question's settings are built once)."""
+    index = name or asked.index or default_index_name()
+    return asked if index == asked.index else dataclasses.replace(asked, index=index)
 
 
 def result(trace: Trace) -> Result:
@@ -118,15 +121,12 @@ def sentence_attribution(trace: Trace, cand, z: int):
         return _shown(lambda: result(trace).sentence_attribution(cand, z), "that did not work")
 
 
-def settings_key(cfg: Config) -> tuple:
-    """The settings an answer depends on, as a hashable argument of the cached trace functions."""
-    return AnswerSettings.of(cfg).key()
-
-
-def trace_for(question: str, index_name: str | None = None, cfg: Config | None = None) -> Trace | None:
-    """The trace of a question under the current settings, computed once; None after a user error
-    (the error is shown on the page, nothing else is lost)."""
-    asked = _on_index(AnswerSettings.of(cfg) if cfg is not None else answer_settings(), index_name)
+def trace_for(
+    question: str, index_name: str | None = None, settings: AnswerSettings | None = None
+) -> Trace | None:
+    """The trace of a question under `settings` (the session's without them), computed once; None
+    after a user error (the error is shown on the page, nothing else is lost)."""
+    asked = _on_index(settings or answer_settings(), index_name)
     index(asked.index)  # opened with its spinner on first use
     door = stacks.door()
     if st.session_state.get("cancelled") == (question, asked):
@@ -234,12 +234,12 @@ def stack_name() -> str:
 def stack_words() -> str:
     """The session's stack in words, retriever then generator ("MiniLM-L6 retriever · SmolLM2-135M
     + RAG adapter"): what a page's first line names."""
-    return engine_stacks.in_words(stacks.current().cfg)
+    return engine_stacks.in_words(stacks.current().spec)
 
 
-def stack_config() -> Config:
-    """The session's model stack with every other setting at its default (what the index swap runs)."""
-    return StackSpec.of(stacks.current().cfg).config()
+def stack_spec() -> StackSpec:
+    """The session's model stack: its models and the runtime they run on."""
+    return stacks.current().spec
 
 
 def question() -> str:
@@ -251,21 +251,20 @@ def current_trace() -> Trace | None:
 
 
 def answer_settings() -> AnswerSettings:
-    """How the session answers a question: the sidebar's settings over its stack's own (whose
-    defaults are Config's: the one place a default lives). Built once per question."""
-    s, base = st.session_state, AnswerSettings.of(stacks.current().cfg)
-    return dataclasses.replace(
-        base,
-        index=s.get("index_name") or stacks.default_index(),
-        k=s.get("k", base.k),
-        beams=s.get("beams", base.beams),
-        rescore=s.get("rescore", base.rescore),
-        scale=s.get("scale"),
-        max_new_tokens=s.get("max_new_tokens", base.max_new_tokens),
-        length_penalty=float(s.get("length_penalty", base.length_penalty)),
-    )
-
-
-def settings() -> Config:
-    """The session's model stack with its answer settings, for pages that read both."""
-    return answer_settings().config(stacks.current().cfg)
+    """How the session answers a question: the sidebar's settings (whose defaults are
+    AnswerSettings': the one place a default lives). Built once per choice of them: every part of
+    a page run (the link, the answer, a follow-up) reads the same object."""
+    s, base = st.session_state, DEFAULTS
+    chosen = {
+        "index": s.get("index_name") or stacks.default_index(),
+        "k": s.get("k", base.k),
+        "beams": s.get("beams", base.beams),
+        "rescore": s.get("rescore", base.rescore),
+        "scale": s.get("scale"),
+        "max_new_tokens": s.get("max_new_tokens", base.max_new_tokens),
+        "length_penalty": float(s.get("length_penalty", base.length_penalty)),
+    }
+    kept = s.get(ASKED)
+    if kept is None or kept[0] != chosen:
+        kept = s[ASKED] = (chosen, dataclasses.replace(base, **chosen))
+    return kept[1]

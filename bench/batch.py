@@ -16,7 +16,6 @@ import torch
 from common import ROOT, emit, median, timed
 
 from rag_core.analysis.evaluation.questions import read_questions
-from rag_core.config import Config
 from rag_core.index_swap import run as index_swap_run
 from rag_core.index_swap.store import leaders_frame
 from rag_core.pipeline import load_pipeline
@@ -31,21 +30,21 @@ def answers(runs):
 
 def main():
     torch.set_num_threads(2)
-    pipe = load_pipeline(Config())
-    cfg = pipe.cfg
+    pipe = load_pipeline()
+    settings = pipe.settings
     dev, _ = read_questions(ROOT / "assets" / "eval" / "dev.jsonl")
     questions = [q.question for q in dev[::18]][:8]
-    pipe.run_many(questions[:2], [cfg])  # warm-up
+    pipe.run_many(questions[:2], [settings])  # warm-up
     result, per_size = {}, {}
     for size in SIZES:
         ratios = []
         for _ in range(ROUNDS):
-            t_alone, alone = timed(lambda: [pipe.run_settings(q, [cfg]) for q in questions])
+            t_alone, alone = timed(lambda: [pipe.run_settings(q, [settings]) for q in questions])
             t_batch, batched = timed(
                 lambda: [
                     r
                     for i in range(0, len(questions), size)
-                    for r in pipe.run_many(questions[i : i + size], [cfg])
+                    for r in pipe.run_many(questions[i : i + size], [settings])
                 ]
             )
             assert answers(batched) == answers(alone), "a batch changed an answer"
@@ -57,22 +56,24 @@ def main():
     # the prompt pass's share of one question's time, one at a time
     shares = []
     for q in questions[:6]:
-        query = pipe.query(q, [cfg])
+        query = pipe.query(q, [settings])
         t_prep, _ = timed(lambda: pipe.models.generator.prepare(q, [h.passage for h in query.hits]))
-        t_all, _ = timed(lambda: pipe.run_settings(q, [cfg]))
+        t_all, _ = timed(lambda: pipe.run_settings(q, [settings]))
         shares.append(t_prep / t_all)
     result["prompt_pass_share"] = round(median(shares), 3)
     # the index swap: each position on both indexes, as `leaders` runs it
     pipes = index_swap_run.year_pipelines(lambda: pipe)
     leaders = leaders_frame().to_dict("records")[:8]
-    cfgs = [index_swap_run.experiment_config()]
-    size = pipe.batch_size(cfg)
+    swap_settings = [index_swap_run.experiment_of().settings]
+    size = pipe.batch_size()
     ratios = []
     for _ in range(ROUNDS):
-        t_alone, _ = timed(lambda: [index_swap_run.positions_records(pipes, [p], cfgs) for p in leaders])
+        t_alone, _ = timed(
+            lambda: [index_swap_run.positions_records(pipes, [p], swap_settings) for p in leaders]
+        )
         t_batch, _ = timed(
             lambda: [
-                index_swap_run.positions_records(pipes, leaders[i : i + size], cfgs)
+                index_swap_run.positions_records(pipes, leaders[i : i + size], swap_settings)
                 for i in range(0, len(leaders), size)
             ]
         )

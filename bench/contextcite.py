@@ -49,7 +49,7 @@ import torch
 from common import ROOT, emit, median, timed
 
 from rag_core.analysis.evaluation.questions import read_questions
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.corpus import Passage, Stuffed
 from rag_core.decoding.search import SearchSettings
 from rag_core.decoding.stuffed import leans_on, leave_one_out, stuffed_decode, stuffed_state
@@ -288,9 +288,9 @@ def main() -> None:
     Citer = contextcite_class()
     questions, _ = read_questions(ROOT / "assets" / "eval" / "test.jsonl")
     questions = questions[:n]
-    pipe = load_pipeline(Config())
+    pipe = load_pipeline()
     gen = pipe.models.generator
-    settings = SearchSettings.from_config(Config())
+    settings = SearchSettings.of(AnswerSettings())
     calls = [0]
     gen.model.register_forward_pre_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
 

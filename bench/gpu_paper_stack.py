@@ -34,7 +34,7 @@ from transformers import (
 )
 
 from rag_core import marginals
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.corpus import Passage
 from rag_core.decoding.answering import Query, analyse, decode_queries
 from rag_core.generators.seq2seq import Seq2SeqGenerator, rag_input
@@ -186,7 +186,7 @@ def measure(small: bool, device: torch.device, dtype: torch.dtype) -> dict:
         min_new_tokens=NEW_TOKENS,
         num_beams=1,
     )
-    cfg = Config(k=K, max_new_tokens=NEW_TOKENS)
+    settings = AnswerSettings(k=K, max_new_tokens=NEW_TOKENS)
     lpz = marginals.log_prior(scores, 1.0)
 
     def sync():
@@ -194,7 +194,7 @@ def measure(small: bool, device: torch.device, dtype: torch.dtype) -> dict:
             torch.cuda.synchronize()
 
     def ours():
-        trace = analyse(gen, question, hits, lpz, cfg, "bench", 1.0)
+        trace = analyse(gen, question, hits, lpz, settings, "bench", 1.0)
         trace.to_frame()
         sync()
 
@@ -208,11 +208,11 @@ def measure(small: bool, device: torch.device, dtype: torch.dtype) -> dict:
 
     def alone():
         for q in questions:
-            decode_queries(gen, [Query(q, hits, "bench", [cfg])], lambda c: 1.0)
+            decode_queries(gen, [Query(q, hits, "bench", [settings])], lambda c: 1.0)
         sync()
 
     def batched():
-        decode_queries(gen, [Query(q, hits, "bench", [cfg]) for q in questions], lambda c: 1.0)
+        decode_queries(gen, [Query(q, hits, "bench", [settings]) for q in questions], lambda c: 1.0)
         sync()
 
     ours(), theirs(), batched()

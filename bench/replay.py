@@ -14,7 +14,7 @@ import sys
 import torch
 from common import QUESTIONS, emit, median, timed
 
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.decoding.search import SearchSettings
 from rag_core.decoding.stuffed import leave_one_out, stuffed_decode, stuffed_state
 from rag_core.pipeline import load_pipeline
@@ -35,9 +35,9 @@ def stuffed_and_loo(gen, q, passages, settings):
 
 def main() -> None:
     torch.set_num_threads(2)
-    pipe = load_pipeline(Config())
+    pipe = load_pipeline()
     gen = pipe.models.generator
-    settings = SearchSettings.from_config(Config())
+    settings = SearchSettings.of(AnswerSettings())
     ratios = {"own": [], "logged": []}
     base_s, replay_s = [], []
     for q in QUESTIONS[:N]:

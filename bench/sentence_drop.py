@@ -15,7 +15,7 @@ from common import ROOT, emit
 
 from rag_core.analysis.attribution.sentences import attribute, similarity_ranking, top_k_drop
 from rag_core.analysis.evaluation.questions import read_questions
-from rag_core.config import RAG_SEQUENCE, Config
+from rag_core.config import RAG_SEQUENCE
 from rag_core.marginals import citation
 from rag_core.pipeline import load_pipeline
 
@@ -25,7 +25,7 @@ KS = (1, 3)
 
 def main() -> None:
     questions, _ = read_questions(ROOT / "assets" / "eval" / "test.jsonl")
-    pipe = load_pipeline(Config())
+    pipe = load_pipeline()
     drops = {"attribution": {k: [] for k in KS}, "similarity": {k: [] for k in KS}}
     skipped = 0
     for q in questions[:N]:

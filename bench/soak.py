@@ -6,7 +6,7 @@ import json
 import psutil
 from common import ROOT, emit
 
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.pipeline import load_pipeline
 
 
@@ -15,13 +15,13 @@ def main():
         json.loads(l) for l in (ROOT / "assets" / "eval" / "dev.jsonl").read_text().splitlines() if l.strip()
     ]
     questions = [r["question"] for r in rows]
-    pipe = load_pipeline(Config(index="wiki"))
+    pipe = load_pipeline(settings=AnswerSettings(index="wiki"))
     proc = psutil.Process()
-    pipe.run(questions[0], Config(index="wiki"))
+    pipe.run(questions[0], AnswerSettings(index="wiki"))
     before = proc.memory_info().rss
     samples = []
     for i in range(100):
-        pipe.run(questions[i % len(questions)], Config(index="wiki", k=3 + i % 6)).to_frame()
+        pipe.run(questions[i % len(questions)], AnswerSettings(index="wiki", k=3 + i % 6)).to_frame()
         if i % 25 == 24:
             samples.append(round(proc.memory_info().rss / 2**20))
     after = proc.memory_info().rss

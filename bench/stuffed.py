@@ -14,7 +14,7 @@ import sys
 import torch
 from common import QUESTIONS, emit, median, timed
 
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.decoding.search import SearchSettings
 from rag_core.decoding.stuffed import leave_one_out, stuffed_decode, stuffed_state
 from rag_core.generators.base import ForwardCounter
@@ -26,9 +26,9 @@ K = 5
 
 def main() -> None:
     torch.set_num_threads(2)
-    pipe = load_pipeline(Config())
+    pipe = load_pipeline()
     gen = pipe.models.generator
-    settings = SearchSettings.from_config(Config())
+    settings = SearchSettings.of(AnswerSettings())
     decode_s, loo_s, ratios, calls = [], [], [], []
     for q in QUESTIONS[:N]:
         passages = [h.passage for h in pipe.retrieve(q, K)]

@@ -12,30 +12,30 @@ import torch
 from common import QUESTIONS, emit, median, timed
 
 from rag_core import marginals
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.decoding.decode import SearchSettings, rag_token_decode
 from rag_core.pipeline import load_pipeline
 
 
 def main():
-    pipe = load_pipeline(Config(index="wiki"))
+    pipe = load_pipeline(settings=AnswerSettings(index="wiki"))
     gen = pipe.models.generator
     result = {}
     for k in (5, 10):
-        cfg = Config(index="wiki", k=k)
+        settings = AnswerSettings(index="wiki", k=k)
         ratios, fulls, floors = [], [], []
-        pipe.run(QUESTIONS[0], cfg)  # warm-up
+        pipe.run(QUESTIONS[0], settings)  # warm-up
         for q in QUESTIONS:
             hits = pipe.retrieve(q, k)
-            lpz = marginals.log_prior(torch.tensor([h.score for h in hits]), pipe.scale_for(cfg))
+            lpz = marginals.log_prior(torch.tensor([h.score for h in hits]), pipe.scale_for(settings))
 
             def floor():
                 state = gen.prepare(q, [h.passage for h in hits])
-                return rag_token_decode(gen, state, lpz, SearchSettings.from_config(cfg))
+                return rag_token_decode(gen, state, lpz, SearchSettings.of(settings))
 
             for _ in range(2):
                 t_floor, _ = timed(floor)
-                t_full, trace = timed(lambda: (lambda tr: (tr, tr.to_frame()))(pipe.run(q, cfg)))
+                t_full, trace = timed(lambda: (lambda tr: (tr, tr.to_frame()))(pipe.run(q, settings)))
                 ratios.append(t_full / t_floor)
                 print(
                     f"k={k} {q[:30]!r} floor {t_floor:.2f}s full {t_full:.2f}s", file=sys.stderr, flush=True

@@ -12,7 +12,7 @@ import torch
 from common import ROOT, emit, median, timed
 
 from rag_core.analysis.evaluation.questions import read_questions
-from rag_core.config import BASE_GENERATOR, Config
+from rag_core.config import BASE_GENERATOR
 from rag_core.generators import causal
 from rag_core.generators.loading import load_generator
 from rag_core.pipeline import Models, Pipeline, load_pipeline
@@ -22,22 +22,23 @@ ROUNDS = 3
 
 def main():
     torch.set_num_threads(2)
-    trained = load_pipeline(Config())
+    trained = load_pipeline()
     base_gen = load_generator(BASE_GENERATOR, trained.models.device)
     base = Pipeline(
         Models(trained.models.encoder, base_gen, trained.models.device),
         trained.index_name,
         trained.index,
-        trained.cfg.with_(generator=BASE_GENERATOR),
+        trained.settings,
+        trained.stack.with_(generator=BASE_GENERATOR),
     )
     dev, _ = read_questions(ROOT / "assets" / "eval" / "dev.jsonl")
     questions = [q.question for q in dev[::18]][:8]
     for pipe in (trained, base):
-        pipe.run_settings(questions[0], [pipe.cfg])  # warm-up: the prefix caches
+        pipe.run_settings(questions[0], [pipe.settings])  # warm-up: the prefix caches
     ratios, seconds = [], {"trained": [], "base": []}
     for _ in range(ROUNDS):
-        t_base, _ = timed(lambda: [base.run_settings(q, [base.cfg]) for q in questions])
-        t_trained, _ = timed(lambda: [trained.run_settings(q, [trained.cfg]) for q in questions])
+        t_base, _ = timed(lambda: [base.run_settings(q, [base.settings]) for q in questions])
+        t_trained, _ = timed(lambda: [trained.run_settings(q, [trained.settings]) for q in questions])
         ratios.append(t_base / t_trained)
         seconds["trained"].append(t_trained / len(questions))
         seconds["base"].append(t_base / len(questions))

@@ -73,7 +73,7 @@ def main():
     from transformers import RagConfig, RagSequenceForGeneration, RagTokenForGeneration
 
     from rag_core import marginals
-    from rag_core.config import Config
+    from rag_core.config import AnswerSettings
     from rag_core.corpus import Passage
     from rag_core.decoding.answering import analyse
     from rag_core.generators import load_generator
@@ -110,7 +110,7 @@ def main():
             max_length=1 + NEW_TOKENS,
             num_beams=1,
         )
-        cfg = Config(k=K, max_new_tokens=NEW_TOKENS)
+        settings = AnswerSettings(k=K, max_new_tokens=NEW_TOKENS)
         lpz = marginals.log_prior(scores, 1.0)
 
         @torch.inference_mode()
@@ -120,7 +120,7 @@ def main():
             return a, b
 
         def ours():
-            trace = analyse(gen, question, hits, lpz, cfg, "bench", 1.0)
+            trace = analyse(gen, question, hits, lpz, settings, "bench", 1.0)
             return trace, trace.to_frame()
 
         (ref_tok, ref_seq), (trace, _) = theirs(), ours()  # warm-up, and the outputs compared

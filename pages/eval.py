@@ -41,7 +41,7 @@ def _chosen_questions(upload, split: str) -> tuple[list, str, int]:
 
 
 with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
-    cfg = state.settings()
+    asked = state.answer_settings()
     split = st.radio("Shipped question set", list(SPLITS), key="eval_split", horizontal=True)
     upload = st.file_uploader(
         "Or your own questions JSONL (instead of the shipped set)",
@@ -57,7 +57,7 @@ with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
         help="Each question costs a few seconds to a minute on a CPU: closed-book, both decodings and "
         "the checks of wrong answers.",
     )
-    run_label = eval_views.run_intro(cfg, shipped=upload is None)
+    run_label = eval_views.run_intro(asked, shipped=upload is None)
     job = jobs.get("eval")
     if st.button(
         run_label,
@@ -73,7 +73,7 @@ with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
         else:
             job = jobs.start(
                 "eval",
-                eval_job.eval_work(state.pipeline(cfg.index), questions[:n], cfg, name, skipped),
+                eval_job.eval_work(state.pipeline(asked.index), questions[:n], asked, name, skipped),
                 label=f"Evaluation run · {md_text(state.stack_name())}",
             )  # jobs are shown to every session
             st.session_state["eval_job"] = job.id
@@ -87,9 +87,8 @@ with st.expander("Run a small evaluation here", expanded=not ev.saved_runs()):
             )
     jobs.progress_panel("eval")
 
-runs = eval_views.runs_of(
-    state.settings()
-)  # this stack's runs on this machine, newest first, then the shipped ones
+# this stack's runs on this machine, newest first, then the shipped ones
+runs = eval_views.runs_of(state.stack_spec())
 if job is not None and not job.running and job.result and job.id == st.session_state.pop("eval_job", None):
     st.session_state["eval_selected"] = job.result  # this session's new run, selected once
 if not runs:

@@ -9,7 +9,7 @@ from app.index_swap import index_swap_views
 from app.ui import jobs, question_box, views
 from app.ui.safe_text import md_text
 from app.ui.sidebar import KEEP
-from rag_core.loupe.index_swap import experiment_config, results, run_experiment, store
+from rag_core.loupe.index_swap import experiment_of, results, run_experiment, store
 from rag_core.loupe.vocabulary import READING_LABELS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,20 +83,20 @@ one_question = st.container()
 # --- the whole experiment ---
 st.divider()
 st.subheader(f"The experiment: {len(leaders)} positions × 2 indexes")
-cfg = experiment_config(state.stack_config(), decode=reading)  # keyed by stack and reading
+exp = experiment_of(state.stack_spec(), decode=reading)  # keyed by stack and reading
 JOB = f"leaders-{reading}"  # one run per reading: its progress, error and button stay with it
 checksums = store.index_checksums()  # the year indexes' passage checksums, from their files: no index built
-result = store.cached_result(cfg, checksums, partial=True)
+result = store.cached_result(exp, checksums, partial=True)
 st.caption(
-    f"Settings: {index_swap_views.READINGS[reading]}, K={cfg.k}, "
-    f"scale={cfg.scale or f'the encoder default ({state.models().encoder.default_scale:g})'}, "
-    f"greedy, up to {cfg.max_new_tokens} "
+    f"Settings: {index_swap_views.READINGS[reading]}, K={exp.settings.k}, "
+    f"scale={exp.settings.scale or f'the encoder default ({state.models().encoder.default_scale:g})'}, "
+    f"greedy, up to {exp.settings.max_new_tokens} "
     "answer tokens. An answer is correct for a year when it names that year's holder: the full name, or the "
     "surname with no other first name beside it (accents ignored; a formal first name such as Michael for "
     "Mike counts as another's). Same as `python -m rag_core index-swap`, whose results this page shares."
 )
 
-shipped = store.shipped_result(cfg, checksums)
+shipped = store.shipped_result(exp, checksums)
 if result is None or not result.complete:
     done = result.positions if result else 0
     if shipped is not None:
@@ -129,7 +129,7 @@ if result is None or not result.complete:
             pipes = {y: state.pipeline(y) for y in results.YEARS}  # loaded here, in the page's own run
             jobs.start(
                 JOB,
-                lambda progress: run_experiment(cfg, lambda: pipes, checksums=checksums, progress=progress),
+                lambda progress: run_experiment(exp, lambda: pipes, checksums=checksums, progress=progress),
                 label=f"Index swap experiment ({index_swap_views.reading_names(reading)}) · "
                 f"{md_text(state.stack_name())}",
             )

@@ -13,9 +13,9 @@ from rag_core.loupe.vocabulary import clean_question, first_line
 
 st.title("Map")
 
-cfg = state.settings()
-name = cfg.index
-views.about_query(state.question(), name, f"K={cfg.k}")
+asked = state.answer_settings()
+name = asked.index
+views.about_query(state.question(), name, f"K={asked.k}")
 c1, c2, c3 = st.columns([1, 1, 2])
 method = c1.radio(
     "Layout",
@@ -100,9 +100,9 @@ try:
     pipe = state.pipeline(name)
     qvec = pipe.query_vector(question)  # (1, D)
     qpos = pmap.place(
-        qvec[0], scale=cfg.scale or encoder.default_scale
+        qvec[0], scale=asked.scale or encoder.default_scale
     )  # (dims,) weights = the prior's softmax
-    hits = pipe.retrieve(question, cfg.k, query_vector=qvec)  # under the models' lock, as every search
+    hits = pipe.retrieve(question, asked.k, query_vector=qvec)  # under the models' lock, as every search
 except state.USER_ERRORS as e:
     st.error(first_line(e, "the question could not be placed"))
 
@@ -111,7 +111,7 @@ moved = moved_query.clicked_point("passage-map", (question, name, pmap.method, d
 own, moved_q = hits, None
 if moved is not None and qpos is not None:
     try:
-        moved_q, moved_hits = moved_query.top_k(pipe, pmap, moved, question, cfg.k)
+        moved_q, moved_hits = moved_query.top_k(pipe, pmap, moved, question, asked.k)
         hits = moved_hits
     except state.USER_ERRORS as e:
         st.error(first_line(e, "the moved query could not be searched"))
@@ -173,7 +173,7 @@ pull = st.toggle(
     "(one teacher-forced pass the first time).",
 )
 if pull and qpos is not None:
-    start, end = train_views.pull_on_map(pmap, question, name, cfg)
+    start, end = train_views.pull_on_map(pmap, question, name, asked)
     if start is None:
         st.info(
             "No expected answer is known for this question: type one on the Train page (the pull is toward "
@@ -194,5 +194,5 @@ if hits and qpos is not None:
     map_views.distance_table(C, qpos if moved_q is None else moved, hits, rows, moved=moved_q is not None)
 if moved_q is not None:
     moved_query.panel(
-        pipe, moved, moved_q, moved_hits, question, own, float(cfg.scale or encoder.default_scale)
+        pipe, moved, moved_q, moved_hits, question, own, float(asked.scale or encoder.default_scale)
     )

@@ -19,10 +19,10 @@ st.caption(
     "retriever expected (posterior above prior) and away from the rest."
 )
 
-cfg = state.settings()
+asked = state.answer_settings()
 question = state.question()
-scale = float(cfg.scale or state.models().encoder.default_scale)
-views.about_query(question, cfg.index, f"K={cfg.k} · scale {scale:g}")
+scale = float(asked.scale or state.models().encoder.default_scale)
+views.about_query(question, asked.index, f"K={asked.k} · scale {scale:g}")
 
 last = st.session_state.get("_train_answer")  # widget state is dropped on other pages: this copy is not
 if "train_expected" not in st.session_state or st.session_state.get("_train_for") != question:
@@ -63,9 +63,9 @@ st.session_state["_train_answer"] = {
 }  # the Map's "training pull" reads it
 if not answer.strip():
     st.info("Type the expected answer to see where it pulls the query.")
-    train_views.fine_tune_panel(cfg)
+    train_views.fine_tune_panel(asked)
     st.stop()
-start = train_views.moved_start(question, cfg.index)  # off unless the user turns it on: q(x) pulls the most
+start = train_views.moved_start(question, asked.index)  # off unless the user turns it on: q(x) pulls the most
 if start is not None and not st.toggle(
     "Start from the query you moved on the Map",
     key="train_from_moved",
@@ -78,11 +78,11 @@ try:
     w = train_views.walk(
         state.stack_key(),
         question,
-        cfg.index,
+        asked.index,
         answer,
         marginal,
-        cfg.k,
-        cfg.scale,
+        asked.k,
+        asked.scale,
         float(step_size),
         int(steps),
         start,
@@ -185,7 +185,7 @@ views.table(
 )
 
 st.subheader("On the map")
-fig, how = train_views.walk_map(w, cfg.index)
+fig, how = train_views.walk_map(w, asked.index)
 st.caption(
     f"The query's path (red arrows, from the star) on {how}, among the passages nearest to where it "
     "started. Rings: passages of some step's top K, green if they entered it, red if they left it."
@@ -193,4 +193,4 @@ st.caption(
 st.plotly_chart(fig, key="train_map")
 
 st.divider()
-train_views.fine_tune_panel(cfg)
+train_views.fine_tune_panel(asked)

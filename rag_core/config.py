@@ -1,7 +1,8 @@
-"""One typed configuration for the engine, with a comment on every default.
+"""The engine's typed settings, with a comment on every default: what is loaded (`StackSpec`) and
+how one question is answered (`AnswerSettings`).
 
-Both faces of the engine (the CLI and the app) build one of these and hand it down; nothing below
-reads flags or widgets directly.
+Both faces of the engine (the CLI and the app) build them and hand them down; nothing below reads
+flags or widgets directly.
 """
 
 from __future__ import annotations
@@ -61,10 +62,10 @@ DECODE_NAMES = {
     "both": DECODINGS,
     "stuffed": (STUFFED,),
     "all": READINGS,
-}  # Config.decode -> names
+}  # AnswerSettings.decode -> names
 MARGINAL_DECODE = {"token": "token", "sequence": "sequence", "both": "both", "all": "both", "stuffed": None}
 
-# Tunables outside a query's Config: how inputs are cut and how traces are read. (The map's UMAP
+# Tunables outside a question's AnswerSettings: how inputs are cut and how traces are read. (The map's UMAP
 # fit parameters stay in `projection`: they are part of its cache format.)
 MAX_QUESTION_CHARS = (
     1000  # longer questions are cut, and the user is told (the encoders read 256 tokens anyway)
@@ -113,38 +114,46 @@ def cache_dir() -> Path:
     return path
 
 
+def as_decode(value):
+    """A decode mode as its `Decode` member; a value that names none is left for `validate` to
+    reject with its message."""
+    return Decode(value) if value in Decode._value2member_map_ else value
+
+
 @dataclass(frozen=True)
-class Config:
+class AnswerSettings:
+    """How one question is answered: the index it searches and every setting its answer depends on
+    (ANSWER_SETTINGS). The one place their defaults live (the CLI's flags and the sidebar read them
+    here). Frozen and hashable: it is the key answers are cached by.
+
+    >>> s = AnswerSettings(k=3)
+    >>> s.k, s.decode, s.with_(decode="all").decode is Decode.ALL
+    (3, <Decode.BOTH: 'both'>, True)
+    """
+
+    index: str | None = None  # "wiki", "2016", "2018", a folder or a corpus file; None = the default index
     k: int = 5  # passages retrieved per query (the paper used 5 or 10)
-    decode: Decode = Decode.BOTH  # token, sequence, both; stuffed (the K passages in one prompt) or all
+    scale: float | None = None  # retriever temperature; None = the encoder's own (20 MiniLM, 1 DPR)
     beams: int = 1  # 1 = greedy, as the paper decoded QA; >1 = beam search
-    max_new_tokens: int = 16  # factoid answers are short; longer output is cut here
     length_penalty: float = (
         1.0  # beam search ranks finished beams by Σ log p / T ** this (transformers' default)
     )
     early_stopping: bool = False  # transformers' default: stop when no live beam can beat the finished ones
     rescore: str = "thorough"  # RAG-Sequence rescoring: "thorough" or "fast"
-    scale: float | None = None  # retriever temperature; None = the encoder's own (20 MiniLM, 1 DPR)
-    index: str | None = None  # "wiki", "2016", "2018" or a folder; None = the default index
-    question_encoder: str = DEFAULT_ENCODER  # id or folder of the query encoder
-    ctx_encoder: str | None = None  # passage encoder; None = same as the query encoder
-    generator: str = DEFAULT_GENERATOR  # id or folder of the generator
-    corpus: str | None = None  # a JSONL corpus to index instead of a named index
-    device: str = "auto"  # "auto" (CUDA when present), "cpu" or "cuda"
-    threads: int | None = None  # torch threads; None = all cores of this machine
-    allow_downloads: bool = False  # hub ids load only when the user allows it
-    top_alternatives: int = 5  # alternative tokens kept per step and passage for the UI
-    batch_questions: int | None = (
-        None  # questions decoded as one batch by eval and the index swap; None = by device
-    )
+    max_new_tokens: int = 16  # factoid answers are short; longer output is cut here
+    decode: Decode = Decode.BOTH  # token, sequence, both; stuffed (the K passages in one prompt) or all
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "decode", as_decode(self.decode))
 
-    def with_(self, **changes) -> Config:
+    def with_(self, **changes) -> AnswerSettings:
         return replace(self, **changes)
 
-    def validate(self) -> Config:
+    def key(self) -> tuple:
+        """The ANSWER_SETTINGS as (name, value) pairs, the index left out (caches key it apart)."""
+        return tuple((name, getattr(self, name)) for name in ANSWER_SETTINGS)
+
+    def validate(self) -> AnswerSettings:
         """Raise ValueError with a user-facing message for values a user can get wrong."""
         if not isinstance(self.k, int) or self.k < 1:
             raise ValueError(f"K must be a whole number of at least 1, got {self.k!r}")
@@ -164,6 +173,50 @@ class Config:
             )
         if self.scale is not None and not (0 < self.scale <= 1000):
             raise ValueError(f"scale must be a positive number up to 1000, got {self.scale!r}")
+        return self
+
+
+def answer_settings(settings: AnswerSettings) -> dict:
+    """The settings an answer depends on (ANSWER_SETTINGS), by name: the one key every cache of
+    answers uses.
+
+    >>> answer_settings(AnswerSettings(k=3))["k"]
+    3
+    """
+    return dict(settings.key())
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    """What is loaded: the three models, and the runtime they run on (device, threads, downloads,
+    questions per batch). The one place their defaults live.
+
+    >>> StackSpec(generator="g").with_(device="cpu").validate().generator
+    'g'
+    """
+
+    question_encoder: str = DEFAULT_ENCODER  # id or folder of the query encoder
+    ctx_encoder: str | None = None  # passage encoder; None = same as the query encoder
+    generator: str = DEFAULT_GENERATOR  # id or folder of the generator
+    device: str = "auto"  # "auto" (CUDA when present), "cpu" or "cuda"
+    threads: int | None = None  # torch threads; None = all cores of this machine
+    allow_downloads: bool = False  # hub ids load only when the user allows it
+    batch_questions: int | None = (
+        None  # questions decoded as one batch by eval and the index swap; None = by device
+    )
+
+    MODELS: ClassVar[tuple[str, ...]] = ("question_encoder", "ctx_encoder", "generator")
+    RUNTIME: ClassVar[tuple[str, ...]] = ("device", "threads", "allow_downloads", "batch_questions")
+
+    def with_(self, **changes) -> StackSpec:
+        return replace(self, **changes)
+
+    def runtime(self) -> dict:
+        """Device, threads, downloads and batch size, by name."""
+        return {name: getattr(self, name) for name in self.RUNTIME}
+
+    def validate(self) -> StackSpec:
+        """Raise ValueError with a user-facing message for values a user can get wrong."""
         if self.batch_questions is not None and (
             not isinstance(self.batch_questions, int) or not 1 <= self.batch_questions <= 256
         ):
@@ -171,101 +224,6 @@ class Config:
         if self.device not in ("auto", "cpu", "cuda"):
             raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
         return self
-
-
-def as_decode(value):
-    """A decode mode as its `Decode` member; a value that names none is left for `validate` to
-    reject with its message."""
-    return Decode(value) if value in Decode._value2member_map_ else value
-
-
-def answer_settings(cfg: Config) -> dict:
-    """The settings an answer depends on (ANSWER_SETTINGS), by name: the one key every cache of answers uses.
-
-    >>> answer_settings(Config(k=3))["k"]
-    3
-    """
-    return {name: getattr(cfg, name) for name in ANSWER_SETTINGS}
-
-
-@dataclass(frozen=True)
-class AnswerSettings:
-    """How one question is answered: the index it searches and every setting its answer depends on
-    (ANSWER_SETTINGS), with Config's defaults. Frozen and hashable: it is the key answers are
-    cached by, built once per question and turned into the one Config the question runs under.
-
-    >>> cfg = AnswerSettings(k=3).config(Config(generator="g"))
-    >>> cfg.k, cfg.generator
-    (3, 'g')
-    >>> AnswerSettings.of(Config(beams=2)).beams
-    2
-    """
-
-    index: str | None = Config.index
-    k: int = Config.k
-    scale: float | None = Config.scale
-    beams: int = Config.beams
-    length_penalty: float = Config.length_penalty
-    early_stopping: bool = Config.early_stopping
-    rescore: str = Config.rescore
-    max_new_tokens: int = Config.max_new_tokens
-    decode: Decode = Config.decode
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "decode", as_decode(self.decode))
-
-    @classmethod
-    def of(cls, cfg: Config) -> AnswerSettings:
-        """The answer settings a Config holds (its index and ANSWER_SETTINGS)."""
-        return cls(index=cfg.index, **answer_settings(cfg))
-
-    def config(self, stack: Config) -> Config:
-        """The Config a question runs under: `stack`'s models and runtime with these settings (a
-        corpus file is an index here, named by `index`)."""
-        return replace(stack, corpus=None, **{f.name: getattr(self, f.name) for f in fields(self)})
-
-    def key(self) -> tuple:
-        """The ANSWER_SETTINGS as (name, value) pairs, the index left out (caches key it apart)."""
-        return tuple((name, getattr(self, name)) for name in ANSWER_SETTINGS)
-
-
-@dataclass(frozen=True)
-class StackSpec:
-    """What is loaded: the three models, and the runtime they run on (device, threads, downloads,
-    questions per batch). A Config is a StackSpec with the AnswerSettings of one question.
-
-    >>> StackSpec.of(Config(generator="g", k=3)).generator
-    'g'
-    >>> cfg = StackSpec(generator="g").config(AnswerSettings(k=3))
-    >>> cfg.generator, cfg.k, StackSpec(generator="g").config().k
-    ('g', 3, 5)
-    """
-
-    question_encoder: str = Config.question_encoder
-    ctx_encoder: str | None = Config.ctx_encoder
-    generator: str = Config.generator
-    device: str = Config.device
-    threads: int | None = Config.threads
-    allow_downloads: bool = Config.allow_downloads
-    batch_questions: int | None = Config.batch_questions
-
-    MODELS: ClassVar[tuple[str, ...]] = ("question_encoder", "ctx_encoder", "generator")
-    RUNTIME: ClassVar[tuple[str, ...]] = ("device", "threads", "allow_downloads", "batch_questions")
-
-    @classmethod
-    def of(cls, cfg: Config) -> StackSpec:
-        """The stack a Config loads (its answer settings left behind)."""
-        return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls)})
-
-    def config(self, settings: AnswerSettings | None = None) -> Config:
-        """The Config of this stack answering with `settings` (Config's defaults without them)."""
-        return (settings or AnswerSettings()).config(
-            Config(**{f.name: getattr(self, f.name) for f in fields(self)})
-        )
-
-    def runtime(self) -> dict:
-        """Device, threads, downloads and batch size, by name."""
-        return {name: getattr(self, name) for name in self.RUNTIME}
 
 
 @dataclass(frozen=True)

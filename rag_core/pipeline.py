@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rag_core.config import ANSWER_SETTINGS, MAX_QUESTION_CHARS, STUFFED, Config
+from rag_core.config import ANSWER_SETTINGS, MAX_QUESTION_CHARS, STUFFED, AnswerSettings, StackSpec
 from rag_core.corpus import read_corpus_file
 from rag_core.decoding.answering import PreparedRun, Query, decode_queries, stuffed_reading
 from rag_core.decoding.decode import DecodeJob, SearchSettings, decode_jobs, score_answers
@@ -100,36 +100,41 @@ class Models:
     lock: TurnLock = field(default_factory=TurnLock)
 
 
-def load_models(cfg: Config, progress: Callable[[str], None] | None = None, before_generator=None) -> Models:
+def load_models(
+    stack: StackSpec, progress: Callable[[str], None] | None = None, before_generator=None
+) -> Models:
     """Encoder, then generator. `before_generator(encoder)` runs in between, so a bad index fails
     before the slower generator load."""
-    offline_unless_allowed(cfg.allow_downloads)
-    set_threads(cfg.threads)
-    device = pick_device(cfg.device)
+    offline_unless_allowed(stack.allow_downloads)
+    set_threads(stack.threads)
+    device = pick_device(stack.device)
     if progress:
         progress("Loading the retriever")
-    encoder = load_encoder(cfg.question_encoder, cfg.ctx_encoder, device, cfg.allow_downloads)
+    encoder = load_encoder(stack.question_encoder, stack.ctx_encoder, device, stack.allow_downloads)
     if before_generator is not None:
         before_generator(encoder)
     if progress:
         progress("Loading the generator")
-    generator = load_generator(cfg.generator, device, cfg.allow_downloads, progress)
+    generator = load_generator(stack.generator, device, stack.allow_downloads, progress)
     return Models(encoder, generator, device)
 
 
-def open_index(cfg: Config, encoder: Encoder, progress=None) -> tuple[str, PassageIndex]:
-    """The index a config asks for: `--corpus` (built and cached), a name, or a folder."""
+def open_index(
+    index: str | None, encoder: Encoder, progress=None, corpus: str | None = None
+) -> tuple[str, PassageIndex]:
+    """The index asked for: a `corpus` file (the CLI's `--corpus`, built and cached, named by its
+    path), else `index`: a name, a folder, or None for the default."""
     prog = progress or (lambda m, f: None)
-    if cfg.corpus:
-        parsed = read_corpus_file(cfg.corpus)
+    if corpus:
+        parsed = read_corpus_file(corpus)
         folder = corpus_cache_folder(parsed.passages, encoder)
         try:
-            return cfg.corpus, PassageIndex.load(folder, encoder_id=encoder.id, dim=encoder.dim)
+            return corpus, PassageIndex.load(folder, encoder_id=encoder.id, dim=encoder.dim)
         except IndexLoadError:
             built = build_corpus_index(parsed.passages, encoder, folder, progress=prog)
             caches.keep_newest("corpus-indexes", keep=folder)
-            return cfg.corpus, built
-    return resolve_index(cfg.index, encoder, prog)
+            return corpus, built
+    return resolve_index(index, encoder, prog)
 
 
 # The trace records its scale apart (the one it used, after the encoder's default), so it is not
@@ -137,10 +142,10 @@ def open_index(cfg: Config, encoder: Encoder, progress=None) -> tuple[str, Passa
 DECODE_SETTINGS = tuple(name for name in ANSWER_SETTINGS if name != "scale")
 
 
-def trace_config(base: Config, trace: Trace) -> Config:
-    """The config a trace was decoded with (its recorded settings over `base`), so a follow-up
+def trace_settings(base: AnswerSettings, trace: Trace) -> AnswerSettings:
+    """The settings a trace was decoded with (its recorded settings over `base`), so a follow-up
     search (closed-book, a rerun) searches the same way: `base` itself when it holds them already
-    (the door's pipeline of the trace's own settings), so no second Config is built."""
+    (the door's pipeline of the trace's own settings), so no second one is built."""
     recorded = trace.settings.to_dict()
     changes = {name: recorded[name] for name in DECODE_SETTINGS if name in recorded}
     return base if all(getattr(base, k) == v for k, v in changes.items()) else base.with_(**changes)
@@ -148,20 +153,25 @@ def trace_config(base: Config, trace: Trace) -> Config:
 
 @dataclass
 class Pipeline:
+    """Loaded models on one index, answering under `settings` unless a call gives its own.
+    `stack`: what the models were loaded from (its batch size; the model ids an eval's checkpoint
+    is keyed by)."""
+
     models: Models
     index_name: str
     index: PassageIndex
-    cfg: Config
+    settings: AnswerSettings = field(default_factory=AnswerSettings)
+    stack: StackSpec = field(default_factory=StackSpec)
 
     @property
     def retriever(self) -> Retriever:
         return Retriever(self.models.encoder, self.index, self.index_name)
 
     def with_index(self, name: str, index: PassageIndex) -> Pipeline:
-        return Pipeline(self.models, name, index, self.cfg)
+        return dataclasses.replace(self, index_name=name, index=index)
 
-    def scale_for(self, cfg: Config) -> float:
-        return float(cfg.scale if cfg.scale is not None else self.models.encoder.default_scale)
+    def scale_for(self, settings: AnswerSettings) -> float:
+        return float(settings.scale if settings.scale is not None else self.models.encoder.default_scale)
 
     def query_vector(self, question: str):
         """q(x) as a (1, D) row, through the shared encoder under the models' lock."""
@@ -174,13 +184,17 @@ class Pipeline:
         with self.models.lock:
             return self.retriever.retrieve(question, k, query_vector=query_vector)
 
-    def run(self, question: str, cfg: Config | None = None, keep_state: bool = False) -> Trace | PreparedRun:
+    def run(
+        self, question: str, settings: AnswerSettings | None = None, keep_state: bool = False
+    ) -> Trace | PreparedRun:
         """Retrieve, prepare the K prompts once, decode: the trace (with `keep_state`, the trace and
         the prepared prompts, so gold answers can be teacher-forced with no new prompt pass)."""
-        run = self.run_settings(question, [cfg or self.cfg])[0]
+        run = self.run_settings(question, [settings or self.settings])[0]
         return run if keep_state else run.trace
 
-    def run_settings(self, question: str, cfgs: list[Config], query_vector=None) -> list[PreparedRun]:
+    def run_settings(
+        self, question: str, settings: list[AnswerSettings], query_vector=None
+    ) -> list[PreparedRun]:
         """One question under several settings (K, scale, decoding) from one retrieval and one
         prompt pass for the largest K: a smaller K decodes from the first K rows of that state.
         `query_vector` (1, D): retrieve with it instead of q(question); the generator still reads
@@ -189,30 +203,30 @@ class Pipeline:
         The one path every caller takes (Ask, diagnosis, eval, the index swap), under the models'
         lock: the shared generator serves one query at a time."""
         with self.models.lock:
-            query = self.query(question, cfgs, query_vector)
+            query = self.query(question, settings, query_vector)
             return decode_queries(self.models.generator, [query], self.scale_for, keep_state=True)[0]
 
-    def query(self, question: str, cfgs: list[Config], query_vector=None) -> Query:
-        """The question cleaned and retrieved for the largest K of `cfgs`: what a batch decodes."""
-        cfgs = [c.validate() for c in cfgs]
+    def query(self, question: str, settings: list[AnswerSettings], query_vector=None) -> Query:
+        """The question cleaned and retrieved for the largest K of `settings`: what a batch decodes."""
+        settings = [s.validate() for s in settings]
         question, notices = clean_question(question)
-        hits = self.retrieve(question, max(c.k for c in cfgs), query_vector)
+        hits = self.retrieve(question, max(s.k for s in settings), query_vector)
         if not hits:
             raise QuestionError("the index returned no passages")
-        return Query(question, hits, self.index_name, cfgs, notices, self.models.encoder.id)
+        return Query(question, hits, self.index_name, settings, notices, self.models.encoder.id)
 
     def run_many(
-        self, questions: list[str], cfgs: list[Config], keep_state: bool = False
+        self, questions: list[str], settings: list[AnswerSettings], keep_state: bool = False
     ) -> list[list[PreparedRun]]:
-        """Several questions, each under `cfgs`, decoded as one batch (`decode_queries`): the same
-        runs as `run_settings` one question at a time, in fewer model calls."""
+        """Several questions, each under `settings`, decoded as one batch (`decode_queries`): the
+        same runs as `run_settings` one question at a time, in fewer model calls."""
         with self.models.lock:
-            queries = [self.query(q, cfgs) for q in questions]
+            queries = [self.query(q, settings) for q in questions]
             return decode_queries(self.models.generator, queries, self.scale_for, keep_state)
 
     def decode(self, queries: list[Query], keep_state: bool = False) -> list[list[PreparedRun]]:
         """Questions already cleaned and retrieved (`query`), decoded as one batch: per query, one
-        run per config. For a caller that looks at the passages before it decodes (the door reads
+        run per setting. For a caller that looks at the passages before it decodes (the door reads
         an answer it has kept for the same passages instead)."""
         with self.models.lock:
             return decode_queries(self.models.generator, queries, self.scale_for, keep_state)
@@ -226,13 +240,13 @@ class Pipeline:
         low-confidence rule compares; the same answers, a third of the model's work)."""
         if trace.stuffed is not None:
             return trace
-        cfg = trace_config(self.cfg, trace)
+        settings = trace_settings(self.settings, trace)
         with self.models.lock:
             reading = stuffed_reading(
                 self.models.generator,
                 trace.question,
                 trace.hits,
-                cfg,
+                settings,
                 explain=explain,
                 known=trace.candidates,
             )  # a marginal's candidate with the same answer already holds its rows under each passage
@@ -244,35 +258,33 @@ class Pipeline:
         best = trace.answer(STUFFED)
         if best is None or not best.token_ids:
             return []
-        settings = SearchSettings.from_config(trace_config(self.cfg, trace))
+        settings = SearchSettings.of(trace_settings(self.settings, trace))
         passages = [h.passage for h in trace.hits]
         with self.models.lock:
             gen = self.models.generator
             return order_sensitivity(gen, trace.question, passages, best.token_ids, settings)
 
-    def batch_size(self, cfg: Config | None = None) -> int:
-        """How many questions eval and the index swap decode together: `cfg.batch_questions`, or
-        by device (`CPU_BATCH`, `GPU_BATCH`)."""
-        cfg = cfg or self.cfg
-        if cfg.batch_questions is not None:
-            return cfg.batch_questions
+    def batch_size(self) -> int:
+        """How many questions eval and the index swap decode together: the stack's
+        `batch_questions`, or by device (`CPU_BATCH`, `GPU_BATCH`)."""
+        if self.stack.batch_questions is not None:
+            return self.stack.batch_questions
         return device_batch(self.models.device)
 
-    def closed_book(self, question: str, cfg: Config | None = None) -> str:
+    def closed_book(self, question: str, settings: AnswerSettings | None = None) -> str:
         """The generator alone, with no passage: what it "knows" by itself, searched as the RAG
         answers are (same beams, length limit and penalty)."""
-        return self.closed_book_many([question], cfg)[0]
+        return self.closed_book_many([question], settings)[0]
 
-    def closed_book_many(self, questions: list[str], cfg: Config | None = None) -> list[str]:
+    def closed_book_many(self, questions: list[str], settings: AnswerSettings | None = None) -> list[str]:
         """`closed_book` of several questions through one prompt pass and one decode loop."""
-        cfg = (cfg or self.cfg).validate()
+        search = SearchSettings.of((settings or self.settings).validate(), top_alternatives=1)
         cleaned = [clean_question(q)[0] for q in questions]
         gen = self.models.generator
-        settings = SearchSettings.from_config(cfg.with_(top_alternatives=1))
         with self.models.lock:
             state = gen.prepare_rows([(q, None) for q in cleaned])
             decoded = decode_jobs(
-                gen, state, [DecodeJob([i], torch.zeros(1), settings, "token") for i in range(len(cleaned))]
+                gen, state, [DecodeJob([i], torch.zeros(1), search, "token") for i in range(len(cleaned))]
             )
         return [gen.decode(token[0].tokens) for token, _ in decoded]
 
@@ -287,13 +299,20 @@ class Pipeline:
         return lp[:, 0]  # (N, T)
 
 
-def load_pipeline(cfg: Config, progress=None) -> Pipeline:
-    cfg = cfg.validate()
+def load_pipeline(
+    stack: StackSpec | None = None,
+    settings: AnswerSettings | None = None,
+    progress=None,
+    corpus: str | None = None,
+) -> Pipeline:
+    """The stack's models on `settings.index` (or on the `corpus` file, indexed), answering under
+    `settings` (the defaults without them)."""
+    stack, settings = (stack or StackSpec()).validate(), (settings or AnswerSettings()).validate()
     opened: dict = {}
 
     def open_first(encoder):
-        opened["index"] = open_index(cfg, encoder, progress)
+        opened["index"] = open_index(settings.index, encoder, progress, corpus)
 
-    models = load_models(cfg, (lambda m: progress(m, 0.0)) if progress else None, open_first)
+    models = load_models(stack, (lambda m: progress(m, 0.0)) if progress else None, open_first)
     name, index = opened["index"]
-    return Pipeline(models, name, index, cfg)
+    return Pipeline(models, name, index, settings, stack)

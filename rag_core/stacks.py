@@ -1,6 +1,6 @@
 """The model stacks a user can open, what each is called, and the fingerprint that keys its results.
 
-A stack is the three model ids of a Config (query encoder, passage encoder, generator). The app
+A stack is the three model ids of a StackSpec (query encoder, passage encoder, generator). The app
 offers: the default, the untrained `base`, the stack given on its command line, and every finished
 fine-tuning run of the training cache. A folder that `train --out DIR` wrote opens as one stack
 (`run_models`): its tuned parts, read against the frozen passage encoder it was trained with, so
@@ -10,11 +10,11 @@ A stack's `fingerprint` hashes the ids with each local folder's *content* (a run
 the same path is another stack) and the generator's prompt: anything cached under it cannot be
 shown under another stack's name.
 
->>> short_name(Config())
+>>> short_name(StackSpec())
 'default'
->>> short_name(Config(generator="/runs/abc/generator"))
+>>> short_name(StackSpec(generator="/runs/abc/generator"))
 'generator: abc/generator'
->>> in_words(Config())
+>>> in_words(StackSpec())
 'MiniLM-L6 retriever · SmolLM2-135M + RAG adapter'
 """
 
@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rag_core.config import Config
+from rag_core.config import StackSpec
 from rag_core.generators.fingerprint import prompt_fingerprint
 from rag_core.models.model_keys import model_key
 from rag_core.models.presets import PRESETS
@@ -35,12 +35,12 @@ from rag_core.storage import caches
 from rag_core.training.output import GENERATOR, QUESTION_ENCODER, read_manifest
 
 
-def models_of(cfg: Config) -> dict:
-    """The three model ids of a config, the passage encoder spelt out (None = the query encoder)."""
+def models_of(spec: StackSpec) -> dict:
+    """The three model ids of a stack, the passage encoder spelt out (None = the query encoder)."""
     return {
-        "question_encoder": cfg.question_encoder,
-        "ctx_encoder": cfg.ctx_encoder or cfg.question_encoder,
-        "generator": cfg.generator,
+        "question_encoder": spec.question_encoder,
+        "ctx_encoder": spec.ctx_encoder or spec.question_encoder,
+        "generator": spec.generator,
     }
 
 
@@ -101,10 +101,10 @@ def run_name(manifest: dict, folder: Path) -> str:
 # --- fingerprints -------------------------------------------------------------------------------
 
 
-def fingerprint(cfg: Config) -> str:
+def fingerprint(spec: StackSpec) -> str:
     """What every result of this stack is keyed by: its models (folders by content) and prompt."""
-    parts = {name: model_key(value) for name, value in models_of(cfg).items()}
-    parts["prompt"] = prompt_fingerprint(cfg.generator)
+    parts = {name: model_key(value) for name, value in models_of(spec).items()}
+    parts["prompt"] = prompt_fingerprint(spec.generator)
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()[:16]
 
 
@@ -115,25 +115,25 @@ def fingerprint(cfg: Config) -> str:
 class Stack:
     key: str  # stable id of this choice in a session ("default", "base", "cli", "run:NAME")
     name: str  # the short name pages show
-    cfg: Config = field(compare=False)  # its model fields (and, for the command line's, device and index)
+    spec: StackSpec = field(compare=False)  # its models (and, for the command line's, its runtime)
     kind: str = "preset"  # "preset", "cli" or "run"
 
     def details(self) -> str:
         """The full ids, for hover text."""
-        m = models_of(self.cfg)
+        m = models_of(self.spec)
         return (
             f"query encoder: {m['question_encoder']} · passage encoder: {m['ctx_encoder']} · "
             f"generator: {m['generator']}"
         )
 
 
-def short_name(cfg: Config) -> str:
+def short_name(spec: StackSpec) -> str:
     """A few words for a stack: its preset's name, else the parts that differ from the default."""
-    mine = models_of(cfg)
+    mine = models_of(spec)
     for name, preset in PRESETS.items():
-        if mine == models_of(Config(**preset)):
+        if mine == models_of(StackSpec(**preset)):
             return name
-    default = models_of(Config())
+    default = models_of(StackSpec())
     changed = [
         f"{k.replace('_', ' ').replace('ctx', 'passage')}: {_tail(v)}"
         for k, v in mine.items()
@@ -154,9 +154,9 @@ MODEL_WORDS = {
 }
 
 
-def in_words(cfg: Config) -> str:
+def in_words(spec: StackSpec) -> str:
     """The stack as a page's first line names it: its retriever, then its generator."""
-    m = models_of(cfg)
+    m = models_of(spec)
     retriever = MODEL_WORDS.get(m["question_encoder"], _tail(m["question_encoder"]))
     generator = MODEL_WORDS.get(m["generator"], _tail(m["generator"]))
     if retriever.startswith("DPR + ") and generator == retriever:  # one RAG checkpoint holds both
@@ -173,15 +173,15 @@ def _tail(model_id: str) -> str:
 def preset_stacks() -> list[Stack]:
     """The default and, once the default is a trained model, the untrained base beside it (the
     paper's presets need their weights: command line only)."""
-    base = Config(**PRESETS["base"])
-    same = models_of(base) == models_of(Config())
-    return [Stack("default", "default", Config())] + (
+    base = StackSpec(**PRESETS["base"])
+    same = models_of(base) == models_of(StackSpec())
+    return [Stack("default", "default", StackSpec())] + (
         [] if same else [Stack("base", "base (untrained, few-shot prompt)", base)]
     )
 
 
-def cli_stack(cfg: Config) -> Stack:
-    return Stack("cli", f"command line: {short_name(cfg)}", cfg, "cli")
+def cli_stack(spec: StackSpec) -> Stack:
+    return Stack("cli", f"command line: {short_name(spec)}", spec, "cli")
 
 
 def training_runs(root: Path | None = None) -> list[Stack]:
@@ -193,11 +193,11 @@ def training_runs(root: Path | None = None) -> list[Stack]:
         if manifest is None or manifest.get("status") != "done" or not manifest.get("outputs"):
             continue
         try:
-            cfg = Config(**run_models(folder))
+            spec = StackSpec(**run_models(folder))
         except ModelSourceError:
             continue
         found.append(
-            (folder.stat().st_mtime, Stack(run_stack_key(folder), run_name(manifest, folder), cfg, "run"))
+            (folder.stat().st_mtime, Stack(run_stack_key(folder), run_name(manifest, folder), spec, "run"))
         )
     return [s for _, s in sorted(found, key=lambda t: -t[0])]
 
@@ -207,30 +207,30 @@ def run_stack_key(folder: str | Path) -> str:
     return f"run:{Path(folder).name}"
 
 
-def check_available(cfg: Config) -> None:
+def check_available(spec: StackSpec) -> None:
     """Fail fast, with one line, on a stack whose models cannot load here: a missing folder, or hub
     weights not in the local cache while downloads are off, a device this machine lacks. Reads
     configs only, no weights."""
-    pick_device(cfg.device)
-    for value in models_of(cfg).values():
-        source = resolve(value, cfg.allow_downloads)
+    pick_device(spec.device)
+    for value in models_of(spec).values():
+        source = resolve(value, spec.allow_downloads)
         if not source.local:
             model_type(
-                source, cfg.allow_downloads
+                source, spec.allow_downloads
             )  # says which weights are missing and how to allow downloads
 
 
-def made_by(settings: dict, cfg: Config) -> bool:
+def made_by(settings: dict, spec: StackSpec) -> bool:
     """Whether a saved run (its settings: `stack` = the fingerprint, newer runs; else the generator
-    id alone, as older runs recorded it) was made by the stack of `cfg`.
+    id alone, as older runs recorded it) was made by the stack of `spec`.
 
-    >>> made_by({"generator": "rag-loupe-smollm2"}, Config())
+    >>> made_by({"generator": "rag-loupe-smollm2"}, StackSpec())
     True
-    >>> made_by({"stack": "0" * 16, "generator": "rag-loupe-smollm2"}, Config())
+    >>> made_by({"stack": "0" * 16, "generator": "rag-loupe-smollm2"}, StackSpec())
     False
     """
     if settings.get("stack"):
-        return settings["stack"] == fingerprint(cfg)
+        return settings["stack"] == fingerprint(spec)
     if not settings.get("generator"):  # a run that names no model was made before stacks: the default's
-        return models_of(cfg) == models_of(Config())
-    return settings.get("generator") == cfg.generator
+        return models_of(spec) == models_of(StackSpec())
+    return settings.get("generator") == spec.generator

@@ -68,12 +68,12 @@ WARM_UP = [
     "from rag_core.generators.trained import trained_folder\n"
     "trained_folder(smollm_folder())",
     "import torch\n"
-    "from rag_core.config import DEFAULT_ENCODER, Config\n"
+    "from rag_core.config import DEFAULT_ENCODER\n"
     "from rag_core.retrieval.encoders import load_encoder\n"
     "from rag_core.pipeline import open_index\n"
     "encoder = load_encoder(DEFAULT_ENCODER, None, torch.device('cpu'))\n"
-    "for name in (Config().index, '2016', '2018'):\n"
-    "    open_index(Config(index=name), encoder)\n",
+    "for name in (None, '2016', '2018'):  # None: the default index\n"
+    "    open_index(name, encoder)\n",
 ]
 
 
@@ -136,12 +136,12 @@ def run_cli(*args, env: dict | None = None) -> SimpleNamespace:
     return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
-def tiny_pipeline(folder: Path, cfg=None):
+def tiny_pipeline(folder: Path, settings=None):
     """A Pipeline over the tiny random DPR + BART stack built in `folder` (about a second, no
     download), on an index of its own small corpus; returns (pipeline, stack paths)."""
     import torch
 
-    from rag_core.config import Config
+    from rag_core.config import AnswerSettings
     from rag_core.corpus import read_corpus_file
     from rag_core.generators import load_generator
     from rag_core.pipeline import Models, Pipeline
@@ -155,7 +155,7 @@ def tiny_pipeline(folder: Path, cfg=None):
     passages = read_corpus_file(str(stack["corpus"])).passages
     index = PassageIndex.build(encoder.encode_passages(passages), passages, encoder.id)
     models = Models(encoder, load_generator(str(stack["bart"]), cpu), cpu)
-    return Pipeline(models, "tiny", index, cfg or Config(k=3)), stack
+    return Pipeline(models, "tiny", index, settings or AnswerSettings(k=3)), stack
 
 
 def tiny_llama(vocab_size: int, bos: int, eos: int, pad: int, width: int = 32):
@@ -245,10 +245,9 @@ def cache(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def default_pipeline():
     """The real embedded default stack on the default index, loaded once for the whole run."""
-    from rag_core.config import Config
     from rag_core.pipeline import load_pipeline
 
-    return load_pipeline(Config())
+    return load_pipeline()
 
 
 def on_generator(pipe, generator: str):
@@ -259,7 +258,8 @@ def on_generator(pipe, generator: str):
     from rag_core.pipeline import Models, Pipeline
 
     models = Models(pipe.models.encoder, load_generator(generator, torch.device("cpu")), pipe.models.device)
-    return Pipeline(models, pipe.index_name, pipe.index, pipe.cfg.with_(generator=generator))
+    stack = pipe.stack.with_(generator=generator)
+    return Pipeline(models, pipe.index_name, pipe.index, pipe.settings, stack)
 
 
 @pytest.fixture(scope="session")

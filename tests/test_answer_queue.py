@@ -10,7 +10,7 @@ import time
 import pytest
 from test_batching import assert_same_frames  # the batching oracle: float32 rounding, TOL
 
-from rag_core.config import AnswerSettings, Config
+from rag_core.config import AnswerSettings, StackSpec
 from rag_core.loupe.answer_queue import AnswerQueue, Cancelled
 from rag_core.loupe.answers import Loupe
 from rag_core.loupe.stack_holder import StackHolder
@@ -216,7 +216,7 @@ QUESTIONS = ["Who wrote the novel?", "Where is the harbour?", "When was the brid
 
 
 def test_the_doors_batched_answers_equal_its_answers_one_at_a_time(tiny, cache):
-    cfg = Config(
+    cfg = StackSpec(
         question_encoder=str(tiny["dpr_q"]), ctx_encoder=str(tiny["dpr_ctx"]), generator=str(tiny["bart"])
     )
     stack = Stack("cli", "tiny", cfg, "cli")

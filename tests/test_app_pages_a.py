@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.ui.safe_text import md_text
 from rag_core import marginals
-from rag_core.config import Config
+from rag_core.config import AnswerSettings, StackSpec
 from rag_core.decoding import stepper
 from rag_core.generators.base import ForwardCounter
 from rag_core.toys import examples as toys
@@ -56,7 +56,7 @@ def trace(at):
     """The trace the pages show: a hit in the app's own cache (same question, index and settings)."""
     from app import state
 
-    return state.trace_for(state.DEFAULT_QUESTION, "wiki", Config())
+    return state.trace_for(state.DEFAULT_QUESTION, "wiki", AnswerSettings())
 
 
 @pytest.mark.slow
@@ -232,7 +232,7 @@ def wiki_pipeline(on_tiny_generator):
     """A fresh pipeline of the pages' stack on their index, for recomputing what they show."""
     from rag_core.pipeline import load_pipeline
 
-    return load_pipeline(Config(generator=str(on_tiny_generator), index="wiki"))
+    return load_pipeline(StackSpec(generator=str(on_tiny_generator)), AnswerSettings(index="wiki"))
 
 
 @pytest.mark.slow  # over 5 s on 2 cores
@@ -250,7 +250,7 @@ def test_the_ask_page_shows_the_token_sources_the_engine_computes(at, wiki_pipel
     )
 
     visit(at, "ask.py")
-    fresh = wiki_pipeline.run("Who wrote Moby-Dick?", Config(index="wiki"))
+    fresh = wiki_pipeline.run("Who wrote Moby-Dick?", AnswerSettings(index="wiki"))
     captions = [c.value for c in at.caption]
     for decoding, name in (("rag-token", "RAG-Token"), ("rag-sequence", "RAG-Sequence")):
         c = fresh.answer(decoding)
@@ -275,7 +275,7 @@ def test_citations_shows_each_sentences_delta_for_the_cited_passage(at, wiki_pip
     visit(at, "citations.py")
     assert not [d for d in at.dataframe if "delta_logp" in d.value.columns]  # not read yet
     at.toggle(key="cit_sent_on").set_value(True).run()
-    fresh = wiki_pipeline.run("Who wrote Moby-Dick?", Config(index="wiki"))
+    fresh = wiki_pipeline.run("Who wrote Moby-Dick?", AnswerSettings(index="wiki"))
     c = fresh.answer("rag-token")
     z = int(marginals.citation(fresh.log_prior, c.token_logp).argmax())
     att = attribute(wiki_pipeline, fresh.question, fresh.hits[z].passage, c.token_ids)
@@ -296,7 +296,7 @@ def test_the_stuffed_reading_on_token_vs_sequence_and_citations_is_the_engines(a
     from app.ui.stuffed_views import agreement_line
     from rag_core.analysis.attribution import stuffed_worth
 
-    fresh = wiki_pipeline.run("Who wrote Moby-Dick?", Config(index="wiki", decode="all"))
+    fresh = wiki_pipeline.run("Who wrote Moby-Dick?", AnswerSettings(index="wiki", decode="all"))
     w = stuffed_worth.of(fresh)
     visit(at, "token_vs_sequence.py")
     shown = metrics(at)
@@ -349,43 +349,31 @@ UNASKED_MAX_TOKENS = 23  # a sidebar value no other test answers with
 
 
 @pytest.mark.slow
-def test_one_question_asked_on_ask_is_cleaned_once_and_its_config_built_once(at, monkeypatch):
+def test_one_question_asked_on_ask_is_cleaned_once_and_its_settings_built_once(at, monkeypatch):
     """The app's own path from a question to its cards on Ask (the answer, the stuffed reading, the
-    confidence and token sources the cards draw): the engine cleans the question once and builds the
-    one Config it runs under once; every later step reads the question as the trace recorded it and
-    reuses that Config."""
+    confidence and token sources the cards draw): the engine cleans the question once, and the
+    AnswerSettings it runs under are built once, by the page; every later step reads the question as
+    the trace recorded it and reuses those settings."""
     from app import state
     from rag_core import pipeline as pipeline_module
-    from rag_core.config import AnswerSettings
 
     cleaned, built = [], []
-    real_clean, real_config, real_trace_config = (
-        pipeline_module.clean_question,
-        AnswerSettings.config,
-        pipeline_module.trace_config,
-    )
+    real_clean, real_init = pipeline_module.clean_question, AnswerSettings.__init__
 
-    def counted_config(self, stack):  # a question's settings made into the Config it runs under
+    def counted_init(self, *args, **kwargs):  # every AnswerSettings made, `replace` and `with_` included
+        real_init(self, *args, **kwargs)
         built.append(self.max_new_tokens)
-        return real_config(self, stack)
-
-    def counted_trace_config(base, trace):  # a follow-up that needs another Config than its pipeline's
-        cfg = real_trace_config(base, trace)
-        if cfg is not base:
-            built.append(cfg.max_new_tokens)
-        return cfg
 
     visit(at, "ask.py")  # the default question's page, drawn and cached
     monkeypatch.setattr(pipeline_module, "clean_question", lambda q: cleaned.append(q) or real_clean(q))
-    monkeypatch.setattr(AnswerSettings, "config", counted_config)
-    monkeypatch.setattr(pipeline_module, "trace_config", counted_trace_config)
+    monkeypatch.setattr(AnswerSettings, "__init__", counted_init)
     at.session_state["question"] = "Who composed the opera Carmen?"  # asked nowhere else in the suite
-    at.session_state["max_new_tokens"] = UNASKED_MAX_TOKENS  # settings no answer has used: a new Config
+    at.session_state["max_new_tokens"] = UNASKED_MAX_TOKENS  # settings no answer has used
     visit(at, "ask.py")
     try:
         assert {m.label for m in at.metric} >= {"RAG-Token", "RAG-Sequence"}  # the cards were drawn
         assert cleaned == ["Who composed the opera Carmen?"]
-        assert built == [UNASKED_MAX_TOKENS]  # the one Config: the answer's, reused by what follows
+        assert built.count(UNASKED_MAX_TOKENS) == 1  # the page's, reused by everything that follows
     finally:
         at.session_state["max_new_tokens"] = state.DEFAULTS.max_new_tokens
         at.session_state["question"] = state.DEFAULT_QUESTION  # the module's other tests read it

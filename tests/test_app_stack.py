@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.ui.safe_text import md_text
 from rag_core import stacks
-from rag_core.config import Config
+from rag_core.config import StackSpec
 from rag_core.marginals import p_text
 from rag_core.toys.tiny_models import build_tiny_stack
 
@@ -88,7 +88,7 @@ def test_every_page_renders_on_the_stack_of_the_command_line_and_names_it(monkey
     at = app_with(monkeypatch, ["--generator", str(tiny_generator)])
     assert not at.error, [e.value for e in at.error]
     assert at.session_state["stack"] == "cli"
-    named = stacks.in_words(Config(generator=str(tiny_generator)))
+    named = stacks.in_words(StackSpec(generator=str(tiny_generator)))
     assert named.startswith("MiniLM-L6 retriever · ") and tiny_generator.name in named, named
     for page in PAGES:
         visit(at, page)
@@ -154,7 +154,7 @@ def test_a_command_line_that_cannot_be_used_says_so_once_and_the_default_stack_o
 
 def test_a_stack_is_keyed_by_the_content_of_its_folders(tiny, tmp_path):
 
-    cfg = Config(
+    cfg = StackSpec(
         question_encoder=str(tiny["dpr_q"]), ctx_encoder=str(tiny["dpr_ctx"]), generator=str(tiny["bart"])
     )
     before = stacks.fingerprint(cfg)
@@ -221,17 +221,12 @@ def train_page_run(tiny):
     from rag_core.training.output import file_sha256, read_manifest, write_manifest
     from rag_core.training.session import run_folder
 
-    base = Config(
-        index=str(tiny["corpus"]),
-        k=3,
-        question_encoder=str(tiny["dpr_q"]),
-        ctx_encoder=str(tiny["dpr_ctx"]),
-        generator=str(tiny["bart"]),
+    base = StackSpec(
+        question_encoder=str(tiny["dpr_q"]), ctx_encoder=str(tiny["dpr_ctx"]), generator=str(tiny["bart"])
     )
     settings = TrainSettings(part="generator", marginal="sequence", k=3, steps=20)
-    out = run_folder(
-        caches.folder("training"), settings, file_sha256(ROOT / "assets/train/questions.jsonl"), base
-    )
+    questions = file_sha256(ROOT / "assets/train/questions.jsonl")
+    out = run_folder(caches.folder("training"), settings, questions, base, str(tiny["corpus"]))
     models = {
         "question_encoder": base.question_encoder,
         "ctx_encoder": base.ctx_encoder,

@@ -7,7 +7,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.ui.safe_text import md_text
-from rag_core.config import Config
+from rag_core.config import AnswerSettings, StackSpec
 
 from conftest import ROOT, visit
 
@@ -19,7 +19,7 @@ def same_stack(on_tiny_generator):
     """The pages' stack loaded afresh, for recomputing what they show."""
     from rag_core.pipeline import load_pipeline
 
-    return load_pipeline(Config(generator=str(on_tiny_generator)))
+    return load_pipeline(StackSpec(generator=str(on_tiny_generator)))
 
 
 def ask_app() -> AppTest:
@@ -52,7 +52,7 @@ def test_picking_an_example_answers_it_and_typing_leaves_the_example(same_stack,
     assert not at.exception, [e.value for e in at.exception]
     assert at.session_state["question"] == "In which city is the Taj Mahal?"
     assert "Taj Mahal" in about_line(at) and "Moby" not in about_line(at)  # no stale answer
-    want = same_stack.run("In which city is the Taj Mahal?", Config(max_new_tokens=8))
+    want = same_stack.run("In which city is the Taj Mahal?", AnswerSettings(max_new_tokens=8))
     assert (
         shown_answers(at) == [want.answer("rag-token").answer, want.answer("rag-sequence").answer] != before
     )

@@ -10,7 +10,7 @@ from rag_core.analysis import scoring
 from rag_core.analysis.attribution.sentences import attribute
 from rag_core.analysis.diagnosis import counterfactual, deep_search, verdicts
 from rag_core.analysis.diagnosis import diagnosis_report as report
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.marginals import citation, prob
 
 from conftest import run_cli
@@ -37,7 +37,7 @@ def test_ask_expected_prints_the_panels_verdicts_and_counterfactuals(default_pip
     )
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout)["diagnosis"]
-    cfg = Config(k=3)
+    cfg = AnswerSettings(k=3)
     trace = default_pipeline.run(question, cfg)
     csv, parquet, jsonl = (exports.read_frame(tmp_path / f"t.{f}") for f in ("csv", "parquet", "jsonl"))
     assert len(csv) == len(parquet) == len(jsonl) == len(trace.to_frame())  # one frame, three formats

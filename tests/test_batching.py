@@ -9,7 +9,7 @@ import pytest
 
 from rag_core.analysis.evaluation.questions import read_questions
 from rag_core.analysis.evaluation.runs import evaluate_batch, evaluate_question
-from rag_core.config import ASSETS, Config
+from rag_core.config import ASSETS, AnswerSettings
 from rag_core.decoding.answering import decode_queries
 from rag_core.index_swap import run as index_swap_run
 from rag_core.index_swap.store import leaders_frame
@@ -42,7 +42,7 @@ def assert_same_frames(batched: pd.DataFrame, alone: pd.DataFrame) -> None:
 
 def test_a_batch_gives_every_trace_column_each_question_gets_alone(tiny_llama_pipeline, dev_sample):
     # two settings per question: a smaller K decodes from the first rows of the batch's state
-    cfgs = [Config(), Config(k=3)]
+    cfgs = [AnswerSettings(), AnswerSettings(k=3)]
     batched = tiny_llama_pipeline.run_many([q.question for q in dev_sample], cfgs)
     for q, runs in zip(dev_sample, batched):
         alone = tiny_llama_pipeline.run_settings(q.question, cfgs)
@@ -61,7 +61,7 @@ def test_closed_book_answers_of_a_batch(tiny_llama_pipeline, dev_sample):
 
 @pytest.mark.slow  # over 5 s on 2 cores
 def test_an_eval_batch_gives_the_results_of_one_question_at_a_time(default_pipeline, dev_sample):
-    cfg = default_pipeline.cfg
+    cfg = default_pipeline.settings
     sample = dev_sample[:2]
     batched = evaluate_batch(default_pipeline, sample, cfg)
     for q, b in zip(sample, batched):
@@ -84,7 +84,7 @@ def test_an_eval_batch_gives_the_results_of_one_question_at_a_time(default_pipel
 def test_index_swap_rows_of_a_batch_equal_each_position_alone(tiny_llama_pipeline):
     pipes = index_swap_run.year_pipelines(lambda: tiny_llama_pipeline)
     leaders = leaders_frame().to_dict("records")[:2]
-    cfgs = [index_swap_run.experiment_config()]
+    cfgs = [index_swap_run.experiment_of().settings]
     batched = index_swap_run.positions_records(pipes, leaders, cfgs)
     for leader, records in zip(leaders, batched):
         alone = index_swap_run.positions_records(pipes, [leader], cfgs)[0]
@@ -108,7 +108,7 @@ def test_a_prompt_row_two_questions_share_is_prepared_once(tiny_llama_pipeline, 
         return real(self, rows)
 
     monkeypatch.setattr(type(gen), "prepare_rows", counting)
-    cfg = Config(k=4)
+    cfg = AnswerSettings(k=4)
     query = tiny_llama_pipeline.query("Who wrote Moby-Dick?", [cfg])
     twice = decode_queries(gen, [query, query], tiny_llama_pipeline.scale_for)
     assert seen == [4]  # not 8

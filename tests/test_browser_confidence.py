@@ -19,7 +19,7 @@ from rag_core.analysis.attribution.token_sources import (
 from rag_core.analysis.diagnosis.confidence import candidate_confidence
 from rag_core.analysis.evaluation import runs as ev
 from rag_core.analysis.evaluation import shipped_runs
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.marginals import p_text
 
 from browser_kit import (  # noqa: F401
@@ -62,7 +62,7 @@ def engine(pipeline, question: str, decoding: str):
     """The rule and the token sources recomputed from a fresh trace (with its stuffed reading's
     answers, which the rule compares as the page does; not what each passage is worth, which the
     rule never reads) and a fresh closed-book row."""
-    trace = pipeline.with_stuffed(pipeline.run(question, Config()), explain=False)
+    trace = pipeline.with_stuffed(pipeline.run(question, AnswerSettings()), explain=False)
     c = trace.answer(decoding)
     closed = pipeline.closed_book_scores(trace.question, [c.token_ids])[0]
     found = candidate_sources(trace.log_prior, c, closed, passage_texts(trace))
@@ -181,7 +181,7 @@ def test_the_stuffed_reading_on_ask_token_vs_sequence_and_citations(server, brow
     """Issue 35 on the pages: the third answer card, what each passage is worth to the stuffed
     reading beside the mixture's posterior of the same answer (the finding in words, computed from
     a fresh trace), its answer stepped on Token vs Sequence, its worth token by token on Citations."""
-    fresh = default_pipeline.with_stuffed(default_pipeline.run(CONFIDENT, Config()))
+    fresh = default_pipeline.with_stuffed(default_pipeline.run(CONFIDENT, AnswerSettings()))
     w = stuffed_worth.of(fresh)
     lean = fresh.hits[w.leans_on]
     browser.get(server + "/")

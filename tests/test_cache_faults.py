@@ -15,11 +15,11 @@ from test_eval import QUESTIONS, toy_pipe
 from test_kill import kill_when
 
 from rag_core.analysis.evaluation import runs as ev
-from rag_core.config import BASE_GENERATOR, DEFAULT_ENCODER, Config, cache_dir
+from rag_core.config import BASE_GENERATOR, DEFAULT_ENCODER, AnswerSettings, cache_dir
 from rag_core.generators import load_generator
 from rag_core.generators.loading import smollm_folder
 from rag_core.index_swap import store as index_swap_store
-from rag_core.index_swap.run import experiment_config
+from rag_core.index_swap.run import experiment_of
 from rag_core.maps import projection
 from rag_core.retrieval import catalog
 from rag_core.retrieval.encoders import load_encoder
@@ -65,7 +65,7 @@ def test_a_damaged_map_layout_is_refitted(cache, encoder):
 
 
 def test_damaged_index_swap_results_fall_back_to_the_intact_rows(cache):
-    cfg = experiment_config()
+    cfg = experiment_of()
     shipped = index_swap_store.shipped_result(cfg)
     assert shipped is not None, "the shipped run no longer matches the code and data"
     folder = index_swap_store.cache_folder(shipped.key)
@@ -88,7 +88,7 @@ def test_damaged_index_swap_results_fall_back_to_the_intact_rows(cache):
 
 
 def test_a_damaged_saved_eval_run_reads_as_none(cache):
-    run = ev.run_eval(toy_pipe(), QUESTIONS, Config(k=2, max_new_tokens=6))
+    run = ev.run_eval(toy_pipe(), QUESTIONS, AnswerSettings(k=2, max_new_tokens=6))
     path = ev.save_run(run)
     assert ev.load_run().summary() == run.summary()
     garble(caches.folder("eval") / "latest.json", keep=20)

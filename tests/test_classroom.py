@@ -119,10 +119,10 @@ def shipped_answers() -> list[dict]:
 def computed_answers(pipe, n: int) -> list[dict]:
     """The answers of `pipe` (the class server's stack, at the app's default settings) to the first
     `n` test-split questions, computed by the eval path."""
-    cfg = pipe.cfg
-    assert (cfg.k, cfg.beams, cfg.rescore, pipe.index_name) == (5, 1, "thorough", "2018")
+    asked = pipe.settings
+    assert (asked.k, asked.beams, asked.rescore, pipe.index_name) == (5, 1, "thorough", "2018")
     questions, _ = read_questions(TEST_SPLIT)
-    run = run_eval(pipe, questions[:n], cfg, diagnose=False)
+    run = run_eval(pipe, questions[:n], asked, diagnose=False)
     return [
         expected_row(r.question, vars(r.modes["rag-token"]), vars(r.modes["rag-sequence"]))
         for r in run.results

@@ -11,7 +11,7 @@ import time
 
 from rag_core.analysis.evaluation.questions import EvalQuestion
 from rag_core.analysis.evaluation.runs import evaluate_question
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.index_swap import run as index_swap_run
 from rag_core.index_swap.store import leaders_frame
 from rag_core.pipeline import Models, Pipeline
@@ -58,9 +58,9 @@ def test_eval_and_index_swap_from_several_threads(tiny_llama_pipeline):
     on = tiny_llama_pipeline
     guard = OneAtATime(on.models.generator)
     models = Models(on.models.encoder, guard, on.models.device)
-    pipe = Pipeline(models, on.index_name, on.index, on.cfg)
+    pipe = Pipeline(models, on.index_name, on.index, on.settings, on.stack)
     pipes = index_swap_run.year_pipelines(lambda: pipe)
-    cfg = Config(k=2, max_new_tokens=4)
+    cfg = AnswerSettings(k=2, max_new_tokens=4)
     questions = [
         EvalQuestion("Who wrote Moby-Dick?", ["Herman Melville"]),
         EvalQuestion("Who painted the Mona Lisa?", ["Leonardo da Vinci"]),

@@ -206,7 +206,7 @@ def test_under_a_counterfactual_prior_a_removed_passage_neither_supports_nor_riv
 def test_ask_json_carries_the_engines_confidence_for_each_answer(tmp_path, monkeypatch):
     """The CLI's "confidence" equals the rule recomputed here from a fresh trace and fresh closed-book
     rows; its p is the answer's own p under its marginal; the older keys are all still there."""
-    from rag_core.config import Config
+    from rag_core.config import AnswerSettings, StackSpec
     from rag_core.pipeline import load_pipeline
     from rag_core.toys.tiny_models import build_tiny_stack
 
@@ -238,17 +238,11 @@ def test_ask_json_carries_the_engines_confidence_for_each_answer(tmp_path, monke
         "confidence",
     }
 
-    cfg = Config(
-        question_encoder=str(stack["dpr_q"]),
-        ctx_encoder=str(stack["dpr_ctx"]),
-        generator=str(stack["bart"]),
-        corpus=str(stack["corpus"]),
-        k=3,
-        beams=2,
-        max_new_tokens=5,
+    spec = StackSpec(
+        question_encoder=str(stack["dpr_q"]), ctx_encoder=str(stack["dpr_ctx"]), generator=str(stack["bart"])
     )
-    pipe = load_pipeline(cfg)
-    trace = pipe.with_stuffed(pipe.run(question, cfg))  # ask compares the stuffed reading too
+    pipe = load_pipeline(spec, AnswerSettings(k=3, beams=2, max_new_tokens=5), corpus=str(stack["corpus"]))
+    trace = pipe.with_stuffed(pipe.run(question))  # ask compares the stuffed reading too
     for decoding, p_key in (("rag-token", "p_tok"), ("rag-sequence", "p_seq")):
         c = trace.answer(decoding)
         closed = pipe.closed_book_scores(question, [c.token_ids])[0]  # (T,)

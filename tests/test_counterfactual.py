@@ -18,7 +18,7 @@ from rag_core import marginals
 from rag_core.analysis.diagnosis import counterfactual
 from rag_core.analysis.diagnosis.confidence import candidate_confidence
 from rag_core.analysis.diagnosis.counterfactual import NEEDS_CALL
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.decoding.decode import SearchSettings, closed_book_decode
 from rag_core.marginals import p_text
 from rag_core.pipeline import Pipeline
@@ -30,13 +30,13 @@ UNDECIDED = [
     ("first", 0.6, {"": {"a": 0.5, "b": 0.3, "c": 0.2}, "a": {"x": 0.6, "y": 0.4}}),
     ("second", 0.4, {"": {"b": 0.5, "a": 0.3, "c": 0.2}, "a": {"x": 0.6, "y": 0.4}}),
 ]
-ONE_ALTERNATIVE = Config(beams=1, max_new_tokens=8, top_alternatives=1)
-SETTINGS = [
-    GREEDY,
-    ONE_ALTERNATIVE,
-    Config(beams=2, max_new_tokens=8),
-    Config(beams=3, max_new_tokens=8, rescore="fast"),
-    Config(beams=2, max_new_tokens=8, top_alternatives=1, decode="token"),
+ONE_ALTERNATIVE = AnswerSettings(beams=1, max_new_tokens=8)  # traced with one stored alternative a step
+SETTINGS = [  # (settings, alternatives stored per step)
+    (GREEDY, 5),
+    (ONE_ALTERNATIVE, 1),
+    (AnswerSettings(beams=2, max_new_tokens=8), 5),
+    (AnswerSettings(beams=3, max_new_tokens=8, rescore="fast"), 5),
+    (AnswerSettings(beams=2, max_new_tokens=8, decode="token"), 1),
 ]
 LOG_P = {
     "rag-token": lambda c, lpz: marginals.rag_token(lpz, c.token_logp),
@@ -46,17 +46,19 @@ LOG_P = {
 
 def test_the_undecided_toy_is_what_the_old_fallback_got_wrong():
     """The bounds cannot certify the trace's own greedy path, and the best known answer is another."""
-    gen, trace, _ = toy(UNDECIDED, cfg=ONE_ALTERNATIVE)
+    gen, trace, _ = toy(UNDECIDED, cfg=ONE_ALTERNATIVE, alternatives=1)
     own = trace.answer("rag-token")
     assert own.answer == "a x"
     assert counterfactual._greedy_check(own, trace.log_prior)[0] == "uncertain"
     assert max(trace.candidates, key=lambda c: c.log_p_tok(trace.log_prior)).answer == "b"
 
 
-@pytest.mark.parametrize("cfg", SETTINGS, ids=lambda c: f"beams{c.beams}-{c.decode}-{c.rescore}")
+@pytest.mark.parametrize(
+    "cfg,alternatives", SETTINGS, ids=[f"beams{c.beams}-{c.decode}-{c.rescore}-a{a}" for c, a in SETTINGS]
+)
 @pytest.mark.parametrize("passages", [STITCH, UNDECIDED], ids=["stitch", "undecided"])
-def test_nothing_changed_gives_the_traces_own_answers_exactly(passages, cfg):
-    gen, trace, _ = toy(passages, cfg=cfg)
+def test_nothing_changed_gives_the_traces_own_answers_exactly(passages, cfg, alternatives):
+    gen, trace, _ = toy(passages, cfg=cfg, alternatives=alternatives)
     # as the panel passes its untouched controls (every passage, K, the scale), and with no argument
     untouched = counterfactual.counterfactual(trace, [], trace.k, trace.scale)
     for cf in (counterfactual.counterfactual(trace), untouched):
@@ -85,7 +87,7 @@ def toy_pipe(gen, cfg, hits=()):
         return gen.decode(best.tokens)
 
     pipe = SimpleNamespace(
-        cfg=cfg,
+        settings=cfg,
         models=SimpleNamespace(generator=gen, lock=threading.RLock()),
         closed_book=closed_book,
         retrieve=lambda question, k: list(hits)[:k],
@@ -95,7 +97,7 @@ def toy_pipe(gen, cfg, hits=()):
 
 
 def test_a_step_the_stored_numbers_cannot_decide_needs_a_model_call():
-    gen, trace, _ = toy(UNDECIDED, cfg=ONE_ALTERNATIVE)
+    gen, trace, _ = toy(UNDECIDED, cfg=ONE_ALTERNATIVE, alternatives=1)
     cf = counterfactual.counterfactual(trace, scale=1.5)
     tok = cf.answers["rag-token"]
     assert (tok.answer, tok.log_p, tok.exact, tok.needs_model_call) == (None, None, False, True)
@@ -117,7 +119,7 @@ def test_a_step_the_stored_numbers_cannot_decide_needs_a_model_call():
 
 
 def test_beam_search_under_a_changed_prior_needs_a_model_call_and_the_call_removes_passages():
-    cfg = Config(beams=2, max_new_tokens=8)
+    cfg = AnswerSettings(beams=2, max_new_tokens=8)
     gen, trace, _ = toy(STITCH + [("third", 0.25, {"": {"B": 0.9}})], cfg=cfg)
     cf = counterfactual.counterfactual(trace, drop_ranks=[2])
     assert cf.answers["rag-token"].needs_model_call and "beam search" in cf.answers["rag-token"].note
@@ -140,10 +142,10 @@ def _panel():
     diagnose_panel.render(SHOWN["trace"])
 
 
-def _app(monkeypatch, passages, cfg, question, expected):
+def _app(monkeypatch, passages, cfg, question, expected, alternatives=5):
     from app import state
 
-    gen, trace, _ = toy(passages, cfg=cfg, question=question)
+    gen, trace, _ = toy(passages, cfg=cfg, question=question, alternatives=alternatives)
     monkeypatch.setattr(state, "pipeline", lambda name=None: toy_pipe(gen, cfg, trace.hits))
     SHOWN["trace"] = trace
     at = AppTest.from_function(_panel, default_timeout=120)
@@ -182,7 +184,9 @@ def test_the_panel_shows_the_traces_answers_then_needs_a_call_then_the_computed_
 
 
 def test_the_verdict_line_says_no_checks_ran_until_they_have(monkeypatch):
-    at, trace = _app(monkeypatch, UNDECIDED, ONE_ALTERNATIVE, "Which word?", "second")  # passage 2 holds it
+    at, trace = _app(
+        monkeypatch, UNDECIDED, ONE_ALTERNATIVE, "Which word?", "second", alternatives=1
+    )  # passage 2 holds it
     (line,) = [m.value for m in at.markdown if m.value.startswith("**Verdict:**")]
     assert line == (
         "**Verdict:** No checks run yet: only the stored numbers were read; “Run the checks” "

@@ -12,7 +12,7 @@ import pytest
 
 from rag_core import marginals
 from rag_core.analysis.diagnosis import counterfactual
-from rag_core.config import ASSETS, Config
+from rag_core.config import ASSETS, AnswerSettings
 from rag_core.retrieval import catalog_actions as actions
 from rag_core.retrieval.index import PassageIndex
 
@@ -63,7 +63,11 @@ ROBOTICS = [
     ]
 ]
 CORPUS_QUESTIONS = ["Who wrote Moby-Dick?", "Who founded Nimbleworks Robotics?", "Who designed the grippers?"]
-SETTINGS = [Config(), Config(beams=2, rescore="fast"), Config(beams=4)]  # greedy, beams; both rescorings
+SETTINGS = [
+    AnswerSettings(),
+    AnswerSettings(beams=2, rescore="fast"),
+    AnswerSettings(beams=4),
+]  # greedy, beams; both rescorings
 # The example questions under greedy and two beams; four beams with the thorough rescoring (the
 # costliest search, its check the same) on the corpus questions, where the stored top tokens are
 # least able to prove the greedy choice.
@@ -134,7 +138,7 @@ def test_nothing_changed_is_the_trace_for_every_decoding_and_beam_setting(traces
 def test_the_model_call_is_the_pipelines_own_run_with_fewer_passages_or_another_scale(corpus_pipeline):
     """`rerun` with the top k kept (or another scale) against the pipeline answering the question
     afresh with K = k (or that scale): the same retrieval, so the same answers and numbers."""
-    question, cfg = CORPUS_QUESTIONS[0], Config()
+    question, cfg = CORPUS_QUESTIONS[0], AnswerSettings()
     trace = corpus_pipeline.run(question, cfg)
     for change, fresh_cfg in ((dict(k=3), cfg.with_(k=3)), (dict(scale=12.0), cfg.with_(scale=12.0))):
         cf = counterfactual.counterfactual(trace, **change)

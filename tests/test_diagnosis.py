@@ -14,19 +14,21 @@ from rag_core.analysis import scoring
 from rag_core.analysis.diagnosis import counterfactual, deep_search, verdicts
 from rag_core.analysis.diagnosis.verdict_evidence import EVIDENCE, evidence_problems
 from rag_core.analysis.diagnosis.verdict_rules import VERDICTS
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.corpus import Passage
 from rag_core.decoding.answering import analyse
 from rag_core.decoding.decode import SearchSettings, closed_book_decode
+from rag_core.decoding.search import TOP_ALTERNATIVES
 from rag_core.generators.toy import ToyGenerator
 from rag_core.trace import Hit
 
-GREEDY = Config(beams=1, max_new_tokens=8)
+GREEDY = AnswerSettings(beams=1, max_new_tokens=8)
 
 
-def toy(passages, closed=None, cfg=GREEDY, question="q?"):
+def toy(passages, closed=None, cfg=GREEDY, question="q?", alternatives=TOP_ALTERNATIVES):
     """passages: [(text, prior, table)] -> (generator, trace, prepared state). Scores are log priors,
-    scale 1, so softmax(scale * s) gives the priors back and a new scale is a power of them."""
+    scale 1, so softmax(scale * s) gives the priors back and a new scale is a power of them.
+    `alternatives`: the tokens the trace keeps beside each step's own (fewer: looser bounds)."""
     tables = {f"z{i + 1}": table for i, (_, _, table) in enumerate(passages)}
     gen = ToyGenerator(tables, closed)
     total = sum(p for _, p, _ in passages)
@@ -36,7 +38,7 @@ def toy(passages, closed=None, cfg=GREEDY, question="q?"):
     ]
     log_pz = marginals.log_prior(torch.tensor([h.score for h in hits]), 1.0)
     state0 = gen.prepare(question, [h.passage for h in hits])
-    trace = analyse(gen, question, hits, log_pz, cfg, "toy", 1.0, state0)
+    trace = analyse(gen, question, hits, log_pz, cfg, "toy", 1.0, state0, alternatives)
     if closed is not None:
         cb = closed_book_decode(gen, gen.prepare(question, None), SearchSettings(max_new_tokens=8))
         trace.closed_book = gen.decode(cb.tokens)
@@ -301,7 +303,8 @@ def test_search_error_fires_when_the_model_prefers_the_expected_answer_greedy_mi
         and v.evidence["p_produced"] == pytest.approx(0.24)
     )
     beam = toy(
-        [("B", 1.0, {"": {"A": 0.6, "B": 0.4}, "A": {"x": 0.3, "y": 0.3, "w": 0.4}})], cfg=Config(beams=2)
+        [("B", 1.0, {"": {"A": 0.6, "B": 0.4}, "A": {"x": 0.3, "y": 0.3, "w": 0.4}})],
+        cfg=AnswerSettings(beams=2),
     )[1]
     assert beam.answer("rag-sequence").answer == "B"  # ...and a wider search finds it
 
@@ -377,8 +380,8 @@ def test_counterfactuals_equal_a_full_recomputation():
             return out
 
         passages = [(f"passage {i}", rng.random() + 0.05, table()) for i in range(4)]
-        cfg = Config(beams=1, max_new_tokens=4, top_alternatives=3)  # 3 of 5 tokens kept: the bounds get used
-        gen, trace, st = toy(passages, cfg=cfg)
+        cfg = AnswerSettings(beams=1, max_new_tokens=4)
+        gen, trace, st = toy(passages, cfg=cfg, alternatives=3)  # 3 of 5 tokens kept: the bounds get used
         variants = [dict(drop_ranks=[r]) for r in range(1, 5)] + [dict(k=k) for k in (1, 2, 3)]
         variants += [dict(scale=s) for s in (0.3, 2.0, 6.0)] + [dict(drop_ranks=[1], scale=3.0)]
         for v in variants:
@@ -415,7 +418,7 @@ def _toy_trace(question: str = "Which letters?"):
     import torch
 
     from rag_core import marginals
-    from rag_core.config import Config
+    from rag_core.config import AnswerSettings
     from rag_core.corpus import Passage
     from rag_core.decoding.answering import analyse
     from rag_core.generators.toy import ToyGenerator
@@ -430,7 +433,9 @@ def _toy_trace(question: str = "Which letters?"):
         Hit(2, Passage("z2", "Second", "B x is here.", "toy"), math.log(0.5)),
     ]
     lpz = marginals.log_prior(torch.tensor([h.score for h in hits]), 1.0)
-    return analyse(ToyGenerator(tables), question, hits, lpz, Config(beams=1, max_new_tokens=8), "toy", 1.0)
+    return analyse(
+        ToyGenerator(tables), question, hits, lpz, AnswerSettings(beams=1, max_new_tokens=8), "toy", 1.0
+    )
 
 
 def _panel_app():

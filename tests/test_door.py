@@ -1,5 +1,5 @@
 """The engine's door (`rag_core.loupe`): an answer through it equals the pipeline's own, each part of
-a Result is computed once, the question is cleaned and its Config built once, the held stack is
+a Result is computed once, the question is cleaned once and its settings never built again, the held stack is
 one, and what an index held is forgotten with it. On the tiny random DPR + BART stack."""
 
 import json
@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from rag_core import pipeline as pipeline_module
-from rag_core.config import AnswerSettings, Config
+from rag_core.config import AnswerSettings, StackSpec
 from rag_core.exports import frame_bytes
 from rag_core.loupe.answers import Loupe
 from rag_core.loupe.memo import Memo
@@ -31,10 +31,10 @@ def tiny(tmp_path_factory):
 
 @pytest.fixture
 def stack(tiny, cache):
-    cfg = Config(
+    spec = StackSpec(
         question_encoder=str(tiny["dpr_q"]), ctx_encoder=str(tiny["dpr_ctx"]), generator=str(tiny["bart"])
     )
-    return Stack("cli", "tiny", cfg, "cli")
+    return Stack("cli", "tiny", spec, "cli")
 
 
 @pytest.fixture
@@ -49,8 +49,8 @@ def door(tiny):
 
 def reference(stack, settings):
     """The same question through a pipeline loaded on its own (the CLI's path), not the door."""
-    cfg = stack.cfg.with_(corpus=settings.index, k=settings.k, max_new_tokens=settings.max_new_tokens)
-    return load_pipeline(cfg)
+    asked = AnswerSettings(k=settings.k, max_new_tokens=settings.max_new_tokens)
+    return load_pipeline(stack.spec, asked, corpus=settings.index)
 
 
 RANDOM = ("traceId", "spanId", "parentSpanId", "startTimeUnixNano", "endTimeUnixNano")
@@ -78,22 +78,23 @@ def test_an_answer_through_the_door_equals_the_pipelines_own_byte_for_byte(door,
     assert result.with_stuffed().stuffed.candidates[0].answer == stuffed.stuffed.candidates[0].answer
 
 
-def test_one_question_is_cleaned_once_and_its_config_built_once(door, stack, settings, monkeypatch):
-    door.models(stack)  # loading builds configs of its own: count the question alone
+def test_one_question_is_cleaned_once_and_its_settings_never_built_again(door, stack, settings, monkeypatch):
+    door.models(stack)  # count the question alone, not the load
     door.index_for(door.models(stack).encoder, settings.index)
     cleaned, built = [], []
-    real_clean, real_init = pipeline_module.clean_question, Config.__init__
+    real_clean, real_init = pipeline_module.clean_question, AnswerSettings.__init__
     monkeypatch.setattr(pipeline_module, "clean_question", lambda q: cleaned.append(q) or real_clean(q))
 
     def counted_init(self, *args, **kwargs):
         built.append(1)
         real_init(self, *args, **kwargs)
 
-    monkeypatch.setattr(Config, "__init__", counted_init)
-    door.answer(stack, QUESTION, settings)
-    assert (len(cleaned), len(built)) == (1, 1)
+    monkeypatch.setattr(AnswerSettings, "__init__", counted_init)
+    result = door.answer(stack, QUESTION, settings)
+    result.with_stuffed()  # a follow-up runs under the very settings the answer was made with
+    assert (len(cleaned), len(built)) == (1, 0)  # the settings the caller built are the ones used
     door.answer(stack, QUESTION, settings)  # asked again: from the door's memory
-    assert (len(cleaned), len(built)) == (1, 1)
+    assert (len(cleaned), len(built)) == (1, 0)
 
 
 def test_each_part_of_a_result_is_computed_once(door, stack, settings, monkeypatch):
@@ -177,7 +178,7 @@ def test_two_sessions_asking_at_once_get_one_computation():
 
 def test_the_holder_keeps_one_stack_and_frees_the_other(door, stack, tiny):
     first = weakref.ref(door.models(stack))
-    other = Stack("other", "tiny, another generator id", stack.cfg.with_(generator=str(tiny["bart"]) + "/"))
+    other = Stack("other", "tiny, another generator id", stack.spec.with_(generator=str(tiny["bart"]) + "/"))
     door.models(other)
     assert door.holder.holds(other) and not door.holder.holds(stack)
     assert first() is None  # the first stack's models were let go before the second loaded

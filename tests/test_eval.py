@@ -14,7 +14,7 @@ from rag_core.analysis.diagnosis.confidence import answer_confidences
 from rag_core.analysis.evaluation import eval_summary
 from rag_core.analysis.evaluation import questions as question_file
 from rag_core.analysis.evaluation import runs as ev
-from rag_core.config import Config
+from rag_core.config import AnswerSettings, StackSpec
 from rag_core.corpus import Passage
 from rag_core.decoding.decode import SearchSettings, closed_book_decode, score_answers
 from rag_core.decoding.stuffed import leave_one_out, stuffed_decode, worth
@@ -98,7 +98,7 @@ class ToyPipe:
         self.models = Models(
             SimpleNamespace(id="toy-retriever"), ToyGenerator(tables, closed), torch.device("cpu")
         )
-        self.cfg = Config(beams=1, max_new_tokens=6)
+        self.settings, self.stack = AnswerSettings(beams=1, max_new_tokens=6), StackSpec()
 
     def retrieve(self, question, k, query_vector=None):
         assert query_vector is None  # the toy retrieves by question only
@@ -109,7 +109,7 @@ class ToyPipe:
 
     def closed_book(self, question, cfg):
         gen = self.models.generator
-        best = closed_book_decode(gen, gen.prepare(question, None), SearchSettings.from_config(cfg))
+        best = closed_book_decode(gen, gen.prepare(question, None), SearchSettings.of(cfg))
         return gen.decode(best.tokens)
 
 
@@ -145,7 +145,9 @@ QUESTIONS = [
 def test_a_run_on_a_toy_pipeline_scores_modes_recall_and_verdicts(tmp_path):
     pipe = toy_pipe()
     seen = []
-    run = ev.run_eval(pipe, QUESTIONS, Config(k=2, max_new_tokens=6), lambda d, t, r: seen.append((d, t)))
+    run = ev.run_eval(
+        pipe, QUESTIONS, AnswerSettings(k=2, max_new_tokens=6), lambda d, t, r: seen.append((d, t))
+    )
     assert seen == [(1, 2), (2, 2)]
     s = run.summary()
     assert s["modes"]["closed-book"]["em"] == 0.0
@@ -196,11 +198,11 @@ def test_the_run_flags_the_answers_the_ask_page_flags():
         base.models.generator.closed_book,
     )
     painted = question_file.EvalQuestion("Who painted it?", ["Ann"], "Painting")
-    cfg = Config(k=2, max_new_tokens=6, decode="all")
+    cfg = AnswerSettings(k=2, max_new_tokens=6, decode="all")
     run = ev.run_eval(pipe, [*QUESTIONS, painted], cfg)
     for r in run.results:
         full = answer_confidences(pipe, pipe.run(r.question, cfg))
-        both = answer_confidences(pipe, pipe.run(r.question, Config(k=2, max_new_tokens=6)))
+        both = answer_confidences(pipe, pipe.run(r.question, AnswerSettings(k=2, max_new_tokens=6)))
         assert set(both) == set(ev.RAG_MODES)  # the stuffed reading is added for the rule, not shown
         for mode in ev.READINGS:
             assert r.modes[mode].low_confidence == list(full[mode].codes), (r.question, mode)
@@ -243,7 +245,7 @@ def test_the_card_rule_reads_the_stuffed_answer_even_when_the_trace_lacks_it():
         {"p8": {"": {"Cy": 0.6}}, "p9": {"": {"Cy": 0.6}}, "p8+p9": {"": {"Di": 0.9}}},
         base.models.generator.closed_book,
     )
-    trace = pipe.run("Who sang it?", Config(k=2, max_new_tokens=6))
+    trace = pipe.run("Who sang it?", AnswerSettings(k=2, max_new_tokens=6))
     assert trace.stuffed is None and trace.answer("rag-sequence").answer == "Cy"
     got = answer_confidences(pipe, trace)
     assert {m: c.disagree for m, c in got.items()} == {m: (("stuffed", "Di"),) for m in ev.RAG_MODES}
@@ -254,8 +256,8 @@ def test_a_stuffed_run_adds_the_stuffed_reading_and_where_it_leans():
     the passage it leans on the argmax of a separate leave-one-out, the one the mixture cites the
     argmax of the same answer's posterior teacher-forced afresh; the marginals are unchanged."""
     pipe = toy_pipe()
-    both = ev.run_eval(pipe, QUESTIONS, Config(k=2, max_new_tokens=6))
-    run = ev.run_eval(pipe, QUESTIONS, Config(k=2, max_new_tokens=6, decode="all"))
+    both = ev.run_eval(pipe, QUESTIONS, AnswerSettings(k=2, max_new_tokens=6))
+    run = ev.run_eval(pipe, QUESTIONS, AnswerSettings(k=2, max_new_tokens=6, decode="all"))
     gen = pipe.models.generator
     for r, plain in zip(run.results, both.results):
         assert {m: (x.answer, x.em) for m, x in r.modes.items() if m != "stuffed"} == {
@@ -287,7 +289,7 @@ def test_a_stuffed_run_adds_the_stuffed_reading_and_where_it_leans():
 def test_sweep_over_stored_traces_reproduces_the_run(tmp_path):
     from rag_core.analysis.evaluation.sweep import load_traces, sweep
 
-    run = ev.run_eval(toy_pipe(), QUESTIONS, Config(k=2, max_new_tokens=6), trace_dir=tmp_path / "tr")
+    run = ev.run_eval(toy_pipe(), QUESTIONS, AnswerSettings(k=2, max_new_tokens=6), trace_dir=tmp_path / "tr")
     frame = sweep(load_traces(tmp_path / "tr"), [1, 2], [1.0])
     same = frame[(frame["k"] == 2)].iloc[0]  # the run's own K and scale: must give the run's EM exactly
     s = run.summary()["modes"]
@@ -405,9 +407,9 @@ def test_the_eval_page_names_each_runs_decoding(tmp_path, monkeypatch):
     from conftest import visit
 
     monkeypatch.setenv("RAG_LOUPE_CACHE", str(cache_sharing(tmp_path, ("models", "indexes"))))
-    run = ev.run_eval(toy_pipe(), QUESTIONS, Config(k=2, max_new_tokens=6))
+    run = ev.run_eval(toy_pipe(), QUESTIONS, AnswerSettings(k=2, max_new_tokens=6))
     run.settings["beams"] = 4
-    run.settings["stack"] = stacks.fingerprint(Config())  # listed as a run of the stack the page shows
+    run.settings["stack"] = stacks.fingerprint(StackSpec())  # listed as a run of the stack the page shows
     ev.save_run(run, "beams")
     at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=300)
     at.session_state["index_name"] = "wiki"
@@ -424,8 +426,8 @@ def test_the_eval_page_shows_how_far_p_can_be_trusted(tmp_path, monkeypatch):
     from conftest import visit
 
     monkeypatch.setenv("RAG_LOUPE_CACHE", str(cache_sharing(tmp_path, ("models", "indexes"))))
-    run = ev.run_eval(toy_pipe(), QUESTIONS, Config(k=2, max_new_tokens=6))
-    run.settings["stack"] = stacks.fingerprint(Config())
+    run = ev.run_eval(toy_pipe(), QUESTIONS, AnswerSettings(k=2, max_new_tokens=6))
+    run.settings["stack"] = stacks.fingerprint(StackSpec())
     ev.save_run(run, "toy")
     at = AppTest.from_file(str(ROOT / "app/main.py"), default_timeout=300)
     at.session_state["index_name"] = "wiki"

@@ -18,7 +18,7 @@ import torch
 from rag_core.analysis import scoring
 from rag_core.analysis.diagnosis import deep_search, verdicts
 from rag_core.analysis.diagnosis.verdict_evidence import evidence_problems
-from rag_core.config import ASSETS, Config
+from rag_core.config import ASSETS, AnswerSettings
 from rag_core.decoding.answering import analyse
 
 EXAMPLES = json.loads((ASSETS / "examples" / "questions.json").read_text(encoding="utf-8"))
@@ -34,7 +34,7 @@ def example_runs(default_pipeline):
 def test_every_decode_mode_gives_the_same_greedy_answers(tiny_llama_pipeline):
     pipe = tiny_llama_pipeline
     gen = pipe.models.generator
-    cfg = Config()
+    cfg = AnswerSettings()
     assert cfg.decode == "both"
     for ex in EXAMPLES:
         run = pipe.run(ex["question"], keep_state=True)

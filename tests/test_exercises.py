@@ -155,14 +155,14 @@ def test_each_toy_exercise_reveals_what_its_tables_give_by_hand(item):
 @pytest.fixture(scope="module")
 def engine(tiny_llama_pipeline):
     """The door's engine on the tiny Llama's stack, as the command line would name it."""
-    holder = StackHolder(load=lambda cfg, progress=None: tiny_llama_pipeline.models)
-    stack = stacks.cli_stack(tiny_llama_pipeline.cfg)
+    holder = StackHolder(load=lambda spec, progress=None: tiny_llama_pipeline.models)
+    stack = stacks.cli_stack(tiny_llama_pipeline.stack)
     return ex.LoupeEngine(Loupe(holder), stack, AnswerSettings(index="2018"))
 
 
 def _pipeline_on(pipe: Pipeline, name: str) -> Pipeline:
     enc = pipe.models.encoder
-    return Pipeline(pipe.models, name, resolve_index(name, enc)[1], pipe.cfg)
+    return Pipeline(pipe.models, name, resolve_index(name, enc)[1], pipe.settings, pipe.stack)
 
 
 def _prior(trace) -> np.ndarray:

@@ -8,7 +8,7 @@ import pytest
 from rag_core import exports
 from rag_core.analysis.evaluation.question_result import ModeResult, QuestionResult
 from rag_core.analysis.evaluation.runs import CSV_COLUMNS, EvalRun
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.corpus import Passage
 from rag_core.generators.fingerprint import prompt_fingerprint
 from rag_core.retrieval.index import PassageIndex
@@ -113,7 +113,9 @@ def test_schemas_3_and_4_append_their_columns_after_the_old_ones_unchanged():
 
 
 def test_whole_answer_probabilities_equal_the_marginals_of_the_rows(tiny):
-    trace = tiny.run("What is the capital of France?", Config(k=3, beams=2, max_new_tokens=5, rescore="fast"))
+    trace = tiny.run(
+        "What is the capital of France?", AnswerSettings(k=3, beams=2, max_new_tokens=5, rescore="fast")
+    )
     frame = trace.to_frame()
     checked = 0
     for (_, _), cand in frame.groupby(["decoding", "candidate"]):
@@ -134,7 +136,7 @@ def test_whole_answer_probabilities_equal_the_marginals_of_the_rows(tiny):
 
 
 def test_settings_columns_and_parquet_metadata_are_the_config_used(tiny, tmp_path):
-    cfg = Config(
+    cfg = AnswerSettings(
         k=2, beams=3, max_new_tokens=4, length_penalty=0.5, rescore="fast", decode="sequence", scale=7.5
     )
     trace = tiny.run("Who wrote Hamlet?", cfg)
@@ -175,7 +177,7 @@ def test_a_passage_starting_like_a_formula_is_neutralised_in_csv_alone(tiny, tmp
     ]
     enc = tiny.models.encoder
     evil = tiny.with_index("evil", PassageIndex.build(enc.encode_passages(passages), passages, enc.id))
-    frame = evil.run("What is the capital of France?", Config(k=2, max_new_tokens=3)).to_frame()
+    frame = evil.run("What is the capital of France?", AnswerSettings(k=2, max_new_tokens=3)).to_frame()
     for fmt in exports.FORMATS:
         exports.write_frame(frame, tmp_path / f"t.{fmt}", "trace")
         back = exports.read_frame(tmp_path / f"t.{fmt}")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rag_core.config import DECODE_NAMES, READING_LABELS, STUFFED, Config
+from rag_core.config import DECODE_NAMES, READING_LABELS, STUFFED, AnswerSettings
 from rag_core.index_swap import judge, results, store
 from rag_core.index_swap import run as index_swap_run
 from rag_core.retrieval.snapshots import load_leaders
@@ -203,7 +203,7 @@ def test_toggle_changes_passages_and_answer(pipes):
     judge, and for some sample positions the answer changes with the index and names that index's
     holder (the data is fair, so the small model is not right everywhere: which ones is measured,
     not assumed)."""
-    cfg = index_swap_run.experiment_config(**FAST)
+    cfg = index_swap_run.experiment_of(**FAST)
     wanted = SAMPLE + [p for p in store.leaders_frame(2)["position"] if p not in SAMPLE]
     result = index_swap_run.run_experiment(cfg, lambda: pipes, positions=wanted, use_cache=False)
     frame = {(r["position"], r["index"]): r for r in result.rows}
@@ -229,7 +229,7 @@ def test_the_shipped_run_is_this_code_and_data(pipes, decode):
     are what the Index swap page shows at first start. Each one's fingerprint must equal today's key
     (models, prompt, snapshots, leaders.csv, settings, judge, decoder), and a sample of positions
     recomputed now gives the same answers and verdicts."""
-    cfg = index_swap_run.experiment_config(decode=decode)
+    cfg = index_swap_run.experiment_of(decode=decode)
     shipped = store.shipped_result(cfg)
     assert shipped is not None, (
         f"the shipped run is stale: rerun `python -m rag_core index-swap --decode {decode} --ship`"
@@ -305,7 +305,7 @@ def test_the_experiment_in_the_stuffed_reading_judges_its_answers(pipes, tmp_pat
         rows = list(csv.DictReader(f))
     assert {(r["index"], r["decoding"]) for r in rows} == {("2016", "stuffed"), ("2018", "stuffed")}
     for r in rows:
-        cfg = Config(k=3, max_new_tokens=8, decode="stuffed")
+        cfg = AnswerSettings(k=3, max_new_tokens=8, decode="stuffed")
         trace = pipes[r["index"]].run(r["question"], cfg)
         assert r["answer"] == trace.answer("stuffed").answer
         assert (r["correct_2016"], r["correct_2018"]) == tuple(
@@ -399,7 +399,7 @@ def test_index_swap_page_shows_both_answers(swap_app):
     # no complete live run in the cache: the page shows the shipped reference table at once and
     # offers to recompute it
     assert any("paper 2016" in d.value.columns for d in at.dataframe), "no accuracy table is shown"
-    live = store.cached_result(index_swap_run.experiment_config(), partial=True)
+    live = store.cached_result(index_swap_run.experiment_of(), partial=True)
     if (
         live is None or not live.complete
     ):  # a fresh machine: the shipped table, and the button to recompute it
@@ -424,11 +424,13 @@ def test_index_swap_page_in_the_stuffed_reading(swap_app, pipes):
     question = at.session_state["swap_question"] if "swap_question" in at.session_state else SWAP_QUESTION
     labels = {m.label: m.value for m in at.metric}
     for year in results.YEARS:
-        want = pipes[year].run(question, Config(k=3, max_new_tokens=8, decode="stuffed")).answer(STUFFED)
+        want = (
+            pipes[year].run(question, AnswerSettings(k=3, max_new_tokens=8, decode="stuffed")).answer(STUFFED)
+        )
         card_text = want.answer if want.answer else "(empty)"  # how a card writes an empty answer
         assert labels[f"Stuffed ({year} index)"] == card_text, labels
         assert f"RAG-Token ({year} index)" not in labels
-    cfg = index_swap_run.experiment_config(decode="stuffed")
+    cfg = index_swap_run.experiment_of(decode="stuffed")
     live, shipped = store.cached_result(cfg, partial=True), store.shipped_result(cfg)
     result = live if live is not None and live.complete else store.overlay(live, shipped)
     tables = [d.value for d in at.dataframe if "paper 2016" in d.value.columns]
@@ -452,7 +454,7 @@ def test_before_and_after_training_on_the_held_out_half(monkeypatch, decode):
     from app import state
     from rag_core.index_swap import stack_comparison
 
-    shipped = stack_comparison.shipped_by_stack(base=Config(decode=decode))
+    shipped = stack_comparison.shipped_by_stack(settings=AnswerSettings(decode=decode))
     assert set(shipped) == {"base", "default"}, (
         f"a stack's shipped run is stale: rerun `index-swap [--preset base] --decode {decode} --ship`"
     )

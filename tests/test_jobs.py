@@ -28,8 +28,8 @@ def test_an_eval_job_records_the_stack_of_the_session_that_started_it(monkeypatc
     starts the job, not when the thread runs it."""
     recorded = {}
 
-    def run_eval(pipe, questions, cfg, step, resume, settings):
-        recorded.update(settings)
+    def run_eval(pipe, questions, settings, step, resume, extra):
+        recorded.update(extra)
         return "run"
 
     monkeypatch.setattr(eval_job.ev, "run_eval", run_eval)

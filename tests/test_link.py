@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from app.ui import link
 from app.ui.safe_text import md_text
-from rag_core.config import Config
+from rag_core.config import AnswerSettings, StackSpec
 
 from conftest import ROOT
 
@@ -21,7 +21,7 @@ def same_stack(on_tiny_generator):
     """The app's stack loaded afresh, for recomputing what it shows."""
     from rag_core.pipeline import load_pipeline
 
-    return load_pipeline(Config(generator=str(on_tiny_generator)))
+    return load_pipeline(StackSpec(generator=str(on_tiny_generator)))
 
 
 def opened(params: dict) -> AppTest:
@@ -66,7 +66,7 @@ def test_a_link_opens_its_question_and_a_reload_shows_equal_numbers(same_stack):
     at = opened(params)
     assert at.session_state["question"] == QUESTION
     assert at.slider(key="k").value == 3
-    want = same_stack.run(QUESTION, Config(k=3, max_new_tokens=8))
+    want = same_stack.run(QUESTION, AnswerSettings(k=3, max_new_tokens=8))
     shown = cards(at)
     assert [a for a, _ in shown] == [md_text(want.answer(d).answer) for d in ("rag-token", "rag-sequence")]
     written = dict(at.query_params)

@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from test_app_pages_b import values
 
 from app.ui import safe_text
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.maps.map_layout import PassageMap, fit_pca
 from rag_core.pipeline import Pipeline
 
@@ -165,7 +165,7 @@ def test_the_train_page_starts_from_the_question_unless_asked(moved_map):
     moved_map.session_state["train_expected"] = "Herman Melville"
     moved_map.session_state["train_steps"] = 2
     visit(moved_map, "train.py")
-    pipe = Pipeline(state.models(), "wiki", state.index("wiki"), Config(index="wiki"))
+    pipe = Pipeline(state.models(), "wiki", state.index("wiki"), AnswerSettings(index="wiki"))
     lifted = projection.fit_map(state.index("wiki"), "pca", 2).lift(np.array([0.1, -0.05]))
     moved = walk(pipe, QUESTION, "Herman Melville", "sequence", 5, None, 0.02, 2, start=lifted)
     own = walk(pipe, QUESTION, "Herman Melville", "sequence", 5, None, 0.02, 2)
@@ -195,11 +195,11 @@ def test_answer_from_here_runs_the_generator_on_the_moved_top_k(moved_map):
     shown = [t.value for t in moved_map.text if "from the moved query" in t.value]
     pmap = projection.fit_map(state.index("wiki"), "pca", 2)
     pipe = Pipeline(
-        state.models(), "wiki", state.index("wiki"), Config(index="wiki")
+        state.models(), "wiki", state.index("wiki"), AnswerSettings(index="wiki")
     )  # the sidebar's defaults
-    trace = pipe.run_settings(QUESTION, [pipe.cfg], query_vector=pmap.lift(np.array([0.1, -0.05]))[None])[
-        0
-    ].trace
+    trace = pipe.run_settings(
+        QUESTION, [pipe.settings], query_vector=pmap.lift(np.array([0.1, -0.05]))[None]
+    )[0].trace
     assert shown == [
         f"RAG-Token from the moved query: {trace.answer('rag-token').answer}",
         f"RAG-Sequence from the moved query: {trace.answer('rag-sequence').answer}",

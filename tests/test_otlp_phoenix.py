@@ -26,7 +26,7 @@ import pytest
 from phoenix.client import Client
 
 from rag_core import marginals
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.decoding.stuffed import p_without
 from rag_core.marginals import prob
 from rag_core.otlp import otlp_json, otlp_message, trace_otlp
@@ -111,7 +111,7 @@ def phoenix(tmp_path_factory):
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory):
     pipeline = tiny_pipeline(tmp_path_factory.mktemp("tiny-phoenix"))[0]
-    return pipeline.run(QUESTION, Config(k=3, decode="all", max_new_tokens=4))
+    return pipeline.run(QUESTION, AnswerSettings(k=3, decode="all", max_new_tokens=4))
 
 
 def otlp_protobuf(data: dict) -> bytes:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rag_core import marginals
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.decoding.decode import score_answers
 from rag_core.training import query_walk
 from rag_core.training.gradient import log_likelihood
@@ -21,7 +21,7 @@ QUESTION, ANSWER = "Who built the old bridge?", "Marie Curie"
 
 @pytest.fixture(scope="module")
 def pipe(tmp_path_factory):
-    return tiny_pipeline(tmp_path_factory.mktemp("walk"), Config(k=3))[0]
+    return tiny_pipeline(tmp_path_factory.mktemp("walk"), AnswerSettings(k=3))[0]
 
 
 def autograd_gradient(marginal: str, q: np.ndarray, d: np.ndarray, token_logp: torch.Tensor, scale: float):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tomllib
 
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.corpus import Passage, write_jsonl
 from rag_core.pipeline import MAX_QUESTION_CHARS, QuestionError, clean_question
 from rag_core.retrieval.index import PassageIndex
@@ -59,7 +59,7 @@ def test_strange_questions_get_answers_not_crashes(tiny_llama_pipeline):
         "Who\x00 wrote\x07 Moby-Dick?",
         "x" * 100_000,
     ]:
-        trace = tiny_llama_pipeline.run(text, Config(k=3, max_new_tokens=6))
+        trace = tiny_llama_pipeline.run(text, AnswerSettings(k=3, max_new_tokens=6))
         assert trace.k == 3 and trace.candidates
         frame = trace.to_frame()
         assert np.isfinite(frame["prior"]).all()
@@ -215,7 +215,7 @@ def test_concurrent_queries_each_get_their_own_trace(tiny_llama_pipeline):
         "In which country is Machu Picchu located?",
         "Who created the video game Tetris?",
     ]
-    cfg = Config(k=3, max_new_tokens=8)
+    cfg = AnswerSettings(k=3, max_new_tokens=8)
     alone = {q: tiny_llama_pipeline.run(q, cfg) for q in questions}
     together, errors = {}, []
 
@@ -263,10 +263,10 @@ def blocked(*args, **kwargs):
     raise OSError("blocked by the test")
 socket.socket.connect = blocked
 socket.getaddrinfo = blocked  # a name lookup is the first step of any connection
-from rag_core.config import Config
+from rag_core.config import AnswerSettings, StackSpec
 from rag_core.pipeline import load_models
 try:
-    load_models(Config(question_encoder="facebook/dpr-question_encoder-single-nq-base"))
+    load_models(StackSpec(question_encoder="facebook/dpr-question_encoder-single-nq-base"))
     print("LOADED")
 except Exception as e:
     print(type(e).__name__, str(e)[:200])
@@ -336,6 +336,6 @@ def test_every_per_query_cache_is_bounded():
 def test_the_prompt_prefix_store_stays_small(tiny_llama_pipeline):
     gen = tiny_llama_pipeline.models.generator
     for i, q in enumerate(["Who wrote Hamlet?", "What is the capital of Peru?", "Who painted Guernica?"]):
-        tiny_llama_pipeline.run(q, Config(k=2 + i, max_new_tokens=4))
-        tiny_llama_pipeline.closed_book(q, Config(max_new_tokens=4))
+        tiny_llama_pipeline.run(q, AnswerSettings(k=2 + i, max_new_tokens=4))
+        tiny_llama_pipeline.closed_book(q, AnswerSettings(max_new_tokens=4))
     assert 1 <= len(gen._prefix_store) <= 4  # one entry per distinct prompt prefix, not per question

@@ -28,7 +28,7 @@ QUESTIONS = ["Who wrote Moby-Dick?", "Who painted the Mona Lisa?"]
 @pytest.mark.parametrize("question", QUESTIONS)
 @pytest.mark.slow  # over 5 s on 2 cores
 def test_our_own_otlp_export_replays_to_the_trace_numbers(default_pipeline, tmp_path, question):
-    trace = default_pipeline.run(question, default_pipeline.cfg.with_(decode="all"))
+    trace = default_pipeline.run(question, default_pipeline.settings.with_(decode="all"))
     path = tmp_path / "own.json"
     path.write_text(trace_otlp(trace))
     imported = read_traces(path)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from rag_core import stacks
-from rag_core.config import DEFAULT_ENCODER, Config
+from rag_core.config import DEFAULT_ENCODER, AnswerSettings, StackSpec
 from rag_core.corpus import Passage
 from rag_core.flags import FlagError, parse_stack_args
 from rag_core.models.sources import ModelSourceError, package_path
@@ -93,10 +93,10 @@ def tiny_run(tiny, tmp_path_factory):
 
 
 def test_a_run_names_its_tuned_parts_and_the_frozen_passage_encoder(tiny, tiny_run):
-    cfg, _ = parse_stack_args(["--run", str(tiny_run)])
-    assert cfg.question_encoder == str(tiny_run / "question_encoder")
-    assert cfg.generator == str(tiny_run / "generator")
-    assert cfg.ctx_encoder == str(tiny["dpr_ctx"])  # the passage tower it was trained against
+    spec, _, _ = parse_stack_args(["--run", str(tiny_run)])
+    assert spec.question_encoder == str(tiny_run / "question_encoder")
+    assert spec.generator == str(tiny_run / "generator")
+    assert spec.ctx_encoder == str(tiny["dpr_ctx"])  # the passage tower it was trained against
 
 
 def test_a_run_is_the_whole_stack_and_refuses_what_is_not_one(tiny_run, tmp_path):
@@ -171,22 +171,22 @@ def test_finished_runs_of_the_training_cache_are_offered_by_their_settings(tiny,
     (found,) = stacks.training_runs(root)
     assert found.key == "run:run-a" and found.kind == "run"
     assert found.name.startswith("trained query+generator · sequence · K=3 · 3 steps on q.jsonl · ")
-    assert found.cfg.generator == str(root / "run-a" / "generator")
+    assert found.spec.generator == str(root / "run-a" / "generator")
 
 
 def test_a_run_retrained_at_the_same_path_is_another_stack(tiny_run):
-    cfg = Config(**stacks.run_models(tiny_run))
-    before = stacks.fingerprint(cfg)
+    spec = StackSpec(**stacks.run_models(tiny_run))
+    before = stacks.fingerprint(spec)
     weights = next((tiny_run / "generator").glob("*.safetensors"))
     data = bytearray(weights.read_bytes())
     data[-1] ^= 1  # one bit of the weights, same size
     weights.write_bytes(bytes(data))
     try:
-        assert stacks.fingerprint(cfg) != before
+        assert stacks.fingerprint(spec) != before
     finally:
         data[-1] ^= 1
         weights.write_bytes(bytes(data))
-    assert stacks.fingerprint(cfg) == before
+    assert stacks.fingerprint(spec) == before
 
 
 def test_an_eval_checkpoint_of_a_run_is_not_its_base_and_not_an_earlier_run_at_its_path(tiny, tiny_run):
@@ -197,22 +197,26 @@ def test_an_eval_checkpoint_of_a_run_is_not_its_base_and_not_an_earlier_run_at_i
     from rag_core.analysis.evaluation import eval_checkpoint
     from rag_core.analysis.evaluation.questions import EvalQuestion
 
-    pipe = SimpleNamespace(
-        index=SimpleNamespace(manifest={}),
-        index_name="tiny",
-        models=SimpleNamespace(encoder=SimpleNamespace(id="same"), generator=SimpleNamespace(id="g")),
-    )
+    def key_of(stack: StackSpec) -> str:
+        pipe = SimpleNamespace(
+            index=SimpleNamespace(manifest={}),
+            index_name="tiny",
+            models=SimpleNamespace(encoder=SimpleNamespace(id="same"), generator=SimpleNamespace(id="g")),
+            stack=stack,
+        )
+        return eval_checkpoint.run_key(pipe, questions, AnswerSettings(), True)
+
     questions = [EvalQuestion(QUESTION, ["Ada Lovelace"])]
-    run = Config(**stacks.run_models(tiny_run))
+    run = StackSpec(**stacks.run_models(tiny_run))
     base = run.with_(question_encoder=str(tiny["dpr_q"]))
-    key = eval_checkpoint.run_key(pipe, questions, run, True)
-    assert key != eval_checkpoint.run_key(pipe, questions, base, True)
+    key = key_of(run)
+    assert key != key_of(base)
     weights = next((tiny_run / "question_encoder").glob("*.safetensors"))
     data = bytearray(weights.read_bytes())
     data[-1] ^= 1
     weights.write_bytes(bytes(data))
     try:
-        assert eval_checkpoint.run_key(pipe, questions, run, True) != key
+        assert key_of(run) != key
     finally:
         data[-1] ^= 1
         weights.write_bytes(bytes(data))
@@ -221,7 +225,7 @@ def test_an_eval_checkpoint_of_a_run_is_not_its_base_and_not_an_earlier_run_at_i
 def test_the_untrained_base_is_offered_beside_the_default_once_they_differ(monkeypatch):
     from rag_core.models.presets import PRESETS
 
-    same = stacks.models_of(Config(**PRESETS["base"])) == stacks.models_of(Config())
+    same = stacks.models_of(StackSpec(**PRESETS["base"])) == stacks.models_of(StackSpec())
     assert [s.key for s in stacks.preset_stacks()] == (["default"] if same else ["default", "base"])
     monkeypatch.setitem(PRESETS, "base", {"generator": "owner/another-generator"})
     assert [s.key for s in stacks.preset_stacks()] == ["default", "base"]

@@ -11,7 +11,6 @@ from rag_core.analysis.evaluation import runs as ev
 from rag_core.analysis.evaluation import shipped_runs
 from rag_core.analysis.evaluation.question_result import QuestionResult
 from rag_core.analysis.evaluation.questions import read_questions
-from rag_core.config import Config
 
 from conftest import ROOT, cache_sharing, visit
 
@@ -39,9 +38,9 @@ def test_each_shipped_run_is_current_and_complete(name, k):
 
 def recomputed(pipe, name: str, question: str) -> dict:
     stored = shipped(name)
-    cfg = shipped_runs.config_of(stored["shipped"])
+    _, settings = shipped_runs.config_of(stored["shipped"])
     q = next(q for q in read_questions(TEST_FILE)[0] if q.question == question)
-    return ev.run_eval(pipe, [q], cfg).results[0].to_dict()
+    return ev.run_eval(pipe, [q], settings).results[0].to_dict()
 
 
 # Relative: float32 kernels differ between CPUs (the same code gave p = 0.6652144 here and 0.6652001
@@ -84,16 +83,21 @@ def test_a_changed_input_makes_a_run_stale(tmp_path, monkeypatch):
     shutil.copy(src, copy)
     assert shipped_runs.current_runs(tmp_path) == [copy]
     stored = shipped("test-k1")["shipped"]
-    cfg = shipped_runs.config_of(stored)
-    for changed in (cfg.with_(k=2), cfg.with_(generator="another-generator"), cfg.with_(index="2016")):
-        assert shipped_runs.fingerprint(changed, TEST_FILE) != stored["fingerprint"], changed
+    stack, settings = shipped_runs.config_of(stored)
+    assert shipped_runs.fingerprint(stack, settings, TEST_FILE) == stored["fingerprint"]
+    for changed in (
+        (stack, settings.with_(k=2)),
+        (stack.with_(generator="another-generator"), settings),
+        (stack, settings.with_(index="2016")),
+    ):
+        assert shipped_runs.fingerprint(*changed, TEST_FILE) != stored["fingerprint"], changed
     other_questions = tmp_path / "test.jsonl"
     other_questions.write_text(TEST_FILE.read_text(encoding="utf-8").replace("?", " ?", 1), encoding="utf-8")
-    assert shipped_runs.fingerprint(cfg, other_questions) != stored["fingerprint"]
+    assert shipped_runs.fingerprint(stack, settings, other_questions) != stored["fingerprint"]
     monkeypatch.setattr(shipped_runs, "prompt_fingerprint", lambda *_: "another prompt")
     assert shipped_runs.current_runs(tmp_path) == []  # a new prompt: the copy is stale and not offered
     with pytest.raises(ValueError, match="named index"):
-        shipped_runs.fingerprint(cfg.with_(index="my-folder"), TEST_FILE)
+        shipped_runs.fingerprint(stack, settings.with_(index="my-folder"), TEST_FILE)
 
 
 def test_the_eval_page_opens_on_the_shipped_run_on_a_fresh_cache(tmp_path, monkeypatch):
@@ -144,8 +148,7 @@ def test_the_base_stack_keeps_its_own_shipped_run(base_pipeline):
         "base-test-k5 is stale: run `python -m rag_core eval "
         "assets/eval/test.jsonl --preset base --ship base-test-k5`"
     )
-    base = Config(generator=base_pipeline.cfg.generator)
-    assert shipped_runs.current_runs(cfg=base) == [path]
+    assert shipped_runs.current_runs(stack=base_pipeline.stack) == [path]
     assert path not in shipped_runs.current_runs()
     row = next(r for r in shipped("base-test-k5")["results"] if not r["modes"]["rag-sequence"]["em"])
     (got, got_p), (want, want_p) = (

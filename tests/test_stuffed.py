@@ -18,7 +18,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from rag_core.analysis.diagnosis.confidence import candidate_confidence
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.corpus import Passage, Stuffed
 from rag_core.decoding import stuffed as stuffed_module
 from rag_core.decoding.answering import analyse
@@ -89,7 +89,7 @@ def test_the_trace_rows_of_the_stuffed_reading_hold_its_leave_one_out(tmp_path):
     gen, passages = toy()
     hits = [Hit(r, p, 0.0) for r, p in enumerate(passages, 1)]
     lpz = torch.log(torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64))  # (K,)
-    trace = analyse(gen, "q", hits, lpz, Config(decode="all", max_new_tokens=4), "toy", 1.0)
+    trace = analyse(gen, "q", hits, lpz, AnswerSettings(decode="all", max_new_tokens=4), "toy", 1.0)
     frame = trace.to_frame()
     check_trace_invariants(frame)
     rows = frame[(frame["decoding"] == "stuffed") & (frame["candidate"] == 0)]
@@ -264,7 +264,7 @@ def test_the_trace_carries_the_stuffed_reading_and_reads_it_back(read):
     pipe, _ = read
     # Two answer tokens: the tiny Llama's stuffed answer is then also a marginal's (its long answers
     # drift apart), so both ways of getting the one-passage rows are exercised below.
-    trace = pipe.run(QUESTION, Config(decode="all", max_new_tokens=2))
+    trace = pipe.run(QUESTION, AnswerSettings(decode="all", max_new_tokens=2))
     assert trace.answer("rag-token") is not None
     assert trace.answer("rag-sequence") is not None
     best = trace.answer("stuffed")
@@ -274,7 +274,7 @@ def test_the_trace_carries_the_stuffed_reading_and_reads_it_back(read):
     back = trace_from_dict(json.loads(json.dumps(trace_to_dict(trace))))
     assert back.answer("stuffed").answer == best.answer
     assert torch.equal(back.stuffed.leave_one_out, trace.stuffed.leave_one_out)
-    only = pipe.run(QUESTION, Config(decode="stuffed", max_new_tokens=2))
+    only = pipe.run(QUESTION, AnswerSettings(decode="stuffed", max_new_tokens=2))
     assert not only.candidates  # stuffed alone: no marginal decoded
     assert only.answer("stuffed").token_ids == best.token_ids
     # the answer under each passage alone (the mixture's rows of the same answer): separate calls
@@ -284,7 +284,7 @@ def test_the_trace_carries_the_stuffed_reading_and_reads_it_back(read):
         single = score_answers(gen, gen.prepare(QUESTION, [hit.passage]), [best.token_ids])[0][0, 0]  # (T,)
         assert torch.allclose(trace.stuffed.alone[z], single, atol=TOL), (z, trace.stuffed.alone[z], single)
     # added afterwards to a trace decoded without it (what a page asks for): the same reading
-    later = pipe.with_stuffed(pipe.run(QUESTION, Config(decode="both", max_new_tokens=2)))
+    later = pipe.with_stuffed(pipe.run(QUESTION, AnswerSettings(decode="both", max_new_tokens=2)))
     assert later.answer("stuffed").token_ids == best.token_ids
     assert torch.allclose(later.stuffed.leave_one_out, trace.stuffed.leave_one_out, atol=TOL)
     assert torch.allclose(later.stuffed.alone, trace.stuffed.alone, atol=TOL)
@@ -300,7 +300,7 @@ def test_the_confidence_rule_judges_the_stuffed_answer_by_its_one_row(read):
     """p is p(y|x, all passages) and support log p(y|x, all) − log p_closed(y|x): the stuffed
     answer's one row is never masked by the marginals' K passages."""
     pipe, _ = read
-    trace = pipe.run(QUESTION, Config(decode="stuffed"))
+    trace = pipe.run(QUESTION, AnswerSettings(decode="stuffed"))
     best = trace.answer("stuffed")
     closed = pipe.closed_book_scores(QUESTION, [best.token_ids])[0]  # (T,)
     conf = candidate_confidence(trace, best, closed)

@@ -23,7 +23,7 @@ from rag_core.analysis.attribution.token_sources import (
     shares,
     token_sources,
 )
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.corpus import Passage
 from rag_core.decoding.decode import score_answers
 from rag_core.generators.toy import ToyGenerator
@@ -163,7 +163,9 @@ def test_a_rag_sequence_answer_can_credit_another_passage_than_the_responsibilit
 # ------------------------------------------------------------------- the closed-book row, for real
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
-    return tiny_pipeline(tmp_path_factory.mktemp("tiny-stack"), Config(k=3, beams=2, max_new_tokens=6))[0]
+    return tiny_pipeline(
+        tmp_path_factory.mktemp("tiny-stack"), AnswerSettings(k=3, beams=2, max_new_tokens=6)
+    )[0]
 
 
 def test_the_closed_book_row_equals_bart_called_directly(tiny):

@@ -13,7 +13,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from rag_core import marginals
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.decoding.decode import score_answers
 from rag_core.pipeline import Pipeline
 from rag_core.training.output import read_manifest
@@ -47,7 +47,7 @@ def reference(k: int):
     """The bracket p(z|x,y) − p(z|x) and log p_seq(y|x) of the default pipeline, computed afresh."""
     from app import state
 
-    pipe = Pipeline(state.models(), "wiki", state.index("wiki"), Config(index="wiki"))
+    pipe = Pipeline(state.models(), "wiki", state.index("wiki"), AnswerSettings(index="wiki"))
     hits = pipe.retrieve(QUESTION, k)
     gen = pipe.models.generator
     lp, _, _, _ = score_answers(
@@ -131,7 +131,7 @@ def test_the_map_draws_the_pull_of_the_answer_typed_on_train():
     at.session_state["map_pull"] = True
     visit(at, "map.py")
     arrows = chart(at, "passage-map")["layout"]["annotations"]
-    pipe = Pipeline(state.models(), "wiki", state.index("wiki"), Config(index="wiki"))
+    pipe = Pipeline(state.models(), "wiki", state.index("wiki"), AnswerSettings(index="wiki"))
     w = walk(pipe, QUESTION, ANSWER, "sequence", 5, None, 0.02, 1)
     start, end = projection.fit_map(state.index("wiki"), "pca", 2).place(np.stack([s.query for s in w.steps]))
     assert len(arrows) == 1

@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from rag_core.config import ADAPTER_DIR, BASE_GENERATOR, TRAINED_GENERATOR, Config, cache_dir
+from rag_core.config import (
+    ADAPTER_DIR,
+    BASE_GENERATOR,
+    TRAINED_GENERATOR,
+    StackSpec,
+    cache_dir,
+)
 from rag_core.generators import fingerprint, trained
 from rag_core.generators.causal import FEW_SHOT_STYLE, PLAIN_STYLE
 from rag_core.generators.loading import load_generator, smollm_folder
@@ -66,7 +72,7 @@ def test_the_manifest_describes_the_shipped_files(manifest):
         "generator": BASE_GENERATOR,
         "file": gguf.name,
         "sha256": file_sha256(gguf),
-        "question_encoder": Config().question_encoder,
+        "question_encoder": StackSpec().question_encoder,
     }
     files = [ROOT / "assets" / "train" / f["file"] for f in manifest["data"]["files"]]
     assert [f["sha256"] for f in manifest["data"]["files"]] == [file_sha256(f) for f in files]
@@ -133,8 +139,8 @@ def test_the_merged_model_gives_the_recorded_log_probabilities(default_pipeline,
 
 
 def test_the_trained_model_is_the_default_and_base_one_flag_away(base_pipeline):
-    assert Config().generator == TRAINED_GENERATOR
-    assert Config(**PRESETS["base"]).generator == BASE_GENERATOR
+    assert StackSpec().generator == TRAINED_GENERATOR
+    assert StackSpec(**PRESETS["base"]).generator == BASE_GENERATOR
     assert base_pipeline.models.generator.prompt_style == FEW_SHOT_STYLE
     assert fingerprint.prompt_fingerprint(TRAINED_GENERATOR) != fingerprint.prompt_fingerprint(BASE_GENERATOR)
 

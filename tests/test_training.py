@@ -10,7 +10,7 @@ import torch
 
 from rag_core import marginals
 from rag_core.analysis.evaluation.questions import EvalQuestion
-from rag_core.config import Config
+from rag_core.config import AnswerSettings
 from rag_core.corpus import Passage, read_corpus_file
 from rag_core.decoding.decode import score_answers
 from rag_core.generators import load_generator
@@ -249,10 +249,11 @@ def test_a_resumed_run_ends_where_an_uninterrupted_one_does(stack, tmp_path, par
 class StubPipeline:
     """Answers and top-K passages fixed per question: held-out figures can be counted by hand."""
 
-    def __init__(self, table):
+    def __init__(self, table, settings):
         self.table = table  # question -> (token answer, sequence answer, [passage texts])
+        self.settings = settings
 
-    def run(self, question, cfg):
+    def run(self, question, settings):
         tok, seq, texts = self.table[question]
         hits = [Hit(r + 1, Passage(t, "", t), 1.0) for r, t in enumerate(texts)]
         answers = {"rag-token": tok, "rag-sequence": seq}
@@ -267,10 +268,11 @@ def test_held_out_figures_count_em_recall_and_the_collapse_monitor():
             "q1": ("Paris", "Lyon", ["Paris is the capital", "Lyon"]),  # token right; the answer at rank 1
             "q2": ("Rome", "Rome", ["Milan", "in Rome"]),  # both right; the answer at rank 2
             "q3": ("x", "y", ["Milan", "Lyon"]),  # both wrong; no passage holds it
-        }
+        },
+        AnswerSettings(k=2),
     )
     qs = [EvalQuestion("q1", ["Paris"]), EvalQuestion("q2", ["Rome"]), EvalQuestion("q3", ["Oslo"])]
-    h = heldout.evaluate(pipe, qs, Config(k=2))
+    h = heldout.evaluate(pipe, qs)
     assert h.em == {"rag-token": 2 / 3, "rag-sequence": 1 / 3}
     assert (h.recall_at_1, h.recall_at_k) == (1 / 3, 2 / 3)
     assert h.distinct == 4  # "Paris is the capital", "Lyon", "Milan", "in Rome"; Milan and Lyon twice

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_core.config import Config
+from rag_core.config import StackSpec
 from rag_core.training import checkpoint
 from rag_core.training.loop import TrainSettings
 from rag_core.training.output import MANIFEST, TrainingError, start_folder, write_manifest
@@ -16,16 +16,17 @@ SHA = "ab" * 32
 
 
 def test_the_same_inputs_name_the_same_folder_and_others_another(tmp_path):
-    one = run_folder(tmp_path, TrainSettings(steps=20), SHA, Config())
-    assert one == run_folder(tmp_path, TrainSettings(steps=20), SHA, Config())
+    one = run_folder(tmp_path, TrainSettings(steps=20), SHA, StackSpec(), None)
+    assert one == run_folder(tmp_path, TrainSettings(steps=20), SHA, StackSpec(), None)
     others = [
-        run_folder(tmp_path, TrainSettings(steps=21), SHA, Config()),
-        run_folder(tmp_path, TrainSettings(steps=20, marginal="token"), SHA, Config()),
-        run_folder(tmp_path, TrainSettings(steps=20), "cd" * 32, Config()),
-        run_folder(tmp_path, TrainSettings(steps=20), SHA, Config(index="2016")),
-        run_folder(tmp_path, TrainSettings(steps=20, lr=1e-4), SHA, Config()),
+        run_folder(tmp_path, TrainSettings(steps=21), SHA, StackSpec(), None),
+        run_folder(tmp_path, TrainSettings(steps=20, marginal="token"), SHA, StackSpec(), None),
+        run_folder(tmp_path, TrainSettings(steps=20), "cd" * 32, StackSpec(), None),
+        run_folder(tmp_path, TrainSettings(steps=20), SHA, StackSpec(), "2016"),
+        run_folder(tmp_path, TrainSettings(steps=20, lr=1e-4), SHA, StackSpec(), None),
+        run_folder(tmp_path, TrainSettings(steps=20), SHA, StackSpec(generator="another"), None),
     ]
-    assert len({one, *others}) == 6
+    assert len({one, *others}) == 7
 
 
 def test_each_state_of_a_run_folder(tmp_path):

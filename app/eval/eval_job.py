@@ -9,7 +9,7 @@ from app import state
 from rag_core.loupe.evaluation import runs as ev
 
 
-def eval_work(pipe, questions: list, cfg, name: str, skipped: int):
+def eval_work(pipe, questions: list, settings, name: str, skipped: int):
     """The background job: evaluate, save the run, return its path. The session's stack is read
     here, on the page's thread: the job's thread has no session to read it from."""
     stack = state.stack_key()
@@ -21,10 +21,10 @@ def eval_work(pipe, questions: list, cfg, name: str, skipped: int):
         run = ev.run_eval(
             pipe,
             questions,
-            cfg,
+            settings,
             step,
             resume=True,
-            settings={"file": name, "skipped": skipped, "stack": stack},
+            extra={"file": name, "skipped": skipped, "stack": stack},
         )
         return ev.save_run(run, time.strftime("app-%Y%m%d-%H%M%S"))
 

@@ -92,13 +92,13 @@ QUESTION_WIDTHS = {  # at 1280 px the columns fit in the main area (tests/test_b
 }
 
 
-def runs_of(cfg) -> list[Path]:
-    """The saved runs this model stack made, newest first, then the shipped ones it made (a run of
-    another stack is never offered under this one's name)."""
+def runs_of(stack) -> list[Path]:
+    """The saved runs this model stack (a StackSpec) made, newest first, then the shipped ones it
+    made (a run of another stack is never offered under this one's name)."""
     return [
         p
-        for p in ev.saved_runs() + shipped_runs.current_runs(cfg=cfg)
-        if (run := ev.load_run(p)) is not None and stacks.made_by(run.settings, cfg)
+        for p in ev.saved_runs() + shipped_runs.current_runs(stack=stack)
+        if (run := ev.load_run(p)) is not None and stacks.made_by(run.settings, stack)
     ]
 
 
@@ -121,14 +121,14 @@ def run_label(path: Path) -> str:
     )
 
 
-def run_intro(cfg, shipped: bool) -> str:
+def run_intro(settings, shipped: bool) -> str:
     """Before a run starts: the index and the model stack it will use, and a warning when the shipped
     questions (written for the Wikipedia passages) would be asked of another index. Returns the Run
     button's label, which then names the index it runs on."""
-    name, md = cfg.index, safe_text.md_text
+    name, md = settings.index, safe_text.md_text
     st.caption(
         f"Runs on the index “{md(name)}” with the model {md(state.stack_name())}, at the "
-        f"sidebar's settings: K={cfg.k}, beams {cfg.beams}, {cfg.rescore} rescoring."
+        f"sidebar's settings: K={settings.k}, beams {settings.beams}, {settings.rescore} rescoring."
     )
     if not shipped or name in NAMED:
         return "Run"

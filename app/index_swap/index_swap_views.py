@@ -11,9 +11,9 @@ import streamlit as st
 from app import state
 from app.ui import answer_card, detours, views
 from rag_core.loupe.index_swap import judge, results, stack_comparison
-from rag_core.loupe.vocabulary import DECODE_NAMES, READING_LABELS, STUFFED, Config, Trace
+from rag_core.loupe.vocabulary import DECODE_NAMES, READING_LABELS, STUFFED, AnswerSettings, Trace
 
-# The page's two readings of the same K passages, as `Config.decode`: the experiment runs in either.
+# The page's two readings of the same K passages, as `AnswerSettings.decode`: the experiment runs in either.
 READINGS = {
     "both": "RAG-Token and RAG-Sequence (the paper)",
     "stuffed": "Stuffed (the K passages in one prompt)",
@@ -21,7 +21,7 @@ READINGS = {
 
 
 def reading_names(reading: str) -> str:
-    """The decodings of a reading (a `Config.decode`), as the sidebar's job label names them.
+    """The decodings of a reading (an `AnswerSettings.decode`), as the sidebar's job label names them.
 
     >>> reading_names("both"), reading_names("stuffed")
     ('RAG-Token and RAG-Sequence', 'Stuffed')
@@ -284,9 +284,9 @@ def held_out_headers() -> dict:
 
 def before_after(checksums: dict[str, str], reading: str) -> None:
     """The held-out half under the untrained base and the trained default (their shipped runs in
-    `reading`, a `Config.decode` of READINGS), beside the paper's cells: what RAG training changed
+    `reading`, an `AnswerSettings.decode` of READINGS), beside the paper's cells: what RAG training changed
     in the experiment."""
-    shipped = stack_comparison.shipped_by_stack(checksums, Config(decode=reading))
+    shipped = stack_comparison.shipped_by_stack(checksums, AnswerSettings(decode=reading))
     if len(shipped) < 2:
         return
     st.subheader("Before and after training (held-out half)")

@@ -34,8 +34,8 @@ def _answer_from(stack: str, question: str, index_name: str, vector: tuple[float
     """The trace of the question decoded over the top K of a moved query vector, computed once per
     (question, index, vector, settings): reruns of the Map page make no new generator call."""
     pipe = state.pipeline(index_name)
-    cfg = pipe.cfg.with_(**dict(settings_key))
-    return pipe.run_settings(question, [cfg], query_vector=np.array([vector], dtype=np.float32))[0].trace
+    settings = pipe.settings.with_(**dict(settings_key))
+    return pipe.run_settings(question, [settings], query_vector=np.array([vector], dtype=np.float32))[0].trace
 
 
 def top_k(pipe, pmap, point: np.ndarray, question: str, k: int) -> tuple[np.ndarray, list]:
@@ -96,7 +96,7 @@ def panel(
                 question,
                 pipe.index_name,
                 tuple(q[0].tolist()),
-                state.settings_key(pipe.cfg),
+                pipe.settings.key(),
             )
         except state.USER_ERRORS as e:
             st.error(safe_text.md_text(first_line(e, "that did not work")))

@@ -31,7 +31,7 @@ from rag_core.loupe.training import (
     run_folder,
     run_state,
 )
-from rag_core.loupe.vocabulary import ASSETS, AnswerSettings, Config, StackSpec, first_line
+from rag_core.loupe.vocabulary import ASSETS, AnswerSettings, StackSpec, first_line
 
 TRAIN_FILE = ASSETS / "train" / "questions.jsonl"
 # A run started here is measured on dev, the split for choosing; test stays for reporting.
@@ -127,7 +127,7 @@ def walk_map(w: query_walk.Walk, index_name: str, cloud_size: int = 1500):
     return fig, how
 
 
-def pull_on_map(pmap: projection.PassageMap, question: str, index_name: str, cfg: Config):
+def pull_on_map(pmap: projection.PassageMap, question: str, index_name: str, asked: AnswerSettings):
     """Map positions of the query and of the query after one step along the gradient of the
     expected answer: the one typed on the Train page, else the one the Diagnose box would offer;
     (None, None) when there is neither."""
@@ -146,8 +146,8 @@ def pull_on_map(pmap: projection.PassageMap, question: str, index_name: str, cfg
         index_name,
         kept["answer"],
         kept["marginal"],
-        cfg.k,
-        cfg.scale,
+        asked.k,
+        asked.scale,
         kept["step_size"],
         1,
     )
@@ -181,7 +181,13 @@ def _live() -> list[float]:
 
 
 def _work(
-    cfg: Config, settings: TrainSettings, questions: Path, out: Path, held_out: Path | None, resume: bool
+    stack: StackSpec,
+    answering: AnswerSettings,
+    settings: TrainSettings,
+    questions: Path,
+    out: Path,
+    held_out: Path | None,
+    resume: bool,
 ):
     """The background job: `fine_tune` with Cancel turned into a stop at the end of the current step
     (with a checkpoint, so the next start resumes) instead of an exception in the middle of it."""
@@ -197,7 +203,8 @@ def _work(
                 asked.append(True)
 
         return fine_tune(
-            cfg,
+            stack,
+            answering,
             settings,
             questions,
             out,
@@ -254,7 +261,7 @@ def _run_settings() -> tuple[str, str, int, str]:
     return part, marginal, steps, held
 
 
-def fine_tune_panel(cfg: Config) -> None:
+def fine_tune_panel(asked: AnswerSettings) -> None:
     st.subheader("Fine-tune on a question file")
     st.caption(
         "The loop the paper trains with: for each question, retrieve the top K with the current query "
@@ -273,11 +280,11 @@ def fine_tune_panel(cfg: Config) -> None:
     questions = _questions_file(upload)
     if questions is None:
         return
-    settings = TrainSettings(part=part, marginal=marginal, k=cfg.k, steps=steps, scale=cfg.scale)
-    # a run trains the session's model stack (the models the user is looking at),
-    # nothing else of the sidebar's
-    base = StackSpec.of(cfg).config(AnswerSettings(index=cfg.index, k=cfg.k, scale=cfg.scale))
-    out = run_folder(caches.folder("training"), settings, file_sha256(questions), base)
+    settings = TrainSettings(part=part, marginal=marginal, k=asked.k, steps=steps, scale=asked.scale)
+    # a run trains the session's model stack (the models the user is looking at) on the sidebar's
+    # index, K and scale; nothing else of the sidebar's
+    stack, answering = state.stack_spec(), AnswerSettings(index=asked.index, k=asked.k, scale=asked.scale)
+    out = run_folder(caches.folder("training"), settings, file_sha256(questions), stack, asked.index)
     now, job = run_state(out), jobs.get(JOB)
     if job is not None and job.running:
         jobs.progress_panel(JOB)
@@ -297,14 +304,14 @@ def fine_tune_panel(cfg: Config) -> None:
         )
     st.caption(
         f"Trains the model {safe_text.md_text(state.stack_name())}, retrieving from the index "
-        f"“{safe_text.md_text(cfg.index)}” (the sidebar's) with K={cfg.k}."
+        f"“{safe_text.md_text(asked.index)}” (the sidebar's) with K={asked.k}."
     )
     if st.button(label, key="ft_start", type="primary" if now != "done" else "secondary"):
         if now == "damaged":
             discard_damaged(out)
         jobs.start(
             JOB,
-            _work(base, settings, questions, out, HELD_OUT[held], now == "resume"),
+            _work(stack, answering, settings, questions, out, HELD_OUT[held], now == "resume"),
             label=f"Fine-tuning {safe_text.md_text(state.stack_name())} · {out.name}",
         )
         st.rerun()

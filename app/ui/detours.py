@@ -18,7 +18,7 @@ def detour(page: str, label: str, note: str = "", **changes) -> None:
     script to go back to; `label`: its title. Call it from a button's callback (a sidebar setting
     cannot change once the sidebar is drawn). `note`: what the page now shows, said first (plain text)."""
     ss = st.session_state
-    shown = {"question": state.question(), "index_name": state.settings().index}  # defaults included
+    shown = {"question": state.question(), "index_name": state.answer_settings().index}  # defaults included
     ss["detour"] = {
         "page": page,
         "label": label,

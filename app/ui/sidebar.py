@@ -1,6 +1,6 @@
 """The sidebar's settings, shared by every page: the index, K, beams, length penalty, rescoring,
 the retriever's scale and the answer length, and the credit of the selected index's passages.
-Pages read them through `state.settings()`.
+Pages read them through `state.answer_settings()`.
 
 Each setting is kept across pages (`KEEP`): `st.switch_page` (a button that opens another page)
 drops the state of every widget, the sidebar's included, so without it a drill-down from Eval

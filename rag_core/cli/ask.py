@@ -21,12 +21,12 @@ from rag_core.cli.common import (
     add_decoding_args,
     add_index_args,
     add_model_args,
-    config_from,
     decoding_fields,
     progress_bar,
+    stack_from,
 )
 from rag_core.cli.report import ask_json, ask_text
-from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
+from rag_core.config import RAG_SEQUENCE, RAG_TOKEN, AnswerSettings
 from rag_core.marginals import citation
 from rag_core.otlp import trace_otlp
 from rag_core.pipeline import clean_question, load_pipeline
@@ -66,19 +66,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config_from(args, **decoding_fields(args), index=args.index, corpus=args.corpus)
+    stack = stack_from(args)
+    settings = AnswerSettings(**decoding_fields(args), index=args.index).validate()
     for notice in clean_question(args.question)[1]:  # a bad question fails now, not after a model load
         if args.json or not sys.stdout.isatty():  # the text report on a terminal says it already
             print(f"note: {notice}", file=sys.stderr)
     expected = [a.strip() for a in (args.expected or "").split("|") if normalize_answer(a)]
     if args.expected is not None and not expected:
         raise CliError("--expected is empty: give the right answer (aliases separated by |)")
-    if cfg.decode == "stuffed" and (expected or args.sentences):
+    if settings.decode == "stuffed" and (expected or args.sentences):
         raise CliError("--expected and --sentences read the two marginals' answers: use --decode all")
     with progress_bar() as progress:
-        pipe = load_pipeline(cfg, progress)
-    trace = pipe.run(args.question, cfg)
-    trace.closed_book = pipe.closed_book(args.question, cfg) if args.closed_book else None
+        pipe = load_pipeline(stack, settings, progress, corpus=args.corpus)
+    trace = pipe.run(args.question)
+    trace.closed_book = pipe.closed_book(args.question) if args.closed_book else None
     if args.csv:
         trace.to_csv(args.csv)
     for fmt in ("parquet", "jsonl"):

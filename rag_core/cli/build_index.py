@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rag_core.cli.common import CliError, add_model_args, config_from, positive_int, progress_bar
+from rag_core.cli.common import CliError, add_model_args, positive_int, progress_bar, stack_from
 from rag_core.corpus import read_corpus_file
 from rag_core.models.sources import pick_device, set_threads
 from rag_core.retrieval.catalog import build_corpus_index
@@ -63,7 +63,7 @@ def _ray_build():
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = config_from(args)
+    stack = stack_from(args)
     if args.engine == "local" and (args.workers or args.ray_address):
         raise CliError("--workers and --ray-address need --engine ray")
     out = check_output_folder(args.out, args.force)  # refuse a non-index folder before any work
@@ -71,15 +71,15 @@ def run(args: argparse.Namespace) -> int:
     parsed = read_corpus_file(args.corpus)
     if parsed.skipped:
         print(f"skipped {parsed.skipped} unreadable rows", file=sys.stderr)
-    set_threads(cfg.threads)
+    set_threads(stack.threads)
     # on Ray the actors encode (on their GPUs); the copy here names the index and fails early, on the CPU
-    device = pick_device(cfg.device if ray_build is None else "cpu")
-    encoder = load_encoder(cfg.question_encoder, cfg.ctx_encoder, device, cfg.allow_downloads)
+    device = pick_device(stack.device if ray_build is None else "cpu")
+    encoder = load_encoder(stack.question_encoder, stack.ctx_encoder, device, stack.allow_downloads)
     with progress_bar() as progress:
         if ray_build is None:
             idx = build_corpus_index(parsed.passages, encoder, out, factory=args.factory, progress=progress)
         else:
-            spec = ray_build.EncoderSpec(cfg.question_encoder, cfg.ctx_encoder, cfg.allow_downloads)
+            spec = ray_build.EncoderSpec(stack.question_encoder, stack.ctx_encoder, stack.allow_downloads)
             idx = ray_build.build_corpus_index(
                 parsed.passages,
                 encoder,
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
                 factory=args.factory,
                 workers=args.workers,
                 address=args.ray_address,
-                device=cfg.device,
+                device=stack.device,
                 progress=progress,
             )
     print(

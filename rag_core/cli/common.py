@@ -1,6 +1,6 @@
 """What every command shares: the user errors and their one line, one progress bar, and (from
 `rag_core.flags`, where the app's command line reads them too) the parser that turns argparse
-errors into the one error rule, the model, index and decoding flags and the Config they make.
+errors into the one error rule, the model, index and decoding flags and the settings they make.
 
 >>> positive_int("3"), positive_float("2.5")
 (3, 2.5)
@@ -27,10 +27,10 @@ from rag_core.flags import (  # the commands' one import of the shared flags (py
     add_decoding_args,
     add_index_args,
     add_model_args,
-    config_from,
     decoding_fields,
     positive_float,
     positive_int,
+    stack_from,
 )
 from rag_core.models.sources import ModelSourceError
 from rag_core.pipeline import QuestionError
@@ -42,7 +42,7 @@ class CliError(FlagError):
     """A user error found by the command line itself."""
 
 
-# Errors a user can cause: each exits 2 with one `error:` line (ValueError covers Config.validate).
+# Errors a user can cause: each exits 2 with one `error:` line (ValueError covers the settings' `validate`).
 USER_ERRORS: tuple[type[BaseException], ...] = (
     CliError,
     FlagError,

@@ -34,15 +34,15 @@ from rag_core.cli.common import (
     add_decoding_args,
     add_index_args,
     add_model_args,
-    config_from,
     decoding_fields,
     positive_float,
     positive_int,
     progress_bar,
+    stack_from,
 )
 from rag_core.cli.eval_compare import run_compare
 from rag_core.cli.eval_rule import run_choose_rule
-from rag_core.config import RAG_SEQUENCE, Config
+from rag_core.config import RAG_SEQUENCE, AnswerSettings, StackSpec
 from rag_core.models.presets import PRESETS
 from rag_core.otlp import trace_otlp
 from rag_core.pipeline import load_pipeline
@@ -142,7 +142,7 @@ def run_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def write_outputs(args: argparse.Namespace, cfg: Config, result) -> None:
+def write_outputs(args: argparse.Namespace, stack: StackSpec, settings: AnswerSettings, result) -> None:
     """A finished run's files: the rows (--csv, --parquet, --jsonl), the run saved for the app, the
     shipped reference (--ship)."""
     if args.csv:
@@ -157,7 +157,8 @@ def write_outputs(args: argparse.Namespace, cfg: Config, result) -> None:
             print(f"note: could not save the run for the app ({e})", file=sys.stderr)
     if args.ship:
         print(
-            f"shipped as {shipped_runs.ship(result, cfg, Path(args.questions), args.ship)}", file=sys.stderr
+            f"shipped as {shipped_runs.ship(result, stack, settings, Path(args.questions), args.ship)}",
+            file=sys.stderr,
         )
 
 
@@ -178,18 +179,20 @@ def write_otlp(trace_dir: Path, out: Path, total: int) -> None:
         )
 
 
-def check_shippable(args: argparse.Namespace, cfg: Config) -> None:
+def check_shippable(args: argparse.Namespace, stack: StackSpec, settings: AnswerSettings) -> None:
     """A shipped run is the whole question file on a named index with the default models, so that
     the Eval page and its test can recompute it (`shipped_runs`)."""
     if args.limit or args.no_diagnose or args.corpus:
         raise CliError("--ship stores a whole run: drop --limit, --no-diagnose and --corpus")
-    stacks = [shipped_runs.models_of(Config(**PRESETS[name])) for name in shipped_runs.SHIPPABLE_PRESETS]
-    if shipped_runs.models_of(cfg) not in stacks:
+    shippable = [
+        shipped_runs.models_of(StackSpec(**PRESETS[name])) for name in shipped_runs.SHIPPABLE_PRESETS
+    ]
+    if shipped_runs.models_of(stack) not in shippable:
         raise CliError(
             "--ship is for the default models or --preset base (a shipped run is checked against them)"
         )
     try:
-        shipped_runs.fingerprint(cfg, Path(args.questions))
+        shipped_runs.fingerprint(stack, settings, Path(args.questions))
     except ValueError as e:
         raise CliError(str(e)) from None
 
@@ -203,13 +206,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("the following arguments are required: questions")
     if args.sweep:
         return run_sweep(args)
-    cfg = config_from(
-        args,
-        **decoding_fields(args, decode="all" if args.stuffed else "both"),
-        index=args.index,
-        corpus=args.corpus,
-        batch_questions=args.batch_questions,
-    )
+    stack = stack_from(args, args.batch_questions)
+    settings = AnswerSettings(
+        **decoding_fields(args, decode="all" if args.stuffed else "both"), index=args.index
+    ).validate()
     questions, skipped = read_questions(args.questions)  # user errors surface before any model loads
     if args.limit:
         questions = questions[: args.limit]
@@ -219,20 +219,20 @@ def run(args: argparse.Namespace) -> int:
             what = {"csv": "CSV", "parquet": "Parquet file", "jsonl": "JSON Lines"}[name]
             raise CliError(f"cannot write the {what} to {out}: no such folder")
     if args.ship:
-        check_shippable(args, cfg)
+        check_shippable(args, stack, settings)
     if skipped:
         print(
             f"skipped {skipped} malformed line{'s' if skipped != 1 else ''} of {args.questions}",
             file=sys.stderr,
         )
     with progress_bar() as progress:
-        pipe = load_pipeline(cfg, progress)
+        pipe = load_pipeline(stack, settings, progress, corpus=args.corpus)
 
         def step(done, total, result):
             rs = result.modes.get(RAG_SEQUENCE)
             progress(f"eval {done}/{total}: {(rs.answer if rs else '')[:30]}", done / total)
 
-        key = eval_checkpoint.run_key(pipe, questions, cfg, not args.no_diagnose)
+        key = eval_checkpoint.run_key(pipe, questions, settings, not args.no_diagnose)
         resume = eval_checkpoint.default_path(key)
         if args.restart:
             eval_checkpoint.discard(resume)
@@ -247,16 +247,16 @@ def run(args: argparse.Namespace) -> int:
             result = run_eval(
                 pipe,
                 questions,
-                cfg,
+                settings,
                 step,
                 diagnose=not args.no_diagnose,
-                settings={"file": str(args.questions), "skipped": skipped, "stack": fingerprint(cfg)},
+                extra={"file": str(args.questions), "skipped": skipped, "stack": fingerprint(stack)},
                 trace_dir=trace_dir,
                 resume=resume,
             )
             if args.otlp:
                 write_otlp(trace_dir, Path(args.otlp), len(questions))
-    write_outputs(args, cfg, result)
+    write_outputs(args, stack, settings, result)
     by_kind = em_by_kind(result.results, {q.question: q.kind for q in questions})
     picks = distractor_picks(result.results, {q.question: q.distractors for q in questions})
     if args.json:

@@ -22,13 +22,13 @@ from rag_core.cli.common import (
     add_batch_arg,
     add_decoding_args,
     add_model_args,
-    config_from,
     decoding_fields,
     positive_int,
     progress_bar,
+    stack_from,
 )
 from rag_core.index_swap.results import GOAL_MATCHED, GOAL_MISMATCHED, PAPER, SPLITS, YEARS, position_split
-from rag_core.index_swap.run import experiment_config, run_experiment
+from rag_core.index_swap.run import experiment_of, run_experiment
 from rag_core.index_swap.store import (
     SHIPPED_READINGS,
     cached_result,
@@ -128,32 +128,30 @@ def report_lines(result) -> list[str]:
     return lines
 
 
-def _variant(text: str, cfg):
+def _variant(text: str, exp):
     k_text, _, scale_text = text.partition(":")
     try:
         k = int(k_text)
-        scale = float(scale_text) if scale_text else cfg.scale
+        scale = float(scale_text) if scale_text else exp.settings.scale
     except ValueError:
         raise CliError(f"--also takes K or K:SCALE, got {text!r}") from None
-    if not 1 <= k <= cfg.k:
-        raise CliError(f"--also {text}: K must be between 1 and -k ({cfg.k})")
+    if not 1 <= k <= exp.settings.k:
+        raise CliError(f"--also {text}: K must be between 1 and -k ({exp.settings.k})")
     if scale is not None and not (math.isfinite(scale) and scale > 0):
         raise CliError(f"--also {text}: the scale must be a positive number")
-    return cfg.with_(k=k, scale=scale).validate()
+    variant = exp.with_(k=k, scale=scale)
+    variant.settings.validate()
+    return variant
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = experiment_config(
-        config_from(
-            args, **decoding_fields(args), index="2018", corpus=None, batch_questions=args.batch_questions
-        )
-    )
-    variants = [_variant(v, cfg) for v in args.also]
-    if args.ship and shipped_path(cfg) is None:  # said before the run, not after it
+    exp = experiment_of(stack_from(args, args.batch_questions), **decoding_fields(args))
+    variants = [_variant(v, exp) for v in args.also]
+    if args.ship and shipped_path(exp) is None:  # said before the run, not after it
         raise CliError(
             "--ship is for the default models or --preset base (a shipped run is checked against them)"
         )
-    if args.ship and cfg.decode not in SHIPPED_READINGS:
+    if args.ship and exp.settings.decode not in SHIPPED_READINGS:
         raise CliError("--ship stores a run in one of the page's readings: --decode both or --decode stuffed")
     if args.csv and os.path.isdir(args.csv):
         raise CliError(f"--csv {args.csv} is a folder; give a file name")
@@ -162,8 +160,8 @@ def run(args: argparse.Namespace) -> int:
         positions = [p for p in leaders_frame(args.limit)["position"] if position_split(p) == args.split]
     with progress_bar() as progress:
         result = run_experiment(
-            cfg,
-            lambda: load_pipeline(cfg),
+            exp,
+            lambda: load_pipeline(exp.stack, exp.settings.with_(index="2018")),
             limit=args.limit,
             progress=progress,
             use_cache=not args.no_cache,
@@ -173,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     if args.csv:
         result.to_csv(args.csv)
     if args.ship:
-        print(f"shipped: {write_shipped(result, shipped_path(cfg))}", file=sys.stderr)
+        print(f"shipped: {write_shipped(result, shipped_path(exp))}", file=sys.stderr)
     if args.json:
         out = {
             d: {split or "all": result.table(d, split).to_dict() for split in ("test", "tune", None)}

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from rag_core.analysis.evaluation.questions import read_questions
-from rag_core.cli.common import CliError, add_model_args, config_from, positive_int, progress_bar
+from rag_core.cli.common import CliError, add_model_args, positive_int, progress_bar, stack_from
 from rag_core.pipeline import load_models
 from rag_core.replay.batch import replay_all
 from rag_core.replay.records import Imported, ReplayFileError
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"skipped {s.message()}", file=sys.stderr)
     if not imported.traces:
         raise CliError(f"{Path(args.file).name}: no trace that can be replayed")
-    models = load_models(config_from(args))
+    models = load_models(stack_from(args))
     store = Path(args.json) if args.json and args.json != "-" else None
     with progress_bar() as bar:
         objects = replay_all(models.generator, imported, store, args.orders, args.limit, bar)

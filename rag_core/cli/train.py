@@ -20,11 +20,12 @@ from contextlib import contextmanager
 from rag_core.cli.common import (
     INDEX_HELP,
     add_model_args,
-    config_from,
     positive_float,
     positive_int,
     progress_bar,
+    stack_from,
 )
+from rag_core.config import AnswerSettings
 from rag_core.generators.causal import PROMPT_STYLES
 from rag_core.training import heldout
 from rag_core.training.gradient import MARGINALS
@@ -123,10 +124,21 @@ def run(args: argparse.Namespace) -> int:
         args.prompt,
         args.unlikelihood,
     ).validate()
-    cfg = config_from(args, k=args.k, index=args.index, corpus=args.corpus, scale=args.scale)
+    stack = stack_from(args)
+    answering = AnswerSettings(k=args.k, index=args.index, scale=args.scale).validate()
     with progress_bar() as progress, graceful_stop() as should_stop:
         manifest = fine_tune(
-            cfg, settings, args.questions, args.out, args.eval, args.force, args.resume, progress, should_stop
+            stack,
+            answering,
+            settings,
+            args.questions,
+            args.out,
+            args.eval,
+            args.force,
+            args.resume,
+            progress,
+            should_stop,
+            corpus=args.corpus,
         )
     print(json.dumps(manifest, indent=1) if args.json else report(manifest, str(args.out)))
     return 130 if manifest["status"] == "stopped" else 0

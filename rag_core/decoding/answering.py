@@ -21,10 +21,11 @@ from rag_core.config import (
     RAG_SEQUENCE,
     RAG_TOKEN,
     STUFFED,
-    Config,
+    AnswerSettings,
     TraceSettings,
 )
 from rag_core.decoding.decode import DecodeJob, Scored, SearchSettings, decode_jobs, score_answers
+from rag_core.decoding.search import TOP_ALTERNATIVES
 from rag_core.decoding.stuffed import leave_one_out, stuffed_decode, stuffed_state
 from rag_core.generators import Generator
 from rag_core.generators.base import GenState
@@ -69,7 +70,7 @@ def trace_of(
     question: str,
     hits: list[Hit],
     log_pz: torch.Tensor,
-    cfg: Config,
+    settings: AnswerSettings,
     index_name: str,
     scale: float,
     decoded: tuple[list[Scored], list[Scored]],
@@ -83,21 +84,21 @@ def trace_of(
     `notices` (how the question was cut or cleaned) and the query `encoder` are recorded with it."""
     token_scored, seq = decoded
     candidates = to_candidates(gen, RAG_TOKEN, token_scored) + to_candidates(gen, RAG_SEQUENCE, seq)
-    settings = TraceSettings(
+    recorded = TraceSettings(
         k=len(hits),
-        beams=cfg.beams,
-        rescore=cfg.rescore,
-        decode=cfg.decode,
-        max_new_tokens=cfg.max_new_tokens,
-        length_penalty=cfg.length_penalty,
-        early_stopping=cfg.early_stopping,
+        beams=settings.beams,
+        rescore=settings.rescore,
+        decode=settings.decode,
+        max_new_tokens=settings.max_new_tokens,
+        length_penalty=settings.length_penalty,
+        early_stopping=settings.early_stopping,
         generator=gen.id,
         prompt=prompt_fingerprint(gen.id),
         notices=notices,
         encoder=encoder,
     )
-    wanted = STUFFED in DECODE_NAMES[cfg.decode]
-    stuffed = stuffed_reading(gen, question, hits, cfg, single, explain, candidates) if wanted else None
+    wanted = STUFFED in DECODE_NAMES[settings.decode]
+    stuffed = stuffed_reading(gen, question, hits, settings, single, explain, candidates) if wanted else None
     return Trace(
         question,
         index_name,
@@ -105,7 +106,7 @@ def trace_of(
         log_pz.double(),
         scale,
         candidates,
-        settings,
+        recorded,
         model_calls=calls,
         stuffed=stuffed,
     )
@@ -115,7 +116,7 @@ def stuffed_reading(
     gen: Generator,
     question: str,
     hits: list[Hit],
-    cfg: Config,
+    settings: AnswerSettings,
     single: Callable[[], GenState] | None = None,
     explain: bool = True,
     known: Sequence[Candidate] = (),
@@ -128,7 +129,7 @@ def stuffed_reading(
     `explain=False`: the answers only (a run that judges answers, the index swap, reads no more)."""
     passages = [h.passage for h in hits]
     state = stuffed_state(gen, question, passages)
-    scored = stuffed_decode(gen, question, passages, SearchSettings.from_config(cfg), state)
+    scored = stuffed_decode(gen, question, passages, SearchSettings.of(settings), state)
     best = list(scored[0].tokens) if scored else []
     if not (best and passages and explain):
         return StuffedReading(to_candidates(gen, STUFFED, scored))
@@ -160,12 +161,15 @@ def rows_alone(known: Sequence[Candidate], tokens: list[int], k: int) -> torch.T
 NO_MARGINAL: tuple[list[Scored], list[Scored]] = ([], [])  # a stuffed-only run decodes no marginal
 
 
-def _job(cfg: Config, rows: list[int], log_pz: torch.Tensor) -> DecodeJob | None:
-    """The marginals' decoding of one question (None: the config asks for the stuffed reading only)."""
-    marginal = MARGINAL_DECODE[cfg.decode]
+def _job(
+    settings: AnswerSettings, rows: list[int], log_pz: torch.Tensor, top_alternatives: int = TOP_ALTERNATIVES
+) -> DecodeJob | None:
+    """The marginals' decoding of one question (None: the settings ask for the stuffed reading only)."""
+    marginal = MARGINAL_DECODE[settings.decode]
     if marginal is None:
         return None
-    return DecodeJob(rows, log_pz, SearchSettings.from_config(cfg), marginal, cfg.rescore)
+    search = SearchSettings.of(settings, top_alternatives)
+    return DecodeJob(rows, log_pz, search, marginal, settings.rescore)
 
 
 def analyse(
@@ -173,18 +177,20 @@ def analyse(
     question: str,
     hits: list[Hit],
     log_pz: torch.Tensor,
-    cfg: Config,
+    settings: AnswerSettings,
     index_name: str,
     scale: float,
     state0: GenState | None = None,
+    top_alternatives: int = TOP_ALTERNATIVES,
 ) -> Trace:
-    """Decode under both models from one prepared state and build the trace."""
+    """Decode under both models from one prepared state and build the trace. `top_alternatives`:
+    the tokens kept beside each step's own, per passage (what a counterfactual's bounds read)."""
     state0 = state0 or gen.prepare(question, [h.passage for h in hits])
     # Both decodings share every forward call (see decoding.decode_jobs); same results as apart.
-    job = _job(cfg, list(range(len(hits))), log_pz)
+    job = _job(settings, list(range(len(hits))), log_pz, top_alternatives)
     decoded = decode_jobs(gen, state0, [job])[0] if job is not None else NO_MARGINAL
     calls = state0.calls
-    return trace_of(gen, question, hits, log_pz, cfg, index_name, scale, decoded, calls, lambda: state0)
+    return trace_of(gen, question, hits, log_pz, settings, index_name, scale, decoded, calls, lambda: state0)
 
 
 def rows_of_state(gen: Generator, state: GenState, rows: list[int]) -> GenState:
@@ -194,13 +200,13 @@ def rows_of_state(gen: Generator, state: GenState, rows: list[int]) -> GenState:
 
 @dataclass
 class Query:
-    """One question retrieved on one index, to be decoded under `cfgs` (K, scale, decoding); the
-    hits are the top max(K) of them."""
+    """One question retrieved on one index, to be decoded under each of `settings` (K, scale,
+    decoding); the hits are the top max(K) of them."""
 
     question: str  # as cleaned by `clean_question`
     hits: list[Hit]
     index_name: str
-    cfgs: list[Config]
+    settings: list[AnswerSettings]
     notices: list[str] = field(default_factory=list)
     encoder: str | None = None  # the retriever's id, recorded in each trace's settings
 
@@ -208,12 +214,12 @@ class Query:
 def decode_queries(
     gen: Generator,
     queries: list[Query],
-    scale_of: Callable[[Config], float],
+    scale_of: Callable[[AnswerSettings], float],
     keep_state: bool = False,
     explain: bool = True,
 ) -> list[list[PreparedRun]]:
     """Several questions (on any indexes) through one prompt pass and one decode loop: per query,
-    one run per config, each exactly what the query decoded alone gives.
+    one run per setting, each exactly what the query decoded alone gives.
 
     A prompt row two queries share (the same question and passage, e.g. a base-corpus passage both
     year indexes retrieve) is prepared and decoded once. `keep_state`: each run also keeps its own
@@ -235,23 +241,23 @@ def decode_queries(
     state = gen.prepare_rows(rows)  # one batched pass over every distinct prompt
     jobs, made = [], []
     for q, ids in zip(queries, rows_of):
-        for cfg in q.cfgs:
-            scale = scale_of(cfg)
-            log_pz = marginals.log_prior(torch.tensor([h.score for h in q.hits[: cfg.k]]), scale)  # (k,)
-            jobs.append(_job(cfg, ids[: cfg.k], log_pz))
-            made.append((q, cfg, scale, log_pz, ids[: cfg.k]))
+        for settings in q.settings:
+            scale = scale_of(settings)
+            log_pz = marginals.log_prior(torch.tensor([h.score for h in q.hits[: settings.k]]), scale)  # (k,)
+            jobs.append(_job(settings, ids[: settings.k], log_pz))
+            made.append((q, settings, scale, log_pz, ids[: settings.k]))
     decoded = iter(decode_jobs(gen, state, [j for j in jobs if j is not None]))
     out: dict[int, list[PreparedRun]] = {id(q): [] for q in queries}
-    for (q, cfg, scale, log_pz, own_rows), job in zip(made, jobs):
+    for (q, settings, scale, log_pz, own_rows), job in zip(made, jobs):
         result = next(decoded) if job is not None else NO_MARGINAL
-        hits = q.hits[: cfg.k]
+        hits = q.hits[: settings.k]
         own_state = cache(partial(rows_of_state, gen, state, own_rows))  # this run's K rows, once
         trace = trace_of(
             gen,
             q.question,
             hits,
             log_pz,
-            cfg,
+            settings,
             q.index_name,
             scale,
             result,

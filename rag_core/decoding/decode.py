@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import torch
 
 from rag_core import marginals
-from rag_core.decoding.search import NAN, Scored, Search, SearchSettings, run_lockstep, topk
+from rag_core.decoding.search import NAN, TOP_ALTERNATIVES, Scored, Search, SearchSettings, run_lockstep, topk
 from rag_core.generators.base import Generator, GenState, PackedAnswers, pad_answers
 
 DECODER_VERSION = 2  # bump when decoding results change: cached runs (leaders, eval traces) are keyed by it
@@ -165,7 +165,7 @@ def score_answers(
     gen: Generator,
     state0: GenState,
     answers: list[list[int]],
-    top_alternatives: int = 5,
+    top_alternatives: int = TOP_ALTERNATIVES,
     budget: int = LOGIT_BUDGET,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Teacher-force N answers under all K passages, in as few batched passes as `budget` allows
@@ -287,7 +287,7 @@ def rescore_hypotheses(
     log_pz: torch.Tensor,
     per_passage: list[list[Scored]],
     rescore: str = "thorough",
-    top_alternatives: int = 5,
+    top_alternatives: int = TOP_ALTERNATIVES,
     known: list[Scored] | None = None,
 ) -> list[Scored]:
     """The union of the per-passage hypotheses, rescored thoroughly or fast, best marginal first."""

@@ -18,9 +18,12 @@ NAN = float("nan")
 NEG_INF = float("-inf")
 
 
+TOP_ALTERNATIVES = 5  # alternative tokens a trace keeps per step and passage, for the UI and the bounds
+
+
 @dataclass(frozen=True)
 class SearchSettings:
-    """How to search; `from_config` reads them off the engine's one config."""
+    """How to search; `of` reads them off a question's AnswerSettings."""
 
     beams: int = 1  # 1 = argmax greedy; >1 = transformers' beam search
     max_new_tokens: int = 16  # answer tokens at most, end token included
@@ -28,12 +31,17 @@ class SearchSettings:
         1.0  # finished beams rank by Σ log p / T ** length_penalty (transformers' default)
     )
     early_stopping: bool = False  # transformers' default; True stops once B hypotheses are finished
-    top_alternatives: int = 5  # alternative tokens kept per step and passage for the UI
+    top_alternatives: int = TOP_ALTERNATIVES  # alternative tokens kept per step and passage for the UI
 
     @classmethod
-    def from_config(cls, cfg) -> SearchSettings:
+    def of(cls, settings, top_alternatives: int = TOP_ALTERNATIVES) -> SearchSettings:
+        """The search of an AnswerSettings; `top_alternatives` per step for the UI (1: none shown)."""
         return cls(
-            cfg.beams, cfg.max_new_tokens, cfg.length_penalty, cfg.early_stopping, cfg.top_alternatives
+            settings.beams,
+            settings.max_new_tokens,
+            settings.length_penalty,
+            settings.early_stopping,
+            top_alternatives,
         )
 
 

@@ -19,11 +19,12 @@ import json
 import time
 from collections.abc import Callable
 
-from rag_core.config import DECODE_NAMES, Config, Progress
+from rag_core.config import DECODE_NAMES, AnswerSettings, Progress, StackSpec
 from rag_core.decoding.answering import decode_queries
 from rag_core.index_swap.judge import judge, names_holder
 from rag_core.index_swap.results import YEARS, ExperimentResult, position_split
 from rag_core.index_swap.store import (
+    Experiment,
     assemble,
     cache_folder,
     experiment_key,
@@ -40,7 +41,7 @@ from rag_core.storage.files import append_line, write_json_atomic
 from rag_core.trace import Trace, log_p_under
 
 
-def _answer_rows(trace: Trace, leader: dict, cfg: Config) -> list[dict]:
+def _answer_rows(trace: Trace, leader: dict, settings: AnswerSettings) -> list[dict]:
     """The judged rows of one trace (one position on one index), one per decoding."""
     h16, h18 = leader["holder_2016"], leader["holder_2018"]
     base = {k: leader[k] for k in ("position", "country", "holder_2016", "holder_2018", "question")}
@@ -50,7 +51,7 @@ def _answer_rows(trace: Trace, leader: dict, cfg: Config) -> list[dict]:
         "2018": sum(names_holder(b, h18, h16) for b in blobs),
     }
     rows = []
-    for decoding in DECODE_NAMES[cfg.decode]:
+    for decoding in DECODE_NAMES[settings.decode]:
         best = trace.answer(decoding)
         answer = best.answer if best is not None else ""
         logp = NEG_INF
@@ -78,10 +79,10 @@ def _answer_rows(trace: Trace, leader: dict, cfg: Config) -> list[dict]:
 
 
 def positions_records(
-    pipes: dict[str, Pipeline], leaders: list[dict], cfgs: list[Config]
+    pipes: dict[str, Pipeline], leaders: list[dict], settings: list[AnswerSettings]
 ) -> list[list[dict]]:
-    """Answers for several positions under each of `cfgs`: both indexes × the decodings, plus
-    closed-book; per position, one record per config.
+    """Answers for several positions under each of `settings`: both indexes × the decodings, plus
+    closed-book; per position, one record per setting.
 
     Every (position, index) question is retrieved for the largest K, and all of them are decoded
     as one batch (`decode_queries`: settings that differ in K or scale cost a decoding each, not
@@ -92,17 +93,17 @@ def positions_records(
     questions = [clean_question(leader["question"])[0] for leader in leaders]
     first = pipes[YEARS[0]]
     with first.models.lock:  # one batch at a time through the shared models, as every path
-        queries = [pipes[year].query(q, cfgs) for q in questions for year in YEARS]
+        queries = [pipes[year].query(q, settings) for q in questions for year in YEARS]
         # the rows judge answers only: a stuffed reading needs no leave-one-out here
         runs = decode_queries(first.models.generator, queries, first.scale_for, explain=False)
-        closed_answers = first.closed_book_many(questions, cfgs[0])
+        closed_answers = first.closed_book_many(questions, settings[0])
     seconds = (time.perf_counter() - t0) / len(leaders)
     out = []
     for p, (leader, closed_answer) in enumerate(zip(leaders, closed_answers)):
-        rows: list[list[dict]] = [[] for _ in cfgs]
+        rows: list[list[dict]] = [[] for _ in settings]
         for y in range(len(YEARS)):
             for i, run in enumerate(runs[p * len(YEARS) + y]):
-                rows[i] += _answer_rows(run.trace, leader, cfgs[i])
+                rows[i] += _answer_rows(run.trace, leader, settings[i])
         c16, c18, both = judge(closed_answer, leader["holder_2016"], leader["holder_2018"])
         base = {k: leader[k] for k in ("position", "country", "holder_2016", "holder_2018", "question")}
         closed = {
@@ -114,37 +115,38 @@ def positions_records(
             "split": position_split(leader["position"]),
         }
         records = []
-        for cfg_rows in rows:
-            for r in cfg_rows:
+        for own_rows in rows:
+            for r in own_rows:
                 r["closed_book"] = closed_answer
             records.append(
                 {
                     "position": leader["position"],
-                    "rows": cfg_rows,
+                    "rows": own_rows,
                     "closed": closed,
                     "seconds": seconds,
-                    "shared_with": len(cfgs),
+                    "shared_with": len(settings),
                 }
             )
         out.append(records)
     return out
 
 
-def experiment_config(base: Config | None = None, **changes) -> Config:
-    """The settings the experiment runs with by default: the app's defaults (K=5, scale 20, greedy)."""
-    cfg = (base or Config()).with_(**{k: v for k, v in changes.items() if v is not None})
-    return cfg.validate()
+def experiment_of(stack: StackSpec | None = None, **changes) -> Experiment:
+    """The experiment of `stack` (the default stack without one) with the app's default settings
+    (K=5, the encoder's scale, greedy), changed by the `changes` that are not None; validated."""
+    settings = AnswerSettings().with_(**{k: v for k, v in changes.items() if v is not None})
+    return Experiment((stack or StackSpec()).validate(), settings.validate())
 
 
 def run_experiment(
-    cfg: Config,
+    exp: Experiment,
     pipeline_factory: Callable[[], object] | None = None,
     limit: int | None = None,
     progress: Progress | None = None,
     use_cache: bool = True,
     positions: list[str] | None = None,
     checksums: dict[str, str] | None = None,
-    variants: list[Config] = (),
+    variants: list[Experiment] = (),
 ) -> ExperimentResult:
     """Run (or resume) the hot-swap experiment; returns the result for the chosen positions.
 
@@ -153,19 +155,19 @@ def run_experiment(
     only when some position still has to be computed, so a fully cached run loads no model.
     `use_cache=False` recomputes every position (the fresh answers replace the cached ones).
     `variants`: other settings (K, scale, ...) computed alongside from the same prepared prompts and
-    cached under their own keys (see `cached_result`); the result returned is `cfg`'s.
+    cached under their own keys (see `cached_result`); the result returned is `exp`'s.
     """
     progress = progress or (lambda m, f: None)
     checksums = checksums or index_checksums()
-    cfgs = [cfg] + [v for v in variants if v != cfg]
-    folders = [cache_folder(experiment_key(c, checksums)) for c in cfgs]
+    runs = [exp] + [v for v in variants if v != exp]
+    folders = [cache_folder(experiment_key(r, checksums)) for r in runs]
     leaders = leaders_frame(limit)
     if positions is not None:
         unknown = set(positions) - set(leaders["position"])
         if unknown:
             raise ValueError(f"unknown positions: {sorted(unknown)}")
         leaders = leaders[leaders["position"].isin(positions)]
-    known = [known_rows(c, checksums) if use_cache else {} for c in cfgs]
+    known = [known_rows(r, checksums) if use_cache else {} for r in runs]
     todo = [r for r in leaders.to_dict("records") if any(r["position"] not in k for k in known)]
     if todo:
         pipes = year_pipelines(pipeline_factory, progress)
@@ -173,7 +175,7 @@ def run_experiment(
             folder.mkdir(parents=True, exist_ok=True)
             caches.keep_newest("leaders", keep=folder)
         t_start = time.perf_counter()
-        size = pipes[YEARS[0]].batch_size(cfg)
+        size = pipes[YEARS[0]].batch_size()
         for i in range(0, len(todo), size):
             batch = todo[i : i + size]
             eta = ""
@@ -186,7 +188,7 @@ def run_experiment(
             progress(
                 f"{names}: position {span} of the {len(todo)} to compute{done_before}{eta}", i / len(todo)
             )
-            for leader, records in zip(batch, positions_records(pipes, batch, cfgs)):
+            for leader, records in zip(batch, positions_records(pipes, batch, [r.settings for r in runs])):
                 for rec, folder, done in zip(records, folders, known):
                     done[leader["position"]] = rec
                     append_line(
@@ -194,10 +196,10 @@ def run_experiment(
                     )  # one line a position: resumable
         progress("done", 1.0)
     results = []
-    for c, folder, done in zip(cfgs, folders, known):
+    for run, folder, done in zip(runs, folders, known):
         records = [done[p] for p in leaders["position"]]
         complete = positions is None and len(records) == len(leaders_frame())
-        result = assemble(records, settings_of(c), folder.name, complete)
+        result = assemble(records, settings_of(run), folder.name, complete)
         if complete:
             write_json_atomic(folder / "result.json", result.to_json())
         results.append(result)

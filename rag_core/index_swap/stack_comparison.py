@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rag_core.config import Config
+from rag_core.config import AnswerSettings, StackSpec
 from rag_core.index_swap.results import PAPER, YEARS, ExperimentResult
-from rag_core.index_swap.run import experiment_config
-from rag_core.index_swap.store import index_checksums, shipped_result
+from rag_core.index_swap.store import Experiment, index_checksums, shipped_result
 from rag_core.models.presets import PRESETS
 
 STACK_LABELS = {"base": "untrained base (few-shot prompt)", "default": "trained default"}
@@ -47,21 +46,15 @@ def held_out_rows(results: dict[str, ExperimentResult]) -> pd.DataFrame:
 
 
 def shipped_by_stack(
-    checksums: dict[str, str] | None = None, base: Config | None = None
+    checksums: dict[str, str] | None = None, settings: AnswerSettings | None = None
 ) -> dict[str, ExperimentResult]:
-    """The current shipped run of each shipped stack, under the experiment settings of `base`."""
+    """The current shipped run of each shipped stack, under the experiment's `settings` (the
+    defaults without them)."""
     checksums = checksums or index_checksums()
     out = {}
     for name in STACK_LABELS:
-        cfg = experiment_config(
-            (base or Config()).with_(
-                **{
-                    f: getattr(Config(**PRESETS[name]), f)
-                    for f in ("question_encoder", "ctx_encoder", "generator")
-                }
-            )
-        )
-        result = shipped_result(cfg, checksums)
+        exp = Experiment(StackSpec(**PRESETS[name]), (settings or AnswerSettings()).validate())
+        result = shipped_result(exp, checksums)
         if result is not None:
             out[name] = result
     return out

@@ -13,13 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
 
-from rag_core.config import ASSETS, DECODE_NAMES, Config, answer_settings
+from rag_core.config import ASSETS, DECODE_NAMES, AnswerSettings, StackSpec, answer_settings
 from rag_core.corpus import passage_checksum
 from rag_core.decoding.decode import DECODER_VERSION
 from rag_core.generators.fingerprint import prompt_fingerprint
@@ -44,22 +44,40 @@ def _sha(obj) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-def experiment_settings(cfg: Config) -> dict:
+@dataclass(frozen=True)
+class Experiment:
+    """One run of the index swap: the stack that answers and the settings it answers with (their
+    index aside: the run searches both years' indexes).
+
+    >>> Experiment().with_(decode="stuffed").settings.decode
+    <Decode.STUFFED: 'stuffed'>
+    """
+
+    stack: StackSpec = field(default_factory=StackSpec)
+    settings: AnswerSettings = field(default_factory=AnswerSettings)
+
+    def with_(self, **changes) -> Experiment:
+        """The same stack under changed answer settings."""
+        return Experiment(self.stack, self.settings.with_(**changes))
+
+
+def experiment_settings(settings: AnswerSettings) -> dict:
     """What the answers depend on, apart from models, indexes and prompt."""
-    return answer_settings(cfg) | {"decoder": DECODER_VERSION}
+    return answer_settings(settings) | {"decoder": DECODER_VERSION}
 
 
-def experiment_key(cfg: Config, index_checksums: dict[str, str]) -> str:
+def experiment_key(exp: Experiment, index_checksums: dict[str, str]) -> str:
     """Cache key: model ids, both indexes' passage checksums, the prompt, leaders.csv, settings."""
     leaders_sha = hashlib.sha256((ASSETS / "leaders.csv").read_bytes()).hexdigest()
+    stack = exp.stack
     parts = {
-        "question_encoder": model_key(cfg.question_encoder),
-        "ctx_encoder": model_key(cfg.ctx_encoder or cfg.question_encoder),
-        "generator": model_key(cfg.generator),
+        "question_encoder": model_key(stack.question_encoder),
+        "ctx_encoder": model_key(stack.ctx_encoder or stack.question_encoder),
+        "generator": model_key(stack.generator),
         "indexes": index_checksums,
-        "prompt": prompt_fingerprint(cfg.generator),
+        "prompt": prompt_fingerprint(stack.generator),
         "leaders": leaders_sha,
-        "settings": experiment_settings(cfg),
+        "settings": experiment_settings(exp.settings),
         "judge": JUDGE_VERSION,
         "format": FORMAT_VERSION,
     }
@@ -110,12 +128,12 @@ def assemble(records: list[dict], settings: dict, key: str, complete: bool) -> E
 
 
 def cached_result(
-    cfg: Config, checksums: dict[str, str] | None = None, limit: int | None = None, partial: bool = False
+    exp: Experiment, checksums: dict[str, str] | None = None, limit: int | None = None, partial: bool = False
 ) -> ExperimentResult | None:
     """The cached result for these settings if every (first `limit`) position is in; else None.
     With `partial=True`, whatever positions are cached (None if none is): `complete` says which."""
     checksums = checksums or index_checksums()
-    key = experiment_key(cfg, checksums)
+    key = experiment_key(exp, checksums)
     folder = cache_folder(key)
     leaders = leaders_frame(limit)
     if limit is None and (folder / "result.json").is_file():
@@ -125,35 +143,42 @@ def cached_result(
             )
         except (ValueError, TypeError):
             pass
-    done = known_rows(cfg, checksums)
+    done = known_rows(exp, checksums)
     if partial:
         have = [p for p in leaders["position"] if p in done]
         return (
-            assemble([done[p] for p in have], settings_of(cfg), key, len(have) == len(leaders_frame()))
+            assemble([done[p] for p in have], settings_of(exp), key, len(have) == len(leaders_frame()))
             if have
             else None
         )
     if not all(p in done for p in leaders["position"]):
         return None
     return assemble(
-        [done[p] for p in leaders["position"]], settings_of(cfg), key, len(leaders) == len(leaders_frame())
+        [done[p] for p in leaders["position"]], settings_of(exp), key, len(leaders) == len(leaders_frame())
     )
 
 
-def known_rows(cfg: Config, checksums: dict[str, str]) -> dict[str, dict]:
+def known_rows(exp: Experiment, checksums: dict[str, str]) -> dict[str, dict]:
     """Cached records for these settings; a one-marginal run also reuses a `decode="both"` run's (a
     run that reads stuffed does not: a `both` record holds no stuffed row)."""
-    done = _read_rows(cache_folder(experiment_key(cfg, checksums)))
-    wanted = DECODE_NAMES[cfg.decode]
-    if cfg.decode != "both" and set(wanted) <= set(DECODE_NAMES["both"]):
-        for pos, rec in _read_rows(cache_folder(experiment_key(cfg.with_(decode="both"), checksums))).items():
+    done = _read_rows(cache_folder(experiment_key(exp, checksums)))
+    decode = exp.settings.decode
+    wanted = DECODE_NAMES[decode]
+    if decode != "both" and set(wanted) <= set(DECODE_NAMES["both"]):
+        for pos, rec in _read_rows(cache_folder(experiment_key(exp.with_(decode="both"), checksums))).items():
             if pos not in done:
                 done[pos] = {**rec, "rows": [r for r in rec["rows"] if r["decoding"] in wanted]}
     return done
 
 
-def settings_of(cfg: Config) -> dict:
-    return {**experiment_settings(cfg), "question_encoder": cfg.question_encoder, "generator": cfg.generator}
+def settings_of(exp: Experiment) -> dict:
+    """The settings a result records: what its answers depend on, and the stack's two model ids."""
+    stack = exp.stack
+    return {
+        **experiment_settings(exp.settings),
+        "question_encoder": stack.question_encoder,
+        "generator": stack.generator,
+    }
 
 
 # ------------------------------------------------------------------------------------------ shipped run
@@ -165,22 +190,20 @@ SHIPPED_BY_PRESET = {
     "base": ASSETS / "leaders_run_base.json",
 }  # one reference run per shipped stack, in the paper's two marginals
 STUFFED_SUFFIX = "_stuffed"  # its run in the stuffed reading ships beside it: leaders_run_stuffed.json
-SHIPPED_READINGS = ("both", "stuffed")  # the Index swap page's two readings, as `Config.decode`
+SHIPPED_READINGS = ("both", "stuffed")  # the Index swap page's two readings, as `AnswerSettings.decode`
 
 
-def shipped_path(cfg: Config) -> Path | None:
-    """Where the reference run of `cfg`'s stack in `cfg`'s reading ships (the marginals, or the
-    stuffed reading for `decode="stuffed"`), or None when that stack ships none.
+def shipped_path(exp: Experiment) -> Path | None:
+    """Where the reference run of the experiment's stack in its reading ships (the marginals, or
+    the stuffed reading for `decode="stuffed"`), or None when that stack ships none.
 
-    >>> shipped_path(Config(decode="stuffed")).name
+    >>> shipped_path(Experiment().with_(decode="stuffed")).name
     'leaders_run_stuffed.json'
     """
     for name, path in SHIPPED_BY_PRESET.items():
-        stack = Config(**PRESETS[name])
-        if all(
-            getattr(cfg, f) == getattr(stack, f) for f in ("question_encoder", "ctx_encoder", "generator")
-        ):
-            return path.with_stem(path.stem + STUFFED_SUFFIX) if cfg.decode == "stuffed" else path
+        preset = StackSpec(**PRESETS[name])
+        if all(getattr(exp.stack, f) == getattr(preset, f) for f in StackSpec.MODELS):
+            return path.with_stem(path.stem + STUFFED_SUFFIX) if exp.settings.decode == "stuffed" else path
     return None
 
 
@@ -215,12 +238,12 @@ def overlay(live: ExperimentResult | None, shipped: ExperimentResult) -> Experim
 
 
 def shipped_result(
-    cfg: Config, checksums: dict[str, str] | None = None, path: Path | None = None
+    exp: Experiment, checksums: dict[str, str] | None = None, path: Path | None = None
 ) -> ExperimentResult | None:
-    """The shipped reference run of `cfg`'s stack, if it was made with exactly these settings,
+    """The shipped reference run of the experiment's stack, if it was made with exactly these settings,
     models, prompt and data (its fingerprint equals the current key); None otherwise (then only a
     live run counts)."""
-    path = path or shipped_path(cfg)
+    path = path or shipped_path(exp)
     if path is None:
         return None
     try:
@@ -228,7 +251,7 @@ def shipped_result(
         result = ExperimentResult.from_json(data)
     except (OSError, ValueError, TypeError):
         return None
-    if result.key != experiment_key(cfg, checksums or index_checksums()):
+    if result.key != experiment_key(exp, checksums or index_checksums()):
         return None
     result.shipped = True
     return result

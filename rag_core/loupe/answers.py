@@ -24,7 +24,7 @@ import torch
 from rag_core import stacks
 from rag_core.analysis.attribution import sentences, token_sources
 from rag_core.analysis.diagnosis import confidence as certainty
-from rag_core.config import DECODINGS, STUFFED, AnswerSettings, Config
+from rag_core.config import DECODINGS, STUFFED, AnswerSettings
 from rag_core.corpus import CorpusError
 from rag_core.decoding.answering import Query
 from rag_core.exercises.grading import ClassTally
@@ -35,7 +35,7 @@ from rag_core.loupe.memo import Memo
 from rag_core.loupe.stack_holder import StackHolder
 from rag_core.models.sources import ModelSourceError
 from rag_core.otlp import trace_otlp
-from rag_core.pipeline import DECODE_SETTINGS, Models, Pipeline, QuestionError, device_batch, open_index
+from rag_core.pipeline import Models, Pipeline, QuestionError, device_batch, open_index, trace_settings
 from rag_core.retrieval.catalog import available_indexes, default_index_name, resolve_index
 from rag_core.retrieval.index import IndexLoadError, PassageIndex
 from rag_core.trace import Candidate, Trace, trace_from_dict, trace_to_dict
@@ -53,11 +53,10 @@ def trace_key(trace: Trace) -> tuple:
     return trace.question, trace.index, hits, trace.scale, settings
 
 
-def settings_of(trace: Trace) -> AnswerSettings:
-    """The AnswerSettings a trace was decoded with: its index and the decode settings it recorded
-    (the scale is left at the stack's own: a follow-up reads the trace's priors, never re-scores)."""
-    recorded = trace.settings.to_dict()
-    return AnswerSettings(index=trace.index, **{k: recorded[k] for k in DECODE_SETTINGS if k in recorded})
+def on_index(settings: AnswerSettings) -> AnswerSettings:
+    """The settings with the index they search named: the default index when they name none (the
+    settings themselves when they do, so a question's settings are built once, by its page)."""
+    return settings if settings.index else dataclasses.replace(settings, index=default_index_name())
 
 
 class Loupe:
@@ -81,8 +80,8 @@ class Loupe:
         self.store = store
         self.line = AnswerQueue(self._answer_together, self.batch_size)  # every session's questions, in order
         self._indexes = Memo(8)  # (passage encoder id, index name) -> PassageIndex
-        self._configs = Memo(64)  # (stack, AnswerSettings) -> the one Config they run under
         self._traces = Memo(256, USER_ERRORS)  # (stack, question, AnswerSettings) -> Trace
+        self._asked = Memo(256)  # trace_key -> the AnswerSettings the door answered it under
         self._results = Memo(256)  # (stack, trace_key) -> Result
         self._closed = Memo(256, USER_ERRORS)  # (stack, question, answers) -> closed-book rows by answer
         self._compared = Memo(32, USER_ERRORS)  # (other stack, question, AnswerSettings) -> its answers
@@ -103,7 +102,7 @@ class Loupe:
 
     def _open_index(self, encoder, name: str) -> PassageIndex:
         if name == self.corpus and name not in available_indexes():
-            return open_index(Config(corpus=name), encoder)[1]
+            return open_index(None, encoder, corpus=name)[1]
         return resolve_index(name, encoder)[1]
 
     def forget_index(self, name: str) -> None:
@@ -111,15 +110,15 @@ class Loupe:
         self._indexes.forget(keep=lambda key: key[1] != name)
         self._traces.forget(keep=lambda key: key[2].index != name)
         self._results.forget(keep=lambda key: key[1][1] != name)
+        self._asked.forget(keep=lambda key: key[1] != name)
 
     def pipeline(self, stack: stacks.Stack, settings: AnswerSettings) -> Pipeline:
         """The stack's models on `settings.index` (the default index when it names none), run under
         `settings`."""
         models = self.models(stack)
-        name = settings.index or default_index_name()
-        settings = dataclasses.replace(settings, index=name)
-        cfg = self._configs.get((stacks.fingerprint(stack.cfg), settings), lambda: settings.config(stack.cfg))
-        return Pipeline(models, name, self.index_for(models.encoder, name), cfg)
+        settings = on_index(settings)
+        index = self.index_for(models.encoder, settings.index)
+        return Pipeline(models, settings.index, index, settings, stack.spec)
 
     # --- answers ---------------------------------------------------------------------------------
 
@@ -148,8 +147,8 @@ class Loupe:
         """The question put in the line for `session` (its ticket: place, estimate, cancel), or a
         ticket already done when the server knows the answer. The ticket's value is the Trace.
         `alive()`: whether the session is still there when its turn comes (else it is skipped)."""
-        settings = dataclasses.replace(settings, index=settings.index or default_index_name())
-        fp = stacks.fingerprint(stack.cfg)
+        settings = on_index(settings)
+        fp = stacks.fingerprint(stack.spec)
         key = (fp, question, settings)
         work = lambda: self._traces.get(key, lambda: self._run(stack, question, settings))  # noqa: E731
         if key in self._traces:
@@ -173,7 +172,7 @@ class Loupe:
         """The questions cleaned and retrieved, then those the store holds no answer for (over the
         same passages) decoded as one batch (`Pipeline.decode`) and stored."""
         pipe = self.pipeline(stack, settings)
-        queries = [pipe.query(question, [pipe.cfg]) for question in questions]
+        queries = [pipe.query(question, [pipe.settings]) for question in questions]
         keys = [self._query_key(stack, pipe, query) for query in queries]
         traces = [self._stored(key, trace_from_dict) for key in keys]
         missing = [i for i, trace in enumerate(traces) if trace is None]
@@ -182,7 +181,16 @@ class Loupe:
             for i, runs_of_question in zip(missing, runs):
                 traces[i] = runs_of_question[0].trace
                 self._keep(keys[i], trace_to_dict(traces[i]))
+        for trace in traces:
+            self._asked.get(trace_key(trace), lambda: pipe.settings)
         return traces
+
+    def settings_for(self, trace: Trace) -> AnswerSettings:
+        """The settings a trace was answered under: the very ones for an answer of the door (no
+        second copy is built), else its index and the decode settings it recorded (the scale left
+        at the stack's own: a follow-up reads the trace's priors, never re-scores)."""
+        recorded = lambda: trace_settings(AnswerSettings(index=trace.index), trace)  # noqa: E731
+        return self._asked.get(trace_key(trace), recorded)
 
     # --- answers kept on disk --------------------------------------------------------------------
 
@@ -191,15 +199,15 @@ class Loupe:
         if self.store is None:
             return None
         return self.store.key(
-            stacks.fingerprint(stack.cfg),
+            stacks.fingerprint(stack.spec),
             "trace",
             question=query.question,
             notices=query.notices,
             index=query.index_name,
             encoder=query.encoder,
             hits=[(h.rank, h.passage.to_dict(), h.score) for h in query.hits],
-            scale=pipe.scale_for(pipe.cfg),
-            settings=AnswerSettings.of(pipe.cfg).key(),
+            scale=pipe.scale_for(pipe.settings),
+            settings=pipe.settings.key(),
         )
 
     def _trace_key(self, stack: stacks.Stack, trace: Trace, kind: str) -> str | None:
@@ -208,7 +216,7 @@ class Loupe:
         if self.store is None:
             return None
         texts = [h.passage.to_dict() for h in trace.hits]
-        return self.store.key(stacks.fingerprint(stack.cfg), kind, trace=trace_key(trace), passages=texts)
+        return self.store.key(stacks.fingerprint(stack.spec), kind, trace=trace_key(trace), passages=texts)
 
     def _stored(self, key: str | None, read: Callable):
         """The entry at `key` read back with `read`, or None (no store, no entry)."""
@@ -231,7 +239,7 @@ class Loupe:
     def result(self, stack: stacks.Stack, trace: Trace) -> Result:
         """The Result of any trace of `stack` (an answer, a counterfactual's rerun, a moved query):
         one per trace, so what it computes is computed once."""
-        key = (stacks.fingerprint(stack.cfg), trace_key(trace))
+        key = (stacks.fingerprint(stack.spec), trace_key(trace))
         return self._results.get(key, lambda: Result(self, stack, trace))
 
     def closed_rows(self, stack: stacks.Stack, question: str, answers: tuple[tuple[int, ...], ...]) -> dict:
@@ -240,11 +248,12 @@ class Loupe:
         setting shares them."""
 
         def compute() -> dict:
-            pipe = Pipeline(self.models(stack), "", None, stack.cfg)  # a closed-book row reads no index
+            # a closed-book row reads no index
+            pipe = Pipeline(self.models(stack), "", None, stack=stack.spec)
             rows = pipe.closed_book_scores(question, [list(a) for a in answers])  # (N, T)
             return dict(zip(answers, rows))
 
-        fp = stacks.fingerprint(stack.cfg)
+        fp = stacks.fingerprint(stack.spec)
         key = None if self.store is None else self.store.key(fp, "closed", question=question, answers=answers)
         return self._closed.get(
             (fp, question, answers), lambda: self.kept(key, compute, _rows_to_data, _rows_from_data)
@@ -257,16 +266,16 @@ class Loupe:
         the stuffed reading) and the low-confidence rule on its answers, computed once. Its models
         are loaded for this alone, under the load lock (one load at a time), and dropped after: for
         that moment two stacks are in memory. Raises the user errors and a load's errors."""
-        settings = dataclasses.replace(settings, index=settings.index or default_index_name())
+        settings = on_index(settings)
 
         def compute():
             with self.holder.borrowed(other) as models:
                 index = self.index_for(models.encoder, settings.index)
-                pipe = Pipeline(models, settings.index, index, settings.config(other.cfg))
+                pipe = Pipeline(models, settings.index, index, settings, other.spec)
                 trace = pipe.with_stuffed(pipe.run(question), explain=False)  # the rule compares all three
                 return trace, certainty.answer_confidences(pipe, trace)
 
-        return self._compared.get((stacks.fingerprint(other.cfg), question, settings), compute)
+        return self._compared.get((stacks.fingerprint(other.spec), question, settings), compute)
 
 
 class Result:
@@ -280,9 +289,8 @@ class Result:
         self._parts = Memo(64, USER_ERRORS)
 
     def _pipeline(self) -> Pipeline:
-        """The stack on the trace's index under the settings the trace recorded: for an answer the
-        door computed, its own pipeline's Config (built once per stack and settings)."""
-        return self._loupe.pipeline(self._stack, settings_of(self.trace))
+        """The stack on the trace's index under the settings the trace recorded."""
+        return self._loupe.pipeline(self._stack, self._loupe.settings_for(self.trace))
 
     def with_stuffed(self) -> Trace:
         """The trace with the stuffed reading of its own passages, question and settings."""

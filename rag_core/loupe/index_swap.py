@@ -2,6 +2,6 @@
 the results, the shared store of rows, and the comparison across stacks."""
 
 from rag_core.index_swap import judge, results, stack_comparison, store
-from rag_core.index_swap.run import experiment_config, run_experiment
+from rag_core.index_swap.run import experiment_of, run_experiment
 
-__all__ = ["experiment_config", "judge", "results", "run_experiment", "stack_comparison", "store"]
+__all__ = ["experiment_of", "judge", "results", "run_experiment", "stack_comparison", "store"]

@@ -35,11 +35,11 @@ class StackHolder:
 
     def holds(self, stack: stacks.Stack) -> bool:
         pair = self._pair
-        return bool(pair and pair[0] == stacks.fingerprint(stack.cfg))
+        return bool(pair and pair[0] == stacks.fingerprint(stack.spec))
 
     def models(self, stack: stacks.Stack, progress: Callable[[str], None] | None = None) -> Models:
         """The models of `stack`, loaded (the held stack freed first) unless they are the ones held."""
-        fp = stacks.fingerprint(stack.cfg)
+        fp = stacks.fingerprint(stack.spec)
         pair = self._pair
         if pair and pair[0] == fp:
             return pair[1]
@@ -47,7 +47,7 @@ class StackHolder:
             pair = self._pair
             if not (pair and pair[0] == fp):
                 self._free()
-                pair = self._pair = (fp, self._load(stack.cfg, progress))
+                pair = self._pair = (fp, self._load(stack.spec, progress))
         return pair[1]
 
     @contextlib.contextmanager
@@ -55,7 +55,7 @@ class StackHolder:
         """The models of `stack` for one use beside the held stack (a comparison): loaded, and used,
         under the load lock, so no other load adds a third stack meanwhile; dropped after."""
         with self.lock:
-            models = self._pair[1] if self.holds(stack) else self._load(stack.cfg, None)
+            models = self._pair[1] if self.holds(stack) else self._load(stack.spec, None)
             try:
                 yield models
             finally:

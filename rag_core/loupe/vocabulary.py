@@ -16,7 +16,6 @@ from rag_core.config import (
     STUFFED,
     STUFFED_LABEL,
     AnswerSettings,
-    Config,
     Progress,
     StackSpec,
 )
@@ -41,7 +40,6 @@ __all__ = [
     "STUFFED_LABEL",
     "AnswerSettings",
     "Candidate",
-    "Config",
     "CorpusError",
     "Hit",
     "Passage",

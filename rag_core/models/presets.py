@@ -1,6 +1,6 @@
 """Named model stacks: what `--preset NAME` (command line and app) fills in for the model flags.
 
-`default` is the product's own stack (Config's defaults); `base` is the same packaged models before
+`default` is the product's own stack (StackSpec's defaults); `base` is the same packaged models before
 RAG training, read with the few-shot prompt; the paper's two stacks need their weights (a local hub
 cache, or --allow-downloads).
 

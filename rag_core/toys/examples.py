@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from rag_core import marginals
-from rag_core.config import ASSETS, RAG_SEQUENCE, RAG_TOKEN, Config
+from rag_core.config import ASSETS, RAG_SEQUENCE, RAG_TOKEN, AnswerSettings
 from rag_core.corpus import Passage
 from rag_core.decoding.answering import analyse, to_candidates
 from rag_core.decoding.decode import Scored, score_answers
@@ -127,7 +127,7 @@ def run_spec(spec: dict) -> ToyResult:
             candidates += to_candidates(gen, decoding, ranked)
     trace = Trace(question, f"toy:{spec.get('name', 'toy')}", hits, log_pz, 1.0, candidates)
     decoded = analyse(
-        gen, question, hits, log_pz, Config(beams=2, max_new_tokens=8), trace.index, 1.0, state0
+        gen, question, hits, log_pz, AnswerSettings(beams=2, max_new_tokens=8), trace.index, 1.0, state0
     )
     return ToyResult(spec, hits, log_pz, trace, decoded)
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 
 from rag_core.analysis.evaluation.questions import EvalQuestion
 from rag_core.analysis.matching import contains_answer, exact_match, passage_text
-from rag_core.config import DECODINGS, Config, Progress
+from rag_core.config import DECODINGS, Progress
 from rag_core.pipeline import Pipeline
 
 
@@ -45,16 +45,15 @@ class HeldOut:
         return asdict(self)
 
 
-def evaluate(
-    pipe: Pipeline, questions: Sequence[EvalQuestion], cfg: Config, progress: Progress | None = None
-) -> HeldOut:
-    """Both decodings on every question through the one pipeline path (`Pipeline.run`)."""
-    cfg = cfg.with_(decode="both")
+def evaluate(pipe: Pipeline, questions: Sequence[EvalQuestion], progress: Progress | None = None) -> HeldOut:
+    """Both decodings on every question through the one pipeline path (`Pipeline.run`), under the
+    pipeline's own settings."""
+    settings = pipe.settings.with_(decode="both")
     em = {d: 0 for d in DECODINGS}
     at1 = atk = 0
     retrieved = []
     for i, q in enumerate(questions):
-        trace = pipe.run(q.question, cfg)
+        trace = pipe.run(q.question, settings)
         for d in DECODINGS:
             c = trace.answer(d)
             em[d] += bool(c is not None and exact_match(c.answer, q.answers))
@@ -66,7 +65,9 @@ def evaluate(
             progress(f"held-out question {i + 1}/{len(questions)}", (i + 1) / len(questions))
     n = max(1, len(questions))
     distinct, bits = collapse_monitor(retrieved)
-    return HeldOut(len(questions), cfg.k, {d: em[d] / n for d in DECODINGS}, at1 / n, atk / n, distinct, bits)
+    return HeldOut(
+        len(questions), settings.k, {d: em[d] / n for d in DECODINGS}, at1 / n, atk / n, distinct, bits
+    )
 
 
 def comparison_rows(heldout: dict) -> list[tuple[str, float | int, float | int | None]]:

@@ -167,7 +167,7 @@ def walk(
         raise WalkError(f"the step size must be a positive number, got {step_size!r}")
     if not 0 <= int(steps) <= MAX_STEPS:
         raise WalkError(f"take between 0 and {MAX_STEPS} steps, got {steps!r}")
-    k = int(k or pipe.cfg.k)
+    k = int(k or pipe.settings.k)
     scale = float(scale if scale is not None else pipe.models.encoder.default_scale)
     gen = pipe.models.generator
     answer_ids = gen.encode_answer(answer)

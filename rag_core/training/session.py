@@ -8,6 +8,7 @@ returns the manifest it wrote.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -17,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rag_core.analysis.evaluation.questions import read_questions
-from rag_core.config import Config, Progress
-from rag_core.pipeline import Pipeline, load_pipeline
+from rag_core.config import AnswerSettings, Progress, StackSpec
+from rag_core.pipeline import load_pipeline
 from rag_core.retrieval.catalog import resolve_index
 from rag_core.retrieval.encoders import MeanPoolEncoder
 from rag_core.storage.files import write_bytes_atomic
@@ -44,11 +45,11 @@ def data_sha256(files: list[Path]) -> str:
     return hashlib.sha256(" ".join(file_sha256(f) for f in files).encode()).hexdigest()
 
 
-def base_models(cfg) -> dict:
+def base_models(stack: StackSpec) -> dict:
     return {
-        "question_encoder": cfg.question_encoder,
-        "ctx_encoder": cfg.ctx_encoder,
-        "generator": cfg.generator,
+        "question_encoder": stack.question_encoder,
+        "ctx_encoder": stack.ctx_encoder,
+        "generator": stack.generator,
     }
 
 
@@ -69,36 +70,13 @@ def check_resume(out: Path, data_hash: str, settings: TrainSettings, base: dict)
         )
 
 
-SINGLE_TOWER_NOTE = (
-    "the base encoder reads queries and passages with one tower; loaded with --question-encoder, "
-    "the tuned tower would encode the passages too, while training kept the base passage vectors"
-)
-
-
-def fine_tune(
-    cfg: Config,
-    settings: TrainSettings,
-    questions_file: str | Path | list,
-    out: str | Path,
-    eval_file: str | Path | None = None,
-    force: bool = False,
-    resume: bool = False,
-    progress: Progress | None = None,
-    should_stop: Callable[[], bool] | None = None,
-    on_step: Callable[[int, float], None] | None = None,
-) -> dict:
-    """Train on `questions_file` (one file, or a list read one after the other) into `out`; the
-    manifest (status "done" or "stopped").
-    `should_stop` is asked before each step; `on_step(step, loss)` hears each step's loss."""
-    settings = settings.validate()
-    out = Path(out)
-    mode = check_output_folder(out, force, resume)  # refuse a folder that is not ours before any work
-    files = [
-        Path(f) for f in (questions_file if isinstance(questions_file, (list, tuple)) else [questions_file])
-    ]
+def training_data(questions_file: str | Path | list) -> tuple[list, dict]:
+    """The questions of one file, or of a list read one after the other, and what the manifest
+    records of them (names, hashes, counts)."""
+    many = isinstance(questions_file, (list, tuple))
+    files = [Path(f) for f in (questions_file if many else [questions_file])]
     read = [read_questions(str(f)) for f in files]
     questions, skipped = [q for qs, _ in read for q in qs], sum(n for _, n in read)
-    held = read_questions(str(eval_file))[0] if eval_file else None
     data = {
         "file": " + ".join(f.name for f in files),
         "sha256": data_sha256(files),
@@ -110,10 +88,42 @@ def fine_tune(
             {"file": f.name, "sha256": file_sha256(f), "questions": len(qs)}
             for f, (qs, _) in zip(files, read)
         ]
+    return questions, data
+
+
+SINGLE_TOWER_NOTE = (
+    "the base encoder reads queries and passages with one tower; loaded with --question-encoder, "
+    "the tuned tower would encode the passages too, while training kept the base passage vectors"
+)
+
+
+def fine_tune(
+    stack: StackSpec,
+    answering: AnswerSettings,
+    settings: TrainSettings,
+    questions_file: str | Path | list,
+    out: str | Path,
+    eval_file: str | Path | None = None,
+    force: bool = False,
+    resume: bool = False,
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+    corpus: str | None = None,
+) -> dict:
+    """Train `stack` on `questions_file` (one file, or a list read one after the other) into `out`;
+    the manifest (status "done" or "stopped"). `answering`: the index the questions search (or the
+    `corpus` file, indexed) and how the held-out `eval_file` is answered.
+    `should_stop` is asked before each step; `on_step(step, loss)` hears each step's loss."""
+    settings = settings.validate()
+    out = Path(out)
+    mode = check_output_folder(out, force, resume)  # refuse a folder that is not ours before any work
+    questions, data = training_data(questions_file)
+    held = read_questions(str(eval_file))[0] if eval_file else None
     if mode == "resume":
-        check_resume(out, data["sha256"], settings, base_models(cfg))
-    pipe = load_pipeline(cfg, progress)
-    before = heldout.evaluate(pipe, held, cfg, progress) if held else None
+        check_resume(out, data["sha256"], settings, base_models(stack))
+    pipe = load_pipeline(stack, answering, progress, corpus)
+    before = heldout.evaluate(pipe, held, progress) if held else None
     named = sorted({q.index for q in questions if q.index and q.index != pipe.index_name})
     indexes = {
         name: resolve_index(name, pipe.models.encoder, progress or (lambda m, f: None))[1] for name in named
@@ -124,7 +134,7 @@ def fine_tune(
         "lr": {p: settings.lr_of(p) for p in settings.parts},
         "data": data,
         "settings": settings.to_dict(),
-        "base": base_models(cfg),
+        "base": base_models(stack),
         "index": pipe.index_name,
         "device": pipe.models.device.type,
     }
@@ -135,7 +145,7 @@ def fine_tune(
     trained, outputs = save_outputs(session, out)
     after = None
     if held and not stopped:
-        after = heldout.evaluate(Pipeline(trained, pipe.index_name, pipe.index, cfg), held, cfg, progress)
+        after = heldout.evaluate(dataclasses.replace(pipe, models=trained), held, progress)
     manifest.update(
         status="stopped" if stopped else "done",
         steps_done=session.step,
@@ -156,14 +166,16 @@ def fine_tune(
     return write_manifest(out, manifest)
 
 
-def run_folder(base: str | Path, settings: TrainSettings, data_sha256: str, cfg: Config) -> Path:
-    """Where the app keeps the run of these settings on this data and these models: the same
-    inputs always name the same folder, so starting them again resumes (or shows) that run.
+def run_folder(
+    base: str | Path, settings: TrainSettings, data_sha256: str, stack: StackSpec, index: str | None
+) -> Path:
+    """Where the app keeps the run of these settings on this data, these models and this index:
+    the same inputs always name the same folder, so starting them again resumes (or shows) that run.
 
-    >>> run_folder("/tmp", TrainSettings(steps=20), "ab" * 32, Config()).name[:24]
+    >>> run_folder("/tmp", TrainSettings(steps=20), "ab" * 32, StackSpec(), None).name[:24]
     'query-sequence-k5-s20-lr'
     """
-    key = json.dumps([settings.to_dict(), data_sha256, base_models(cfg), cfg.index], sort_keys=True)
+    key = json.dumps([settings.to_dict(), data_sha256, base_models(stack), index], sort_keys=True)
     lr = "-".join(f"{settings.lr_of(p):g}" for p in settings.parts)
     return Path(base) / (
         f"{settings.part}-{settings.marginal}-k{settings.k}-s{settings.steps}-lr{lr}-"

@@ -29,7 +29,7 @@ from rag_core.analysis.scoring import AnswerScores, ForcedAnswers
 from rag_core.config import RAG_SEQUENCE, RAG_TOKEN
 from rag_core.decoding.answering import analyse
 from rag_core.marginals import prob
-from rag_core.pipeline import trace_config
+from rag_core.pipeline import trace_settings
 from rag_core.trace import Candidate, Trace, log_p_under
 
 NEEDS_CALL = "needs a model call"
@@ -242,9 +242,9 @@ def rerun(
     lpz, keep, new_scale = counterfactual_prior(trace, drop_ranks, k, scale)
     hits = [h for h, on in zip(trace.hits, keep) if on]
     log_pz = lpz[torch.tensor(keep)]  # (K',) the new prior over the kept passages, summing to 1
-    cfg = trace_config(pipe.cfg, trace).with_(k=len(hits), scale=new_scale)
+    settings = trace_settings(pipe.settings, trace).with_(k=len(hits), scale=new_scale)
     with pipe.models.lock:  # the shared generator serves one query at a time
-        return analyse(pipe.models.generator, trace.question, hits, log_pz, cfg, trace.index, new_scale)
+        return analyse(pipe.models.generator, trace.question, hits, log_pz, settings, trace.index, new_scale)
 
 
 def with_computed(cf: Counterfactual, full: Trace) -> Counterfactual:

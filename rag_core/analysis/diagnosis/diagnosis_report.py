@@ -19,7 +19,7 @@ from rag_core.analysis.diagnosis.verdict_rules import VERDICTS
 from rag_core.analysis.diagnosis.verdicts import Diagnosis, diagnose
 from rag_core.config import DECODING_LABELS, RAG_SEQUENCE, RAG_TOKEN
 from rag_core.marginals import prob
-from rag_core.pipeline import trace_config
+from rag_core.pipeline import trace_settings
 from rag_core.trace import Trace
 
 STATUS_WORDS = {True: "FIRED", None: "not checked", False: "not this"}
@@ -36,7 +36,7 @@ class Checks:
 def run_checks(pipe, trace: Trace, expected: list[str]) -> Checks:
     """The three model-calling checks (see the module docstring), under the trace's own settings."""
     forced = scoring.force_answers(pipe, trace, expected)
-    closed = pipe.closed_book(trace.question, trace_config(pipe.cfg, trace))
+    closed = pipe.closed_book(trace.question, trace_settings(pipe.settings, trace))
     return Checks(forced, closed, deep_search.deep_search(pipe, trace, expected))
 
 

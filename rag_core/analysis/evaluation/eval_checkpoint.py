@@ -22,33 +22,32 @@ from pathlib import Path
 
 from rag_core.analysis.evaluation.question_result import QuestionResult
 from rag_core.analysis.evaluation.questions import EvalQuestion
-from rag_core.config import Config, answer_settings
+from rag_core.config import AnswerSettings, StackSpec, answer_settings
 from rag_core.decoding.decode import DECODER_VERSION
 from rag_core.generators.fingerprint import prompt_fingerprint
 from rag_core.models.model_keys import model_key
 from rag_core.storage import caches
 from rag_core.storage.files import write_json_atomic
 
-MODELS = ("question_encoder", "ctx_encoder", "generator")
 
-
-def run_key(pipe, questions: list[EvalQuestion], cfg, diagnose: bool) -> str:
-    """A stable fingerprint of one evaluation: the same inputs give the same key on any machine."""
+def run_key(pipe, questions: list[EvalQuestion], settings: AnswerSettings, diagnose: bool) -> str:
+    """A stable fingerprint of one evaluation (the pipeline's stack, the questions, the settings):
+    the same inputs give the same key on any machine."""
     manifest = getattr(pipe.index, "manifest", {}) or {}
     parts = {
         "questions": [asdict(q) for q in questions],
-        "settings": answer_settings(cfg),
+        "settings": answer_settings(settings),
         "index": [pipe.index_name, manifest.get("passages_checksum"), manifest.get("encoder")],
         "encoder": pipe.models.encoder.id,
         "generator": pipe.models.generator.id,
         "prompt": prompt_fingerprint(
-            cfg.generator
+            pipe.stack.generator
         ),  # the same model under another prompt answers differently
         "decoder": DECODER_VERSION,
         "diagnose": diagnose,
     }
-    models = {name: getattr(cfg, name, None) for name in MODELS}
-    if models != {name: getattr(Config(), name) for name in MODELS}:
+    models = {name: getattr(pipe.stack, name) for name in StackSpec.MODELS}
+    if models != {name: getattr(StackSpec(), name) for name in StackSpec.MODELS}:
         # any other stack: each model by content (a run retrained at its path is another model), and
         # the query encoder by name (a tuned query tower shares the encoder id of its passage tower)
         parts["models"] = {name: model_key(value) for name, value in models.items()}

@@ -32,7 +32,7 @@ from rag_core.analysis.evaluation.question_result import ModeResult, QuestionRes
 from rag_core.analysis.evaluation.questions import EvalQuestion
 from rag_core.analysis.matching import contains_answer, exact_match, passage_text
 from rag_core.analysis.scoring import score_texts
-from rag_core.config import CLOSED_BOOK, READINGS, STUFFED
+from rag_core.config import CLOSED_BOOK, READINGS, STUFFED, AnswerSettings
 from rag_core.decoding.decode import DECODER_VERSION
 from rag_core.marginals import prob
 from rag_core.storage import caches
@@ -65,7 +65,7 @@ CSV_COLUMNS = [
 def evaluate_question(
     pipe,
     q: EvalQuestion,
-    cfg,
+    settings: AnswerSettings,
     diagnose: bool = True,
     depth: int = 100,
     trace_path: Path | None = None,
@@ -78,8 +78,8 @@ def evaluate_question(
     (`evaluate_batch`); the seconds are its share of the batch."""
     t0 = time.perf_counter()
     if decoded is None:
-        run = pipe.run(q.question, cfg, keep_state=True)
-        closed_book, shared = pipe.closed_book(run.trace.question, cfg), 0.0
+        run = pipe.run(q.question, settings, keep_state=True)
+        closed_book, shared = pipe.closed_book(run.trace.question, settings), 0.0
     else:
         run, closed_book, shared = decoded
     trace = run.trace
@@ -163,7 +163,7 @@ def stuffed_result(trace: Trace, answers: list[str]) -> ModeResult:
 def evaluate_batch(
     pipe,
     qs: list[EvalQuestion],
-    cfg,
+    settings: AnswerSettings,
     diagnose: bool = True,
     depth: int = 100,
     trace_paths: list[Path | None] | None = None,
@@ -171,12 +171,12 @@ def evaluate_batch(
     """`evaluate_question` for several questions whose RAG answers and closed-book answers are each
     decoded as one batch (`Pipeline.run_many`, `closed_book_many`): the same results, fewer calls."""
     t0 = time.perf_counter()
-    runs = [r[0] for r in pipe.run_many([q.question for q in qs], [cfg], keep_state=True)]
-    closed = pipe.closed_book_many([r.trace.question for r in runs], cfg)
+    runs = [r[0] for r in pipe.run_many([q.question for q in qs], [settings], keep_state=True)]
+    closed = pipe.closed_book_many([r.trace.question for r in runs], settings)
     share = (time.perf_counter() - t0) / len(qs)
     paths = trace_paths or [None] * len(qs)
     return [
-        evaluate_question(pipe, q, cfg, diagnose, depth, path, (run, c, share))
+        evaluate_question(pipe, q, settings, diagnose, depth, path, (run, c, share))
         for q, run, c, path in zip(qs, runs, closed, paths)
     ]
 
@@ -255,20 +255,21 @@ class EvalRun:
 def run_eval(
     pipe,
     questions: list[EvalQuestion],
-    cfg,
+    settings: AnswerSettings,
     progress: Callable[[int, int, QuestionResult], None] | None = None,
     diagnose: bool = True,
-    settings: dict | None = None,
+    extra: dict | None = None,
     trace_dir: Path | None = None,
     resume: Path | bool | None = None,
 ) -> EvalRun:
     """Evaluate every question; `progress(done, total, result)` after each one. `trace_dir`: also
     store each question's trace there (`NNNN.json.gz`), for counterfactuals over K and the scale.
+    `extra`: what the run records beside its settings (its questions file, its stack's fingerprint).
 
     `resume`: a checkpoint file (True: the default one for these inputs, see `eval_checkpoint`), rewritten
     after every question and removed at the end; a killed run given the same inputs continues from
     it, and its answers are the ones the uninterrupted run would have given."""
-    key = eval_checkpoint.run_key(pipe, questions, cfg, diagnose) if resume else ""
+    key = eval_checkpoint.run_key(pipe, questions, settings, diagnose) if resume else ""
     ckpt = eval_checkpoint.default_path(key) if resume is True else (Path(resume) if resume else None)
     started, results = eval_checkpoint.load(ckpt, key) if ckpt else (None, [])
     started = started or time.time()
@@ -277,11 +278,11 @@ def run_eval(
     for i in range(len(results)):
         if progress:
             progress(i + 1, len(questions), results[i])
-    size = pipe.batch_size(cfg)
+    size = pipe.batch_size()
     for start in range(len(results), len(questions), size):
         batch = range(start, min(start + size, len(questions)))
         paths = [Path(trace_dir) / f"{i:04d}.json.gz" if trace_dir is not None else None for i in batch]
-        results += evaluate_batch(pipe, [questions[i] for i in batch], cfg, diagnose, trace_paths=paths)
+        results += evaluate_batch(pipe, [questions[i] for i in batch], settings, diagnose, trace_paths=paths)
         if ckpt:
             eval_checkpoint.save(ckpt, key, started, results)
         if progress:
@@ -289,17 +290,17 @@ def run_eval(
                 progress(i + 1, len(questions), results[i])
     info = {
         "index": pipe.index_name,
-        "k": cfg.k,
-        "decode": cfg.decode,
-        "beams": cfg.beams,
-        "length_penalty": cfg.length_penalty,
-        "rescore": cfg.rescore,
+        "k": settings.k,
+        "decode": settings.decode,
+        "beams": settings.beams,
+        "length_penalty": settings.length_penalty,
+        "rescore": settings.rescore,
         "decoder": DECODER_VERSION,
-        "scale": pipe.scale_for(cfg),
+        "scale": pipe.scale_for(settings),
         "generator": pipe.models.generator.id,
         "started": started,
         "seconds": round(time.time() - started, 1),
-        **(settings or {}),
+        **(extra or {}),
     }
     if ckpt:
         eval_checkpoint.discard(ckpt)

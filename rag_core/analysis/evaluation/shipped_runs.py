@@ -7,7 +7,7 @@ the decoder's and the judge's versions. A run whose fingerprint no longer equals
 current code and data give is stale: it is not offered (and a test fails until it is made again
 with `python -m rag_core eval FILE --ship NAME`).
 
->>> sorted(run_config(Config(k=1)))[:3]
+>>> sorted(run_config(AnswerSettings(k=1)))[:3]
 ['beams', 'decoder', 'early_stopping']
 """
 
@@ -16,12 +16,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
 
 from rag_core.analysis.evaluation.runs import EvalRun
-from rag_core.config import ASSETS, Config, StackSpec, answer_settings
+from rag_core.config import ASSETS, AnswerSettings, StackSpec, answer_settings
 from rag_core.corpus import passage_checksum
 from rag_core.decoding.decode import DECODER_VERSION
 from rag_core.generators.fingerprint import prompt_fingerprint
@@ -35,13 +34,13 @@ SHIPPABLE_PRESETS = ("default", "base")  # the stacks whose reference runs ship 
 EVAL_VERSION = 1  # bump when exact match, the verdicts or a stored field of a run change meaning
 
 
-def run_config(cfg: Config) -> dict:
+def run_config(settings: AnswerSettings) -> dict:
     """The decoding settings a run's answers depend on (stored in the shipped file)."""
     # an eval run always decodes both marginals, so `decode` is named only when it also read the
     # passages stuffed (`eval --stuffed`): the other runs' fingerprints stay what they were
-    stuffed = {"decode": cfg.decode} if cfg.decode == "all" else {}
+    stuffed = {"decode": settings.decode} if settings.decode == "all" else {}
     return (
-        {name: v for name, v in answer_settings(cfg).items() if name != "decode"}
+        {name: v for name, v in answer_settings(settings).items() if name != "decode"}
         | stuffed
         | {"decoder": DECODER_VERSION}
     )
@@ -63,34 +62,41 @@ def index_checksum(name: str) -> str:
     return _index_checksum(name, stamp)
 
 
-def fingerprint(cfg: Config, questions_file: Path) -> str:
-    """What a run of `questions_file` under `cfg` depends on, as one short hash."""
-    name = cfg.index or default_index_name()
-    if name not in NAMED or cfg.corpus:
+def fingerprint(stack: StackSpec, settings: AnswerSettings, questions_file: Path) -> str:
+    """What a run of `questions_file` by `stack` under `settings` depends on, as one short hash."""
+    name = settings.index or default_index_name()
+    if name not in NAMED:
         raise ValueError(f"only runs on a named index ({', '.join(NAMED)}) can be shipped, not {name!r}")
     parts = {
-        "question_encoder": cfg.question_encoder,
-        "ctx_encoder": cfg.ctx_encoder or cfg.question_encoder,
-        "generator": cfg.generator,
-        "prompt": prompt_fingerprint(cfg.generator),
+        "question_encoder": stack.question_encoder,
+        "ctx_encoder": stack.ctx_encoder or stack.question_encoder,
+        "generator": stack.generator,
+        "prompt": prompt_fingerprint(stack.generator),
         "index": [name, index_checksum(name)],
         "questions": hashlib.sha256(Path(questions_file).read_bytes()).hexdigest(),
-        "settings": run_config(cfg),
+        "settings": run_config(settings),
         "eval": EVAL_VERSION,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()[:20]
 
 
-def ship(run: EvalRun, cfg: Config, questions_file: Path, name: str, folder: Path = SHIPPED_RUNS) -> Path:
+def ship(
+    run: EvalRun,
+    stack: StackSpec,
+    settings: AnswerSettings,
+    questions_file: Path,
+    name: str,
+    folder: Path = SHIPPED_RUNS,
+) -> Path:
     """Store a complete run of `questions_file` as the shipped reference `name`."""
     if not name.replace("-", "").replace("_", "").isalnum():
         raise ValueError(f"a shipped run's name is letters, digits, - and _, not {name!r}")
     stored = {
-        "fingerprint": fingerprint(cfg, questions_file),
-        "config": run_config(cfg),
-        "index": cfg.index or default_index_name(),
+        "fingerprint": fingerprint(stack, settings, questions_file),
+        "config": run_config(settings),
+        "index": settings.index or default_index_name(),
         "file": _relative(questions_file),
-        "models": models_of(cfg),
+        "models": models_of(stack),
     }
     path = Path(folder) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -105,18 +111,17 @@ def _relative(path: Path) -> str:
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
-def models_of(cfg: Config) -> dict:
-    return {name: getattr(cfg, name) for name in MODEL_FIELDS}
+def models_of(stack: StackSpec) -> dict:
+    return {name: getattr(stack, name) for name in MODEL_FIELDS}
 
 
-def config_of(stored: dict) -> Config:
-    """The Config a shipped run was made with: its stack (the default's when it names none), its
-    own decoding settings."""
-    known = {f.name for f in fields(Config)}
+def config_of(stored: dict) -> tuple[StackSpec, AnswerSettings]:
+    """The stack a shipped run was made with (the default's when it names none) and its own
+    answer settings."""
     models = {k: v for k, v in (stored.get("models") or {}).items() if k in MODEL_FIELDS}
-    return Config().with_(
-        index=stored["index"], **models, **{k: v for k, v in stored["config"].items() if k in known}
-    )
+    known = {name for name, _ in AnswerSettings().key()}
+    decoding = {k: v for k, v in stored["config"].items() if k in known}
+    return StackSpec(**models), AnswerSettings(index=stored["index"], **decoding)
 
 
 def is_current(path: Path) -> bool:
@@ -124,24 +129,24 @@ def is_current(path: Path) -> bool:
     try:
         stored = json.loads(Path(path).read_text(encoding="utf-8"))["shipped"]
         return stored["config"].get("decoder") == DECODER_VERSION and stored["fingerprint"] == fingerprint(
-            config_of(stored), ASSETS.parent / stored["file"]
+            *config_of(stored), ASSETS.parent / stored["file"]
         )
     except (OSError, ValueError, KeyError, TypeError):
         return False
 
 
-def made_by(path: Path) -> Config | None:
-    """The Config of the shipped run at `path` (None when it cannot be read)."""
+def made_by(path: Path) -> StackSpec | None:
+    """The stack of the shipped run at `path` (None when it cannot be read)."""
     try:
-        return config_of(json.loads(Path(path).read_text(encoding="utf-8"))["shipped"])
+        return config_of(json.loads(Path(path).read_text(encoding="utf-8"))["shipped"])[0]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def current_runs(folder: Path = SHIPPED_RUNS, cfg: Config | None = None) -> list[Path]:
-    """The shipped runs of `cfg`'s stack (default: the default stack) that are still current, by
-    name, the larger K first (`test-k5`, `test-k1`). Another stack's runs are never offered as this one's."""
-    want = models_of(cfg or Config())
+def current_runs(folder: Path = SHIPPED_RUNS, stack: StackSpec | None = None) -> list[Path]:
+    """The shipped runs of `stack` (default: the default stack) that are still current, by name,
+    the larger K first (`test-k5`, `test-k1`). Another stack's runs are never offered as this one's."""
+    want = models_of(stack or StackSpec())
     mine = [p for p in Path(folder).glob("*.json") if (c := made_by(p)) is not None and models_of(c) == want]
     return sorted((p for p in mine if is_current(p)), key=lambda p: p.stem, reverse=True)
 
@@ -153,5 +158,5 @@ def is_shipped(path: Path) -> bool:
 def before_after_pairs(folder: Path = SHIPPED_RUNS) -> list[tuple[Path, Path]]:
     """(untrained base's run, trained default's run) of the same questions and settings, both
     current: `base-test-k5.json` with `test-k5.json`. What training changed, ready to compare."""
-    base = {p.stem.removeprefix("base-"): p for p in current_runs(folder, Config(**PRESETS["base"]))}
+    base = {p.stem.removeprefix("base-"): p for p in current_runs(folder, StackSpec(**PRESETS["base"]))}
     return [(base[p.stem], p) for p in current_runs(folder) if p.stem in base]
