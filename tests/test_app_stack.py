@@ -83,11 +83,13 @@ def model_line(at) -> str:
 
 
 def test_every_page_renders_on_the_stack_of_the_command_line_and_names_it(monkeypatch, tiny_generator):
-    """`--generator FOLDER` alone: the default retriever (whose year indexes are shipped, so the
-    Index swap page builds none) with the tiny Llama; every page names that stack."""
-    at = app_with(monkeypatch, ["--generator", str(tiny_generator)])
+    """`--generator FOLDER` (and a scale): the default retriever (whose year indexes are shipped, so
+    the Index swap page builds none) with the tiny Llama; every page names that stack, and the
+    sidebar starts at the command line's scale."""
+    at = app_with(monkeypatch, ["--generator", str(tiny_generator), "--scale", "7"])
     assert not at.error, [e.value for e in at.error]
     assert at.session_state["stack"] == "cli"
+    assert at.session_state["scale"] == 7.0
     named = stacks.in_words(StackSpec(generator=str(tiny_generator)))
     assert named.startswith("MiniLM-L6 retriever · ") and tiny_generator.name in named, named
     for page in PAGES:
