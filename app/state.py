@@ -17,8 +17,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from app import stack as stacks
-from rag_core.loupe.answers import USER_ERRORS, Result
-from rag_core.loupe.indexes import default_index_name
+from rag_core.loupe.answers import USER_ERRORS, Result, on_index
 from rag_core.loupe.model_stacks import stacks as engine_stacks
 from rag_core.loupe.stuffed_reading import orders
 from rag_core.loupe.vocabulary import AnswerSettings, StackSpec, Trace, first_line
@@ -72,8 +71,7 @@ def pipeline(name: str | None = None):
 def _on_index(asked: AnswerSettings, name: str | None) -> AnswerSettings:
     """`asked` on index `name`, else on its own, else on the default index (`asked` itself when it
     names that index already: a question's settings are built once)."""
-    index = name or asked.index or default_index_name()
-    return asked if index == asked.index else dataclasses.replace(asked, index=index)
+    return on_index(asked if not name or name == asked.index else dataclasses.replace(asked, index=name))
 
 
 def result(trace: Trace) -> Result:
